@@ -1,0 +1,164 @@
+// Package azerr is the one catalogue of Azure Table service error codes: each code's HTTP
+// status and default message (protocol.md §7). Lower layers return *Error values (or typed
+// storage errors that the table layer maps to them); only the server layer renders them.
+package azerr
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Code is an Azure storage error code as sent in x-ms-error-code.
+type Code string
+
+// The codes Cerulean emits. Statuses and messages are in the catalogue below.
+const (
+	AtomFormatNotSupported                  Code = "AtomFormatNotSupported"
+	AuthenticationFailed                    Code = "AuthenticationFailed"
+	AuthorizationFailure                    Code = "AuthorizationFailure"
+	CommandsInBatchActOnDifferentPartitions Code = "CommandsInBatchActOnDifferentPartitions"
+	DuplicatePropertiesSpecified            Code = "DuplicatePropertiesSpecified"
+	EntityAlreadyExists                     Code = "EntityAlreadyExists"
+	EntityTooLarge                          Code = "EntityTooLarge"
+	InternalError                           Code = "InternalError"
+	InvalidAuthenticationInfo               Code = "InvalidAuthenticationInfo"
+	InvalidDuplicateRow                     Code = "InvalidDuplicateRow"
+	InvalidHeaderValue                      Code = "InvalidHeaderValue"
+	InvalidInput                            Code = "InvalidInput"
+	InvalidQueryParameterValue              Code = "InvalidQueryParameterValue"
+	InvalidResourceName                     Code = "InvalidResourceName"
+	InvalidURI                              Code = "InvalidUri"
+	InvalidValueType                        Code = "InvalidValueType"
+	JSONFormatNotSupported                  Code = "JsonFormatNotSupported"
+	MediaTypeNotSupported                   Code = "MediaTypeNotSupported"
+	MethodNotAllowed                        Code = "MethodNotAllowed"
+	MissingRequiredHeader                   Code = "MissingRequiredHeader"
+	NoAuthenticationInformation             Code = "NoAuthenticationInformation"
+	NotImplemented                          Code = "NotImplemented"
+	OperationTimedOut                       Code = "OperationTimedOut"
+	OutOfRangeInput                         Code = "OutOfRangeInput"
+	PropertiesNeedValue                     Code = "PropertiesNeedValue"
+	PropertyNameInvalid                     Code = "PropertyNameInvalid"
+	PropertyNameTooLong                     Code = "PropertyNameTooLong"
+	PropertyValueTooLarge                   Code = "PropertyValueTooLarge"
+	RequestBodyTooLarge                     Code = "RequestBodyTooLarge"
+	ResourceNotFound                        Code = "ResourceNotFound"
+	ServerBusy                              Code = "ServerBusy"
+	TableAlreadyExists                      Code = "TableAlreadyExists"
+	TableBeingDeleted                       Code = "TableBeingDeleted"
+	TableNotFound                           Code = "TableNotFound"
+	TooManyProperties                       Code = "TooManyProperties"
+	UnsupportedHTTPVerb                     Code = "UnsupportedHttpVerb"
+	UpdateConditionNotSatisfied             Code = "UpdateConditionNotSatisfied"
+	XMethodIncorrectCount                   Code = "XMethodIncorrectCount"
+	XMethodIncorrectValue                   Code = "XMethodIncorrectValue"
+	XMethodNotUsingPost                     Code = "XMethodNotUsingPost"
+)
+
+type entry struct {
+	status  int
+	message string
+}
+
+// catalogue maps every code to its HTTP status and the service's default wording.
+var catalogue = map[Code]entry{
+	AtomFormatNotSupported:                  {http.StatusUnsupportedMediaType, "Atom format is not supported."},
+	AuthenticationFailed:                    {http.StatusForbidden, "Server failed to authenticate the request. Make sure the value of the Authorization header is formed correctly including the signature."},
+	AuthorizationFailure:                    {http.StatusForbidden, "This request is not authorized to perform this operation."},
+	CommandsInBatchActOnDifferentPartitions: {http.StatusBadRequest, "All commands in a batch must operate on same entity group."},
+	DuplicatePropertiesSpecified:            {http.StatusBadRequest, "A property is specified more than one time."},
+	EntityAlreadyExists:                     {http.StatusConflict, "The specified entity already exists."},
+	EntityTooLarge:                          {http.StatusBadRequest, "The entity is larger than the maximum size permitted."},
+	InternalError:                           {http.StatusInternalServerError, "Server encountered an internal error. Please try again after some time."},
+	InvalidAuthenticationInfo:               {http.StatusBadRequest, "Authentication information is not given in the correct format. Check the value of Authorization header."},
+	InvalidDuplicateRow:                     {http.StatusBadRequest, "The batch request contains multiple changes with same row key. An entity can appear only once in a batch request."},
+	InvalidHeaderValue:                      {http.StatusBadRequest, "The value for one of the HTTP headers is not in the correct format."},
+	InvalidInput:                            {http.StatusBadRequest, "One of the request inputs is not valid."},
+	InvalidQueryParameterValue:              {http.StatusBadRequest, "Value for one of the query parameters specified in the request URI is invalid."},
+	InvalidResourceName:                     {http.StatusBadRequest, "The specifed resource name contains invalid characters."},
+	InvalidURI:                              {http.StatusBadRequest, "The requested URI does not represent any resource on the server."},
+	InvalidValueType:                        {http.StatusBadRequest, "The value specified is invalid."},
+	JSONFormatNotSupported:                  {http.StatusUnsupportedMediaType, "JSON format is not supported."},
+	MediaTypeNotSupported:                   {http.StatusUnsupportedMediaType, "None of the provided media types are supported."},
+	MethodNotAllowed:                        {http.StatusMethodNotAllowed, "The requested method is not allowed on the specified resource."},
+	MissingRequiredHeader:                   {http.StatusBadRequest, "An HTTP header that's mandatory for this request is not specified."},
+	NoAuthenticationInformation:             {http.StatusUnauthorized, "Server failed to authenticate the request. Please refer to the information in the www-authenticate header."},
+	NotImplemented:                          {http.StatusNotImplemented, "The requested operation is not implemented on the specified resource."},
+	OperationTimedOut:                       {http.StatusInternalServerError, "The operation could not be completed within the permitted time."},
+	OutOfRangeInput:                         {http.StatusBadRequest, "One of the request inputs is out of range."},
+	PropertiesNeedValue:                     {http.StatusBadRequest, "The values are not specified for all properties in the entity."},
+	PropertyNameInvalid:                     {http.StatusBadRequest, "The property name is invalid."},
+	PropertyNameTooLong:                     {http.StatusBadRequest, "The property name exceeds the maximum allowed length."},
+	PropertyValueTooLarge:                   {http.StatusBadRequest, "The property value exceeds the maximum allowed size (64KB). If the property value is a string, it is UTF-16 encoded and the maximum number of characters should be 32K or less."},
+	RequestBodyTooLarge:                     {http.StatusRequestEntityTooLarge, "The request body is too large and exceeds the maximum permissible limit."},
+	ResourceNotFound:                        {http.StatusNotFound, "The specified resource does not exist."},
+	ServerBusy:                              {http.StatusServiceUnavailable, "The server is currently unable to receive requests. Please retry your request."},
+	TableAlreadyExists:                      {http.StatusConflict, "The table specified already exists."},
+	TableBeingDeleted:                       {http.StatusConflict, "The specified table is being deleted."},
+	TableNotFound:                           {http.StatusNotFound, "The table specified does not exist."},
+	TooManyProperties:                       {http.StatusBadRequest, "The entity contains more properties than allowed."},
+	UnsupportedHTTPVerb:                     {http.StatusMethodNotAllowed, "The resource doesn't support specified Http Verb."},
+	UpdateConditionNotSatisfied:             {http.StatusPreconditionFailed, "The update condition specified in the request was not satisfied."},
+	XMethodIncorrectCount:                   {http.StatusBadRequest, "More than one X-HTTP-Method is specified."},
+	XMethodIncorrectValue:                   {http.StatusBadRequest, "The specified X-HTTP-Method is invalid."},
+	XMethodNotUsingPost:                     {http.StatusBadRequest, "X-HTTP-Method used with a verb other than POST."},
+}
+
+// Error is a service error ready to render: a catalogue code, its status, and a message that
+// is the catalogue's default unless a more specific one was given.
+type Error struct {
+	Code    Code
+	Status  int
+	Message string
+	// Detail is extra diagnostic text (for example AuthenticationErrorDetail); optional.
+	Detail string
+}
+
+func (e *Error) Error() string {
+	if e.Detail != "" {
+		return fmt.Sprintf("%s: %s (%s)", e.Code, e.Message, e.Detail)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// New returns the error for code with the catalogue's default message.
+func New(code Code) *Error {
+	ent, ok := catalogue[code]
+	if !ok {
+		panic("azerr: code not in catalogue: " + string(code))
+	}
+	return &Error{Code: code, Status: ent.status, Message: ent.message}
+}
+
+// Newf returns the error for code with a specific message.
+func Newf(code Code, format string, args ...any) *Error {
+	e := New(code)
+	e.Message = fmt.Sprintf(format, args...)
+	return e
+}
+
+// WithDetail returns a copy of e carrying a diagnostic detail.
+func (e *Error) WithDetail(detail string) *Error {
+	c := *e
+	c.Detail = detail
+	return &c
+}
+
+// OutOfRange is the service's wording for a parameter whose value is not allowed:
+// "The '<name>' parameter of value '<value>' is out of range."
+func OutOfRange(name, value string) *Error {
+	return Newf(OutOfRangeInput, "The '%s' parameter of value '%s' is out of range.", name, value)
+}
+
+// As extracts an *Error from err's chain; anything else becomes InternalError, which is a bug.
+func As(err error) (*Error, bool) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e, true
+	}
+	return New(InternalError), false
+}
+
+// Status returns the HTTP status registered for code.
+func Status(code Code) int { return catalogue[code].status }

@@ -1,0 +1,181 @@
+package entity
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+)
+
+// The property codec: how engines store a property bag. Layout:
+//
+//	uvarint count
+//	count × ( uvarint len(name) | name | type byte | payload )
+//
+// Payloads: String and Binary are uvarint length + bytes; Boolean one byte; Int32, Int64,
+// DateTime and Double eight bytes big-endian (Double as its IEEE bits); GUID sixteen bytes.
+// Every payload's length is known from its type or prefix, so a reader can skip to one
+// property without decoding the others (see FindProperty).
+
+// ErrCorrupt reports stored bytes that do not decode.
+var ErrCorrupt = errors.New("entity: corrupt encoding")
+
+// AppendProps appends the encoding of props to dst.
+func AppendProps(dst []byte, props []Property) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(props)))
+	for _, p := range props {
+		dst = binary.AppendUvarint(dst, uint64(len(p.Name)))
+		dst = append(dst, p.Name...)
+		dst = AppendValue(dst, p.Value)
+	}
+	return dst
+}
+
+// AppendValue appends one value's type byte and payload.
+func AppendValue(dst []byte, v Value) []byte {
+	dst = append(dst, byte(v.Type))
+	switch v.Type {
+	case String:
+		dst = binary.AppendUvarint(dst, uint64(len(v.Str)))
+		dst = append(dst, v.Str...)
+	case Binary:
+		dst = binary.AppendUvarint(dst, uint64(len(v.Bytes)))
+		dst = append(dst, v.Bytes...)
+	case Boolean:
+		dst = append(dst, byte(v.Int&1))
+	case Int32, Int64, DateTime:
+		dst = binary.BigEndian.AppendUint64(dst, uint64(v.Int))
+	case Double:
+		dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(v.Float))
+	case GUID:
+		var g [16]byte
+		copy(g[:], v.Bytes)
+		dst = append(dst, g[:]...)
+	}
+	return dst
+}
+
+// DecodeProps decodes a property bag written by AppendProps. Strings and byte slices are
+// copied, so the result does not alias b.
+func DecodeProps(b []byte) ([]Property, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, ErrCorrupt
+	}
+	b = b[k:]
+	props := make([]Property, 0, n)
+	for i := uint64(0); i < n; i++ {
+		name, rest, err := readBytes(b)
+		if err != nil {
+			return nil, err
+		}
+		v, rest, err := decodeValue(rest)
+		if err != nil {
+			return nil, err
+		}
+		props = append(props, Property{Name: string(name), Value: v})
+		b = rest
+	}
+	if len(b) != 0 {
+		return nil, ErrCorrupt
+	}
+	return props, nil
+}
+
+// FindProperty returns the named property from an encoded bag without decoding the others.
+func FindProperty(b []byte, name string) (Value, bool, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return Value{}, false, ErrCorrupt
+	}
+	b = b[k:]
+	for i := uint64(0); i < n; i++ {
+		pn, rest, err := readBytes(b)
+		if err != nil {
+			return Value{}, false, err
+		}
+		if string(pn) == name {
+			v, _, err := decodeValue(rest)
+			return v, err == nil, err
+		}
+		if b, err = skipValue(rest); err != nil {
+			return Value{}, false, err
+		}
+	}
+	return Value{}, false, nil
+}
+
+func readBytes(b []byte) ([]byte, []byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return nil, nil, ErrCorrupt
+	}
+	return b[k : k+int(n)], b[k+int(n):], nil
+}
+
+func fixedLen(t Type) int {
+	switch t {
+	case Boolean:
+		return 1
+	case Int32, Int64, DateTime, Double:
+		return 8
+	case GUID:
+		return 16
+	}
+	return -1
+}
+
+func skipValue(b []byte) ([]byte, error) {
+	if len(b) == 0 {
+		return nil, ErrCorrupt
+	}
+	t := Type(b[0])
+	b = b[1:]
+	if t == String || t == Binary {
+		_, rest, err := readBytes(b)
+		return rest, err
+	}
+	n := fixedLen(t)
+	if n < 0 || len(b) < n {
+		return nil, ErrCorrupt
+	}
+	return b[n:], nil
+}
+
+func decodeValue(b []byte) (Value, []byte, error) {
+	if len(b) == 0 {
+		return Value{}, nil, ErrCorrupt
+	}
+	v := Value{Type: Type(b[0])}
+	b = b[1:]
+	switch v.Type {
+	case String:
+		s, rest, err := readBytes(b)
+		if err != nil {
+			return Value{}, nil, err
+		}
+		v.Str = string(s)
+		return v, rest, nil
+	case Binary:
+		s, rest, err := readBytes(b)
+		if err != nil {
+			return Value{}, nil, err
+		}
+		v.Bytes = append([]byte{}, s...)
+		return v, rest, nil
+	}
+	n := fixedLen(v.Type)
+	if n < 0 || len(b) < n {
+		return Value{}, nil, ErrCorrupt
+	}
+	switch v.Type {
+	case Boolean:
+		v.Int = int64(b[0] & 1)
+	case Int32, Int64, DateTime:
+		v.Int = int64(binary.BigEndian.Uint64(b))
+	case Double:
+		v.Float = math.Float64frombits(binary.BigEndian.Uint64(b))
+	case GUID:
+		v.Bytes = append([]byte{}, b[:16]...)
+	}
+	return v, b[n:], nil
+}

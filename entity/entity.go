@@ -1,0 +1,347 @@
+// Package entity holds the table data model: the eight EDM types, typed property values,
+// entities, the service's limits, and the compact binary codec engines store.
+//
+// Nothing here knows about JSON or HTTP; the codec keeps every EDM type exact (Int64 as
+// int64, DateTime at 100 ns, Double as its IEEE bits, Binary as bytes).
+package entity
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Type is an EDM property type.
+type Type uint8
+
+// The eight EDM types. Their numeric values are part of the storage format: never reorder.
+const (
+	String Type = 1 + iota
+	Boolean
+	Int32
+	Int64
+	Double
+	DateTime
+	GUID
+	Binary
+)
+
+var typeNames = [...]string{
+	String:   "Edm.String",
+	Boolean:  "Edm.Boolean",
+	Int32:    "Edm.Int32",
+	Int64:    "Edm.Int64",
+	Double:   "Edm.Double",
+	DateTime: "Edm.DateTime",
+	GUID:     "Edm.Guid",
+	Binary:   "Edm.Binary",
+}
+
+// EDMName returns the OData type name, e.g. "Edm.Int64".
+func (t Type) EDMName() string {
+	if t >= String && t <= Binary {
+		return typeNames[t]
+	}
+	return "Edm.Unknown(" + strconv.Itoa(int(t)) + ")"
+}
+
+func (t Type) String() string { return t.EDMName() }
+
+// ParseType maps an OData type name ("Edm.Int64") to its Type.
+func ParseType(name string) (Type, bool) {
+	for t := String; t <= Binary; t++ {
+		if typeNames[t] == name {
+			return t, true
+		}
+	}
+	return 0, false
+}
+
+// Value is one typed property value. Which field holds the value depends on Type:
+//
+//	String            Str
+//	Boolean           Int (0 or 1)
+//	Int32, Int64      Int
+//	DateTime          Int (100 ns ticks since the Unix epoch, UTC; negative before 1970)
+//	Double            Float
+//	GUID              Bytes (16 bytes, RFC 4122 order)
+//	Binary            Bytes
+type Value struct {
+	Type  Type
+	Str   string
+	Int   int64
+	Float float64
+	Bytes []byte
+}
+
+// Constructors, for readable tests and callers.
+
+func StringValue(s string) Value  { return Value{Type: String, Str: s} }
+func Int32Value(v int32) Value    { return Value{Type: Int32, Int: int64(v)} }
+func Int64Value(v int64) Value    { return Value{Type: Int64, Int: v} }
+func DoubleValue(v float64) Value { return Value{Type: Double, Float: v} }
+func BinaryValue(b []byte) Value  { return Value{Type: Binary, Bytes: b} }
+func TimeValue(t time.Time) Value { return Value{Type: DateTime, Int: TimeToTicks(t)} }
+func GUIDValue(g [16]byte) Value  { return Value{Type: GUID, Bytes: g[:]} }
+func BoolValue(b bool) Value {
+	v := Value{Type: Boolean}
+	if b {
+		v.Int = 1
+	}
+	return v
+}
+
+// Bool reports a Boolean value.
+func (v Value) Bool() bool { return v.Int != 0 }
+
+// Equal reports whether two values have the same type and exactly the same content
+// (Double compares bits, so NaN equals NaN and -0 differs from +0).
+func (v Value) Equal(w Value) bool {
+	if v.Type != w.Type {
+		return false
+	}
+	switch v.Type {
+	case String:
+		return v.Str == w.Str
+	case Double:
+		return math.Float64bits(v.Float) == math.Float64bits(w.Float)
+	case GUID, Binary:
+		return string(v.Bytes) == string(w.Bytes)
+	default:
+		return v.Int == w.Int
+	}
+}
+
+func (v Value) String() string {
+	switch v.Type {
+	case String:
+		return strconv.Quote(v.Str)
+	case Boolean:
+		return strconv.FormatBool(v.Bool())
+	case Int32, Int64:
+		return strconv.FormatInt(v.Int, 10)
+	case Double:
+		return strconv.FormatFloat(v.Float, 'g', -1, 64)
+	case DateTime:
+		return FormatTicks(v.Int)
+	case GUID:
+		return FormatGUID(v.Bytes)
+	case Binary:
+		return fmt.Sprintf("X'%x'", v.Bytes)
+	}
+	return "<invalid>"
+}
+
+// Property is a named value.
+type Property struct {
+	Name  string
+	Value Value
+}
+
+// Entity is a property bag addressed by its keys. Props holds only custom properties (no
+// PartitionKey, RowKey or Timestamp), each name at most once, in the order they were given.
+type Entity struct {
+	PartitionKey string
+	RowKey       string
+	Props        []Property
+}
+
+// Get returns the named custom property.
+func (e *Entity) Get(name string) (Value, bool) {
+	for i := range e.Props {
+		if e.Props[i].Name == name {
+			return e.Props[i].Value, true
+		}
+	}
+	return Value{}, false
+}
+
+// Merge returns base's properties overlaid with patch's: a property in patch replaces the
+// one of the same name (including its type); others are kept; new ones are appended.
+// Neither input is modified.
+func Merge(base, patch []Property) []Property {
+	out := make([]Property, len(base), len(base)+len(patch))
+	copy(out, base)
+	idx := make(map[string]int, len(out))
+	for i, p := range out {
+		idx[p.Name] = i
+	}
+	for _, p := range patch {
+		if i, ok := idx[p.Name]; ok {
+			out[i] = p
+			continue
+		}
+		idx[p.Name] = len(out)
+		out = append(out, p)
+	}
+	return out
+}
+
+// ticksPerSecond is the DateTime resolution: 100 ns.
+const ticksPerSecond = 10_000_000
+
+// TimeToTicks converts t to 100 ns ticks since the Unix epoch, truncating below 100 ns.
+func TimeToTicks(t time.Time) int64 {
+	return t.Unix()*ticksPerSecond + int64(t.Nanosecond()/100)
+}
+
+// TicksToTime is the inverse of TimeToTicks, in UTC.
+func TicksToTime(ticks int64) time.Time {
+	sec := ticks / ticksPerSecond
+	rem := ticks % ticksPerSecond
+	if rem < 0 {
+		sec--
+		rem += ticksPerSecond
+	}
+	return time.Unix(sec, rem*100).UTC()
+}
+
+// MinDateTime and MaxDateTime bound the DateTime values the service accepts
+// (1601-01-01T00:00:00Z to 9999-12-31T23:59:59.9999999Z).
+var (
+	MinDateTime = TimeToTicks(time.Date(1601, 1, 1, 0, 0, 0, 0, time.UTC))
+	MaxDateTime = TimeToTicks(time.Date(9999, 12, 31, 23, 59, 59, 999999900, time.UTC))
+)
+
+// FormatTicks renders ticks as the service does: UTC, seven fraction digits, "Z".
+func FormatTicks(ticks int64) string {
+	return string(AppendTicks(nil, ticks))
+}
+
+// AppendTicks appends FormatTicks(ticks) to dst.
+func AppendTicks(dst []byte, ticks int64) []byte {
+	t := TicksToTime(ticks)
+	dst = t.AppendFormat(dst, "2006-01-02T15:04:05")
+	frac := ticks % ticksPerSecond
+	if frac < 0 {
+		frac += ticksPerSecond
+	}
+	dst = append(dst, '.')
+	var buf [7]byte
+	for i := 6; i >= 0; i-- {
+		buf[i] = byte('0' + frac%10)
+		frac /= 10
+	}
+	dst = append(dst, buf[:]...)
+	return append(dst, 'Z')
+}
+
+// ParseDateTime parses an ISO 8601 date-time with 0–7 fraction digits and a "Z", a numeric
+// offset, or no zone (taken as UTC), and returns 100 ns ticks. It rejects more than seven
+// fraction digits only when they are not zeros, so no precision is silently lost.
+func ParseDateTime(s string) (int64, error) {
+	// Split off the fraction so that any number of digits up to 7 is exact.
+	var frac int64
+	digits := 0
+	base := s
+	if i := indexByte(s, '.'); i >= 0 {
+		j := i + 1
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			if digits < 7 {
+				frac = frac*10 + int64(s[j]-'0')
+			} else if s[j] != '0' {
+				return 0, fmt.Errorf("datetime %q: more than 7 fraction digits", s)
+			}
+			digits++
+			j++
+		}
+		if digits == 0 {
+			return 0, fmt.Errorf("datetime %q: empty fraction", s)
+		}
+		for k := digits; k < 7; k++ {
+			frac *= 10
+		}
+		base = s[:i] + s[j:]
+	}
+	var t time.Time
+	var err error
+	switch {
+	case len(base) > 0 && (base[len(base)-1] == 'Z' || base[len(base)-1] == 'z'):
+		t, err = time.Parse("2006-01-02T15:04:05", base[:len(base)-1])
+		if err != nil {
+			t, err = time.Parse("2006-01-02T15:04", base[:len(base)-1])
+		}
+	case len(base) > 6 && (base[len(base)-6] == '+' || base[len(base)-6] == '-'):
+		t, err = time.Parse("2006-01-02T15:04:05-07:00", base)
+		if err != nil {
+			t, err = time.Parse("2006-01-02T15:04-07:00", base)
+		}
+	default:
+		t, err = time.Parse("2006-01-02T15:04:05", base)
+		if err != nil {
+			t, err = time.Parse("2006-01-02T15:04", base)
+		}
+		if err != nil {
+			t, err = time.Parse("2006-01-02", base)
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("datetime %q: %w", s, err)
+	}
+	return t.Unix()*ticksPerSecond + frac, nil
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// ParseGUID parses the 36-character hyphenated form (any hex case; braces allowed).
+func ParseGUID(s string) ([]byte, error) {
+	if len(s) == 38 && s[0] == '{' && s[37] == '}' {
+		s = s[1:37]
+	}
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return nil, fmt.Errorf("guid %q: not in xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx form", s)
+	}
+	out := make([]byte, 16)
+	j := 0
+	for i := 0; i < 36; {
+		if s[i] == '-' {
+			i++
+			continue
+		}
+		hi, ok1 := unhex(s[i])
+		lo, ok2 := unhex(s[i+1])
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("guid %q: bad hex digit", s)
+		}
+		out[j] = hi<<4 | lo
+		j++
+		i += 2
+	}
+	return out, nil
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// FormatGUID renders 16 bytes in lower-case hyphenated form.
+func FormatGUID(b []byte) string {
+	if len(b) != 16 {
+		return ""
+	}
+	const hexd = "0123456789abcdef"
+	out := make([]byte, 0, 36)
+	for i, c := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out = append(out, '-')
+		}
+		out = append(out, hexd[c>>4], hexd[c&15])
+	}
+	return string(out)
+}

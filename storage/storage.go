@@ -1,0 +1,170 @@
+// Package storage defines the engine boundary: the contract every storage engine
+// (storage/pebble, storage/postgres) implements and storage/enginetest verifies.
+//
+// The boundary is entity-level and semantic so that a SQL engine can check preconditions
+// and merge inside the database in one round trip, and a key-value engine can do the same
+// under its own locks inside one atomic batch. Concurrency control is the engine's job:
+// several front ends may share one engine's backing store.
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ceruleandb/cerulean/entity"
+)
+
+// Errors an engine reports. Apply wraps entity-level ones in *ApplyError.
+var (
+	ErrTableNotFound   = errors.New("table not found")
+	ErrTableExists     = errors.New("table already exists")
+	ErrNotFound        = errors.New("entity not found")
+	ErrExists          = errors.New("entity already exists")
+	ErrVersionMismatch = errors.New("entity version mismatch")
+	// ErrUnavailable means the backing store cannot be reached; the request may be retried.
+	ErrUnavailable = errors.New("storage unavailable")
+)
+
+// ApplyError reports which mutation of an Apply failed and why. Err is ErrNotFound,
+// ErrExists, ErrVersionMismatch, or an entity validation error (an *azerr.Error) found
+// when checking a merged result. Nothing of the Apply was written.
+type ApplyError struct {
+	Index int
+	Err   error
+}
+
+func (e *ApplyError) Error() string { return fmt.Sprintf("mutation %d: %v", e.Index, e.Err) }
+func (e *ApplyError) Unwrap() error { return e.Err }
+
+// Op is a mutation kind.
+type Op uint8
+
+// Mutation kinds and their preconditions.
+const (
+	// Insert requires that the entity does not exist (else ErrExists).
+	Insert Op = 1 + iota
+	// Replace requires that the entity exists (else ErrNotFound) and, if IfMatch is set,
+	// has that version (else ErrVersionMismatch); it replaces all properties.
+	Replace
+	// Merge has Replace's preconditions; it overlays Props on the stored properties.
+	Merge
+	// Delete has Replace's preconditions; it removes the entity.
+	Delete
+	// InsertOrReplace has no precondition.
+	InsertOrReplace
+	// InsertOrMerge has no precondition; on a missing entity it inserts Props.
+	InsertOrMerge
+)
+
+func (o Op) String() string {
+	switch o {
+	case Insert:
+		return "insert"
+	case Replace:
+		return "replace"
+	case Merge:
+		return "merge"
+	case Delete:
+		return "delete"
+	case InsertOrReplace:
+		return "insert-or-replace"
+	case InsertOrMerge:
+		return "insert-or-merge"
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// Mutation is one entity write inside an Apply. The PartitionKey is the Apply's.
+type Mutation struct {
+	Op     Op
+	RowKey string
+	// IfMatch, when non-zero, is the version the entity must have (Replace, Merge, Delete).
+	// Zero means "any existing version" (If-Match: *).
+	IfMatch int64
+	Props   []entity.Property
+}
+
+// Record is a stored entity with its version. The version is the entity's Timestamp in
+// 100 ns ticks since the Unix epoch (entity.TicksToTime) and the source of its ETag.
+type Record struct {
+	Entity  entity.Entity
+	Version int64
+}
+
+// Key addresses an entity within a table.
+type Key struct {
+	PartitionKey string
+	RowKey       string
+}
+
+// Less orders keys as the service does: by PartitionKey, then RowKey, comparing bytes.
+func (k Key) Less(o Key) bool {
+	if k.PartitionKey != o.PartitionKey {
+		return k.PartitionKey < o.PartitionKey
+	}
+	return k.RowKey < o.RowKey
+}
+
+// ScanRequest selects a key range of one table.
+type ScanRequest struct {
+	// Start is the first key to return (inclusive).
+	Start Key
+	// End, if non-nil, is the first key not to return (exclusive).
+	End *Key
+	// Limit caps the records returned; it must be positive.
+	Limit int
+	// Deadline, if set, ends the scan early; the result then carries a resume key.
+	Deadline time.Time
+	// Filter, if set, is applied to each record in the range; records it rejects are
+	// examined but not returned and do not count against Limit.
+	Filter func(*Record) bool
+}
+
+// ScanResult is one page of a scan. Next, when non-nil, is the key to resume from
+// (pass it as the next request's Start); nil means the range is exhausted.
+type ScanResult struct {
+	Records []Record
+	Next    *Key
+}
+
+// TableInfo describes a table in the catalogue. Name keeps the case it was created with.
+type TableInfo struct {
+	Name string
+}
+
+// Engine is the storage boundary. Table names are matched case-insensitively (TableKey)
+// and kept in their original case. Each account has its own namespace of tables.
+//
+// Contracts every engine keeps:
+//   - Apply is all or nothing: either every mutation commits or none does and the error is
+//     an *ApplyError naming the first failing mutation. Mutations run in order, so a later
+//     one sees the effect of an earlier one on the same row.
+//   - Every committed write gives the entity a version strictly greater than any version
+//     it had before, at 100 ns resolution, close to the wall clock (it is the Timestamp).
+//   - Apply returns only after the write is durable (synced or committed).
+//   - Two concurrent conditional writes on one entity never both succeed; Applies on
+//     different partitions do not wait for each other.
+//   - DeleteTable is instant; the rows are purged in the background, and a table created
+//     again under the same name never shows them.
+type Engine interface {
+	CreateTable(ctx context.Context, account, name string) error
+	GetTable(ctx context.Context, account, name string) (TableInfo, error)
+	// ListTables returns up to limit tables whose TableKey is ≥ TableKey(from), in
+	// TableKey order, and the name to resume from ("" when there are no more).
+	ListTables(ctx context.Context, account, from string, limit int) ([]TableInfo, string, error)
+	DeleteTable(ctx context.Context, account, name string) error
+
+	// Apply runs mutations on one partition atomically and returns each mutation's new
+	// version (0 for Delete).
+	Apply(ctx context.Context, account, table, partitionKey string, muts []Mutation) ([]int64, error)
+	Get(ctx context.Context, account, table, partitionKey, rowKey string) (Record, error)
+	Scan(ctx context.Context, account, table string, req ScanRequest) (ScanResult, error)
+
+	Close() error
+}
+
+// TableKey is the case-folded form under which a table name is unique.
+func TableKey(name string) string { return strings.ToLower(name) }
