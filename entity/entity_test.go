@@ -1,0 +1,208 @@
+package entity
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func TestTicksRoundTrip(t *testing.T) {
+	cases := []string{
+		"1601-01-01T00:00:00.0000000Z",
+		"1969-12-31T23:59:59.9999999Z",
+		"1970-01-01T00:00:00.0000000Z",
+		"2024-05-01T10:00:00.1234567Z",
+		"9999-12-31T23:59:59.9999999Z",
+	}
+	for _, s := range cases {
+		ticks, err := ParseDateTime(s)
+		if err != nil {
+			t.Fatalf("ParseDateTime(%q): %v", s, err)
+		}
+		if got := FormatTicks(ticks); got != s {
+			t.Errorf("FormatTicks(ParseDateTime(%q)) = %q", s, got)
+		}
+	}
+	if MinDateTime != mustParse(t, "1601-01-01T00:00:00Z") || MaxDateTime != mustParse(t, "9999-12-31T23:59:59.9999999Z") {
+		t.Fatal("DateTime bounds disagree with parser")
+	}
+}
+
+func mustParse(t *testing.T, s string) int64 {
+	t.Helper()
+	v, err := ParseDateTime(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestParseDateTimeForms(t *testing.T) {
+	want := TimeToTicks(time.Date(2008, 7, 10, 0, 0, 0, 0, time.UTC))
+	for _, s := range []string{
+		"2008-07-10T00:00:00Z", "2008-07-10T00:00:00.0Z", "2008-07-10T00:00:00.000Z",
+		"2008-07-10T00:00:00.0000000Z", "2008-07-10T00:00:00", "2008-07-10T02:00:00+02:00",
+		"2008-07-10T00:00Z", "2008-07-10T00:00:00.00000000Z",
+	} {
+		if got := mustParse(t, s); got != want {
+			t.Errorf("ParseDateTime(%q) = %d, want %d", s, got, want)
+		}
+	}
+	for _, s := range []string{"", "2008-07-10T00:00:00.Z", "2008-13-10T00:00:00Z", "2008-07-10T00:00:00.00000001Z", "yesterday"} {
+		if _, err := ParseDateTime(s); err == nil {
+			t.Errorf("ParseDateTime(%q) succeeded", s)
+		}
+	}
+}
+
+func TestETag(t *testing.T) {
+	v := mustParse(t, "2021-04-06T21:03:31.9231271Z")
+	et := ETag(v)
+	if et != `W/"datetime'2021-04-06T21%3A03%3A31.9231271Z'"` {
+		t.Fatalf("ETag = %s", et)
+	}
+	for _, s := range []string{et, `W/"datetime'2021-04-06T21:03:31.9231271Z'"`} {
+		got, ok, err := ParseETag(s)
+		if err != nil || !ok || got != v {
+			t.Errorf("ParseETag(%s) = %d, %v, %v", s, got, ok, err)
+		}
+	}
+	if _, ok, err := ParseETag(`W/"something-else"`); ok || err != nil {
+		t.Errorf("foreign weak etag: ok=%v err=%v", ok, err)
+	}
+	if _, _, err := ParseETag(`"strong"`); err == nil {
+		t.Error("strong etag accepted")
+	}
+}
+
+func TestCodecRoundTrip(t *testing.T) {
+	g, _ := ParseGUID("c9da6455-213d-42c9-9a79-3e9149a57833")
+	props := []Property{
+		{"S", StringValue("héllo 'q' %")},
+		{"E", StringValue("")},
+		{"B", BoolValue(true)},
+		{"I", Int32Value(math.MinInt32)},
+		{"L", Int64Value(math.MaxInt64)},
+		{"D", DoubleValue(math.NaN())},
+		{"Z", DoubleValue(math.Copysign(0, -1))},
+		{"T", Value{Type: DateTime, Int: MinDateTime}},
+		{"G", Value{Type: GUID, Bytes: g}},
+		{"X", BinaryValue([]byte{0, 1, 2, 255})},
+		{"Y", BinaryValue(nil)},
+	}
+	enc := AppendProps(nil, props)
+	got, err := DecodeProps(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(props) {
+		t.Fatalf("decoded %d props", len(got))
+	}
+	for i := range props {
+		if got[i].Name != props[i].Name || !got[i].Value.Equal(props[i].Value) {
+			t.Errorf("prop %d: got %v=%v want %v=%v", i, got[i].Name, got[i].Value, props[i].Name, props[i].Value)
+		}
+		v, ok, err := FindProperty(enc, props[i].Name)
+		if err != nil || !ok || !v.Equal(props[i].Value) {
+			t.Errorf("FindProperty(%s) = %v %v %v", props[i].Name, v, ok, err)
+		}
+	}
+	if _, ok, _ := FindProperty(enc, "missing"); ok {
+		t.Error("FindProperty found a missing property")
+	}
+	for i := 0; i < len(enc); i++ {
+		if _, err := DecodeProps(enc[:i]); err == nil {
+			t.Errorf("truncated encoding (%d bytes) decoded", i)
+		}
+	}
+}
+
+func TestMerge(t *testing.T) {
+	base := []Property{{"A", Int32Value(1)}, {"B", StringValue("x")}}
+	got := Merge(base, []Property{{"B", Int64Value(2)}, {"C", BoolValue(false)}})
+	if len(got) != 3 || got[1].Value.Type != Int64 || got[2].Name != "C" || base[1].Value.Type != String {
+		t.Fatalf("Merge = %v (base %v)", got, base)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := &Entity{PartitionKey: "p'%é ", RowKey: ""}
+	if err := Validate(ok); err != nil {
+		t.Fatalf("valid entity rejected: %v", err)
+	}
+	bad := []struct {
+		e    Entity
+		code string
+	}{
+		{Entity{PartitionKey: "a/b"}, "OutOfRangeInput"},
+		{Entity{PartitionKey: "a", RowKey: "x\ty"}, "OutOfRangeInput"},
+		{Entity{PartitionKey: "a", RowKey: "\u0085"}, "OutOfRangeInput"},
+		{Entity{PartitionKey: string(make([]byte, 513))}, "OutOfRangeInput"},
+		{Entity{PartitionKey: stringOf('k', 513)}, "PropertyValueTooLarge"},
+		{Entity{Props: []Property{{"1a", Int32Value(1)}}}, "PropertyNameInvalid"},
+		{Entity{Props: []Property{{"a-b", Int32Value(1)}}}, "PropertyNameInvalid"},
+		{Entity{Props: []Property{{stringOf('n', 256), Int32Value(1)}}}, "PropertyNameTooLong"},
+		{Entity{Props: []Property{{"S", StringValue(stringOf('s', 32769))}}}, "PropertyValueTooLarge"},
+		{Entity{Props: []Property{{"B", BinaryValue(make([]byte, 65537))}}}, "PropertyValueTooLarge"},
+		{Entity{Props: []Property{{"T", Value{Type: DateTime, Int: MinDateTime - 1}}}}, "OutOfRangeInput"},
+		{Entity{Props: []Property{{"A", Int32Value(1)}, {"A", Int32Value(2)}}}, "DuplicatePropertiesSpecified"},
+		{Entity{Props: manyProps(253)}, "TooManyProperties"},
+		{Entity{Props: bigProps(17)}, "EntityTooLarge"},
+	}
+	for i, c := range bad {
+		err := Validate(&c.e)
+		if err == nil || !contains(err.Error(), c.code) {
+			t.Errorf("case %d: got %v, want %s", i, err, c.code)
+		}
+	}
+	if err := Validate(&Entity{Props: manyProps(252)}); err != nil {
+		t.Errorf("252 properties rejected: %v", err)
+	}
+	if err := Validate(&Entity{Props: []Property{{"S", StringValue(stringOf('s', 32768))}, {"B", BinaryValue(make([]byte, 65536))}}}); err != nil {
+		t.Errorf("maximal values rejected: %v", err)
+	}
+}
+
+func stringOf(c byte, n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = c
+	}
+	return string(b)
+}
+
+func manyProps(n int) []Property {
+	ps := make([]Property, n)
+	for i := range ps {
+		ps[i] = Property{Name: "P" + itoa(i), Value: Int32Value(int32(i))}
+	}
+	return ps
+}
+
+func bigProps(n int) []Property {
+	ps := make([]Property, n)
+	for i := range ps {
+		ps[i] = Property{Name: "B" + itoa(i), Value: BinaryValue(make([]byte, 64*1024))}
+	}
+	return ps
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	s := ""
+	for ; i > 0; i /= 10 {
+		s = string(rune('0'+i%10)) + s
+	}
+	return s
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
