@@ -302,7 +302,7 @@ func ParseGUID(s string) ([]byte, error) {
 	out := make([]byte, 16)
 	j := 0
 	for i := 0; i < 36; {
-		if s[i] == '-' {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
 			i++
 			continue
 		}

@@ -206,3 +206,15 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+func TestParseGUID(t *testing.T) {
+	g, err := ParseGUID("C9DA6455-213D-42C9-9A79-3E9149A57833")
+	if err != nil || FormatGUID(g) != "c9da6455-213d-42c9-9a79-3e9149a57833" {
+		t.Fatalf("ParseGUID = %x, %v", g, err)
+	}
+	for _, s := range []string{"c9da6455-213d-42c9-9a79--e9149a57833", "c9da6455-213d-42c9-9a79-3e9149a5783-", "c9da6455x213d-42c9-9a79-3e9149a57833", "c9da6455-213d-42c9-9a79-3e9149a5783g", ""} {
+		if _, err := ParseGUID(s); err == nil {
+			t.Errorf("ParseGUID(%q) succeeded", s)
+		}
+	}
+}

@@ -1,0 +1,578 @@
+package edmjson
+
+import (
+	"encoding/base64"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/ceruleandb/cerulean/entity"
+)
+
+// EntityOptions says how AppendEntity and AppendCollectionStart render entities.
+type EntityOptions struct {
+	// Level is the negotiated metadata level.
+	Level Level
+	// ServiceRoot is the account's base URL without a trailing slash, e.g.
+	// "http://127.0.0.1:10002/devstoreaccount1" or "https://acct.table.core.windows.net"
+	// (one trailing slash is tolerated). Used by odata.metadata and odata.id.
+	ServiceRoot string
+	// Account is the account name, for odata.type ("<account>.<table>") at full metadata.
+	Account string
+	// Table is the table name as the client addressed it.
+	Table string
+	// Element marks a single-entity response (Get Entity, Insert with return-content):
+	// the object then starts with "odata.metadata":"<root>/$metadata#<table>/@Element".
+	// Entities inside a collection carry no odata.metadata.
+	Element bool
+	// Select is the parsed, trimmed $select list. Empty means every property. Otherwise
+	// only the named properties are written; PartitionKey, RowKey and Timestamp only when
+	// named; a named property the entity lacks is written as null (as the service does);
+	// odata.etag is written regardless (minimal and full). Names starting with "odata." or
+	// containing '@' are ignored, as are repeats.
+	Select []string
+}
+
+// TableOptions says how AppendTable and AppendTablesStart render tables.
+type TableOptions struct {
+	Level       Level
+	ServiceRoot string // as in EntityOptions
+	Account     string // for odata.type "<account>.Tables" at full metadata
+	// Element marks a single-table response (Create Table): the object then starts with
+	// "odata.metadata":"<root>/$metadata#Tables/@Element".
+	Element bool
+}
+
+// AppendEntity appends the JSON object for e, whose version gives its Timestamp and ETag,
+// following protocol.md §4.1–4.2 and checklist items 6–9:
+//
+//   - key order: odata.metadata (Element only), odata.type, odata.id (full), odata.etag
+//     (minimal, full), odata.editLink (full), PartitionKey, RowKey, Timestamp (with
+//     Timestamp@odata.type at full), then custom properties in stored order;
+//   - String, Boolean, Int32 are never annotated (.NET throws on those annotations, Go
+//     drops the value); Int64 is a string, DateTime/Guid/Binary strings, all annotated;
+//     Double is a JSON number that always has '.' or an exponent (so no client reads it
+//     back as Int32), except NaN/Infinity/-Infinity, which are strings annotated
+//     Edm.Double;
+//   - at NoMetadata the same values without any annotation or odata.* key.
+//
+// Values that no valid entity holds (a Guid that is not 16 bytes, an unknown type) are
+// written as null, so the output is always valid JSON.
+func AppendEntity(dst []byte, e *entity.Entity, version int64, opts EntityOptions) []byte {
+	dst = append(dst, '{')
+	root := trimSlash(opts.ServiceRoot)
+	all := len(opts.Select) == 0
+	if opts.Level != NoMetadata {
+		if opts.Element {
+			dst = append(dst, `"odata.metadata":"`...)
+			dst = appendStringContent(dst, root)
+			dst = append(dst, `/$metadata#`...)
+			dst = appendStringContent(dst, opts.Table)
+			dst = append(dst, `/@Element"`...)
+		}
+		if opts.Level == FullMetadata {
+			dst = comma(dst)
+			dst = append(dst, `"odata.type":"`...)
+			dst = appendStringContent(dst, opts.Account)
+			dst = append(dst, '.')
+			dst = appendStringContent(dst, opts.Table)
+			dst = append(dst, `","odata.id":"`...)
+			dst = appendStringContent(dst, root)
+			dst = append(dst, '/')
+			dst = appendEntityPath(dst, opts.Table, e)
+			dst = append(dst, '"')
+		}
+		dst = comma(dst)
+		dst = append(dst, `"odata.etag":"`...)
+		dst = appendETagContent(dst, version)
+		dst = append(dst, '"')
+		if opts.Level == FullMetadata {
+			dst = append(dst, `,"odata.editLink":"`...)
+			dst = appendEntityPath(dst, opts.Table, e)
+			dst = append(dst, '"')
+		}
+	}
+	if all || selected(opts.Select, "PartitionKey") {
+		dst = comma(dst)
+		dst = append(dst, `"PartitionKey":`...)
+		dst = appendString(dst, e.PartitionKey)
+	}
+	if all || selected(opts.Select, "RowKey") {
+		dst = comma(dst)
+		dst = append(dst, `"RowKey":`...)
+		dst = appendString(dst, e.RowKey)
+	}
+	if all || selected(opts.Select, "Timestamp") {
+		dst = comma(dst)
+		if opts.Level == FullMetadata {
+			dst = append(dst, `"Timestamp@odata.type":"Edm.DateTime",`...)
+		}
+		dst = append(dst, `"Timestamp":"`...)
+		dst = appendTicks(dst, version)
+		dst = append(dst, '"')
+	}
+	for i := range e.Props {
+		p := &e.Props[i]
+		if all || selected(opts.Select, p.Name) {
+			dst = comma(dst)
+			dst = appendProperty(dst, p.Name, &p.Value, opts.Level != NoMetadata)
+		}
+	}
+	if !all {
+	next:
+		for i, name := range opts.Select {
+			if !selectableCustom(name) {
+				continue
+			}
+			for _, prev := range opts.Select[:i] {
+				if prev == name {
+					continue next
+				}
+			}
+			if _, ok := e.Get(name); ok {
+				continue
+			}
+			dst = comma(dst)
+			dst = appendString(dst, name)
+			dst = append(dst, ":null"...)
+		}
+	}
+	return append(dst, '}')
+}
+
+// AppendCollectionStart opens a Query Entities body: {"odata.metadata":
+// "<root>/$metadata#<table>","value":[ (no odata.metadata at NoMetadata). Append the
+// entities with AppendEntity (opts.Element false), separated by ',', then
+// AppendCollectionEnd. Nothing else follows "value": continuation travels in headers, so
+// the body can be streamed.
+func AppendCollectionStart(dst []byte, opts EntityOptions) []byte {
+	if opts.Level == NoMetadata {
+		return append(dst, `{"value":[`...)
+	}
+	dst = append(dst, `{"odata.metadata":"`...)
+	dst = appendStringContent(dst, trimSlash(opts.ServiceRoot))
+	dst = append(dst, `/$metadata#`...)
+	dst = appendStringContent(dst, opts.Table)
+	return append(dst, `","value":[`...)
+}
+
+// AppendTablesStart opens a Query Tables body: {"odata.metadata":"<root>/$metadata#Tables",
+// "value":[ (no odata.metadata at NoMetadata). Append tables with AppendTable
+// (opts.Element false), separated by ',', then AppendCollectionEnd.
+func AppendTablesStart(dst []byte, opts TableOptions) []byte {
+	if opts.Level == NoMetadata {
+		return append(dst, `{"value":[`...)
+	}
+	dst = append(dst, `{"odata.metadata":"`...)
+	dst = appendStringContent(dst, trimSlash(opts.ServiceRoot))
+	return append(dst, `/$metadata#Tables","value":[`...)
+}
+
+// AppendTables appends a whole Query Tables body for names: AppendTablesStart, each
+// table with AppendTable (opts.Element is ignored), AppendCollectionEnd.
+func AppendTables(dst []byte, names []string, opts TableOptions) []byte {
+	opts.Element = false
+	dst = AppendTablesStart(dst, opts)
+	for i, name := range names {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendTable(dst, name, opts)
+	}
+	return AppendCollectionEnd(dst)
+}
+
+// AppendCollectionEnd closes a body opened by AppendCollectionStart or AppendTablesStart.
+func AppendCollectionEnd(dst []byte) []byte {
+	return append(dst, "]}"...)
+}
+
+// AppendTable appends one table object (protocol.md §3.1–3.2): {"TableName":"t"}, preceded
+// at full metadata by odata.type "<account>.Tables", odata.id "<root>/Tables('t')" and
+// odata.editLink "Tables('t')", and, for a single-table response (opts.Element), by
+// odata.metadata "<root>/$metadata#Tables/@Element" at minimal and full metadata.
+func AppendTable(dst []byte, name string, opts TableOptions) []byte {
+	dst = append(dst, '{')
+	if opts.Level != NoMetadata {
+		root := trimSlash(opts.ServiceRoot)
+		if opts.Element {
+			dst = append(dst, `"odata.metadata":"`...)
+			dst = appendStringContent(dst, root)
+			dst = append(dst, `/$metadata#Tables/@Element"`...)
+		}
+		if opts.Level == FullMetadata {
+			dst = comma(dst)
+			dst = append(dst, `"odata.type":"`...)
+			dst = appendStringContent(dst, opts.Account)
+			dst = append(dst, `.Tables","odata.id":"`...)
+			dst = appendStringContent(dst, root)
+			dst = append(dst, `/Tables('`...)
+			dst = appendKeyEscaped(dst, name)
+			dst = append(dst, `')","odata.editLink":"Tables('`...)
+			dst = appendKeyEscaped(dst, name)
+			dst = append(dst, `')"`...)
+		}
+	}
+	dst = comma(dst)
+	dst = append(dst, `"TableName":`...)
+	dst = appendString(dst, name)
+	return append(dst, '}')
+}
+
+// AppendError appends the OData JSON error body (protocol.md §7.1), compact and on one
+// line, with odata.error as the only top-level key (.NET requires it first):
+// {"odata.error":{"code":"<code>","message":{"lang":"en-US","value":"<message>"}}}.
+func AppendError(dst []byte, code, message string) []byte {
+	dst = append(dst, `{"odata.error":{"code":`...)
+	dst = appendString(dst, code)
+	dst = append(dst, `,"message":{"lang":"en-US","value":`...)
+	dst = appendString(dst, message)
+	return append(dst, "}}}"...)
+}
+
+// comma separates members: every member but the first of an object is preceded by ','.
+// No value ends in '{', so the last byte tells whether the object is still empty.
+func comma(dst []byte) []byte {
+	if dst[len(dst)-1] != '{' {
+		dst = append(dst, ',')
+	}
+	return dst
+}
+
+func trimSlash(s string) string {
+	if len(s) > 0 && s[len(s)-1] == '/' {
+		return s[:len(s)-1]
+	}
+	return s
+}
+
+func selected(sel []string, name string) bool {
+	for _, s := range sel {
+		if s == name {
+			return true
+		}
+	}
+	return false
+}
+
+// selectableCustom reports a $select name that may be written as a null custom property:
+// not a system property (written in its own place), not an odata.* key or annotation
+// (which would collide with the metadata keys).
+func selectableCustom(name string) bool {
+	if name == "" || entity.IsReservedName(name) {
+		return false
+	}
+	if len(name) >= 6 && name[:6] == "odata." {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] == '@' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendEntityPath appends <table>(PartitionKey='<pk>',RowKey='<rk>') with the keys
+// escaped as the Go SDK does (quotes doubled, then url.PathEscape), as JSON string content.
+func appendEntityPath(dst []byte, table string, e *entity.Entity) []byte {
+	dst = appendKeyEscaped(dst, table)
+	dst = append(dst, `(PartitionKey='`...)
+	dst = appendKeyEscaped(dst, e.PartitionKey)
+	dst = append(dst, `',RowKey='`...)
+	dst = appendKeyEscaped(dst, e.RowKey)
+	return append(dst, `')`...)
+}
+
+// pathKeep marks the bytes url.PathEscape leaves alone: unreserved characters and the
+// sub-delimiters allowed in a path segment ($ & + : = @). Its output never needs JSON
+// escaping.
+var pathKeep = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	}
+	for _, c := range "-_.~$&+:=@" {
+		t[c] = true
+	}
+	return t
+}()
+
+// appendKeyEscaped appends k with every single quote doubled, then escaped exactly as
+// url.PathEscape escapes a path segment.
+func appendKeyEscaped(dst []byte, k string) []byte {
+	const hexu = "0123456789ABCDEF"
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case pathKeep[c]:
+			dst = append(dst, c)
+		case c == '\'':
+			dst = append(dst, "%27%27"...)
+		default:
+			dst = append(dst, '%', hexu[c>>4], hexu[c&15])
+		}
+	}
+	return dst
+}
+
+// appendProperty appends "name":value, preceded by "name@odata.type":"Edm.X" when the
+// value needs an annotation and annotate is set.
+func appendProperty(dst []byte, name string, v *entity.Value, annotate bool) []byte {
+	var annot string
+	switch v.Type {
+	case entity.Int64:
+		annot = "Edm.Int64"
+	case entity.DateTime:
+		annot = "Edm.DateTime"
+	case entity.GUID:
+		if len(v.Bytes) == 16 {
+			annot = "Edm.Guid"
+		}
+	case entity.Binary:
+		annot = "Edm.Binary"
+	case entity.Double:
+		if math.IsNaN(v.Float) || math.IsInf(v.Float, 0) {
+			annot = "Edm.Double"
+		}
+	}
+	if annotate && annot != "" {
+		dst = append(dst, '"')
+		dst = appendStringContent(dst, name)
+		dst = append(dst, `@odata.type":"`...)
+		dst = append(dst, annot...)
+		dst = append(dst, `",`...)
+	}
+	dst = appendString(dst, name)
+	dst = append(dst, ':')
+	switch v.Type {
+	case entity.String:
+		return appendString(dst, v.Str)
+	case entity.Boolean:
+		if v.Int != 0 {
+			return append(dst, "true"...)
+		}
+		return append(dst, "false"...)
+	case entity.Int32:
+		return strconv.AppendInt(dst, v.Int, 10)
+	case entity.Int64:
+		dst = append(dst, '"')
+		dst = strconv.AppendInt(dst, v.Int, 10)
+		return append(dst, '"')
+	case entity.Double:
+		return appendDouble(dst, v.Float)
+	case entity.DateTime:
+		dst = append(dst, '"')
+		dst = appendTicks(dst, v.Int)
+		return append(dst, '"')
+	case entity.GUID:
+		if len(v.Bytes) != 16 {
+			return append(dst, "null"...)
+		}
+		const hexl = "0123456789abcdef"
+		dst = append(dst, '"')
+		for i, c := range v.Bytes {
+			if i == 4 || i == 6 || i == 8 || i == 10 {
+				dst = append(dst, '-')
+			}
+			dst = append(dst, hexl[c>>4], hexl[c&15])
+		}
+		return append(dst, '"')
+	case entity.Binary:
+		dst = append(dst, '"')
+		dst = base64.StdEncoding.AppendEncode(dst, v.Bytes)
+		return append(dst, '"')
+	}
+	return append(dst, "null"...)
+}
+
+// appendDouble writes a Double so that every JSON reader sees a non-integer number:
+// shortest round-trip digits, plain notation for 1e-6 ≤ |f| < 1e21 with ".0" added to
+// integral values (5.0, -0.0, 1e20 as 100000000000000000000.0), exponent notation
+// otherwise (1e+21, 5e-324). NaN and ±Inf become the strings "NaN", "Infinity",
+// "-Infinity" (the caller annotates them).
+func appendDouble(dst []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(dst, `"NaN"`...)
+	case math.IsInf(f, 1):
+		return append(dst, `"Infinity"`...)
+	case math.IsInf(f, -1):
+		return append(dst, `"-Infinity"`...)
+	}
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		dst = strconv.AppendFloat(dst, f, 'e', -1, 64)
+		// e-07 → e-7, as encoding/json and JavaScript write it.
+		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+		return dst
+	}
+	start := len(dst)
+	dst = strconv.AppendFloat(dst, f, 'f', -1, 64)
+	for _, c := range dst[start:] {
+		if c == '.' {
+			return dst
+		}
+	}
+	return append(dst, ".0"...)
+}
+
+// appendString appends s as a JSON string.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	dst = appendStringContent(dst, s)
+	return append(dst, '"')
+}
+
+// strSafe marks the ASCII bytes written verbatim inside a JSON string.
+var strSafe = strPlain
+
+// appendStringContent appends s JSON-escaped, without quotes: '"' and '\\' escaped,
+// \n \r \t short forms, other control characters as \u00XX, U+2028/U+2029 escaped (they
+// end lines in JavaScript), invalid UTF-8 replaced by \ufffd (never produced by a valid
+// entity, but the output must stay valid JSON). '<', '>' and '&' are not escaped: this is
+// not HTML.
+func appendStringContent(dst []byte, s string) []byte {
+	const hexl = "0123456789abcdef"
+	start := 0
+	for i := 0; i < len(s); {
+		if i+8 <= len(s) && plain8(load8(s, i)) {
+			i += 8
+			continue
+		}
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if strSafe[c] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexl[c>>4], hexl[c&15])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexl[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(dst, s[start:]...)
+}
+
+// appendTicks is entity.AppendTicks (UTC, seven fraction digits, "Z") without going
+// through time.Time formatting, which costs more than the rest of a typical entity's
+// non-string values. Years outside 1601..9999, which no valid value has, use
+// entity.AppendTicks.
+func appendTicks(dst []byte, ticks int64) []byte {
+	if ticks < entity.MinDateTime || ticks > entity.MaxDateTime {
+		return entity.AppendTicks(dst, ticks)
+	}
+	secs := ticks / 10_000_000
+	frac := ticks % 10_000_000
+	if frac < 0 {
+		secs--
+		frac += 10_000_000
+	}
+	days := secs / 86400
+	sod := secs % 86400
+	if sod < 0 {
+		days--
+		sod += 86400
+	}
+	y, m, d := civilFromDays(days)
+	var b [28]byte
+	put := func(i int, v int64, n int) {
+		for k := i + n - 1; k >= i; k-- {
+			b[k] = byte('0' + v%10)
+			v /= 10
+		}
+	}
+	put(0, y, 4)
+	b[4] = '-'
+	put(5, m, 2)
+	b[7] = '-'
+	put(8, d, 2)
+	b[10] = 'T'
+	put(11, sod/3600, 2)
+	b[13] = ':'
+	put(14, sod/60%60, 2)
+	b[16] = ':'
+	put(17, sod%60, 2)
+	b[19] = '.'
+	put(20, frac, 7)
+	b[27] = 'Z'
+	return append(dst, b[:]...)
+}
+
+// civilFromDays is the inverse of daysFromCivil (H. Hinnant's algorithm).
+func civilFromDays(z int64) (y, m, d int64) {
+	z += 719468
+	era := z / 146097
+	if z < 0 && z%146097 != 0 {
+		era--
+	}
+	doe := z - era*146097
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	y = yoe + era*400
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	d = doy - (153*mp+2)/5 + 1
+	if mp < 10 {
+		m = mp + 3
+	} else {
+		m = mp - 9
+	}
+	if m <= 2 {
+		y++
+	}
+	return y, m, d
+}
+
+// appendETagContent appends entity.AppendETag(version) as JSON string content:
+// W/\"datetime'2024-05-01T10%3A00%3A01.0000001Z'\".
+func appendETagContent(dst []byte, version int64) []byte {
+	if version < entity.MinDateTime || version > entity.MaxDateTime {
+		var buf [64]byte
+		for _, c := range entity.AppendETag(buf[:0], version) {
+			if c == '"' || c == '\\' {
+				dst = append(dst, '\\')
+			}
+			dst = append(dst, c)
+		}
+		return dst
+	}
+	var buf [28]byte
+	ts := appendTicks(buf[:0], version)
+	dst = append(dst, `W/\"datetime'`...)
+	dst = append(dst, ts[:13]...)
+	dst = append(dst, "%3A"...)
+	dst = append(dst, ts[14:16]...)
+	dst = append(dst, "%3A"...)
+	dst = append(dst, ts[17:]...)
+	return append(dst, `'\"`...)
+}

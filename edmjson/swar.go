@@ -1,0 +1,30 @@
+package edmjson
+
+// Word-at-a-time scanning for JSON strings: most string bytes are printable ASCII that
+// needs no escaping, so testing eight of them at once halves the cost of decoding and
+// encoding a typical entity.
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// load8 reads s[i:i+8] little-endian; the compiler turns it into one load.
+func load8[S ~string | ~[]byte](s S, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
+// plain8 reports whether all eight bytes of x are printable ASCII other than '"' and '\\'
+// (exactly the bytes strPlain marks).
+func plain8(x uint64) bool {
+	// The classic "has a byte below n" test: exact as to whether any byte qualifies.
+	m := x & msb                   // some byte ≥ 0x80
+	m |= (x - 0x20*lsb) &^ x & msb // some byte < 0x20
+	q := x ^ ('"' * lsb)           // a '"' becomes 0 ...
+	m |= (q - lsb) &^ q & msb      // ... and is found as a byte below 1
+	b := x ^ ('\\' * lsb)
+	m |= (b - lsb) &^ b & msb
+	return m == 0
+}
