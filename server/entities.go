@@ -1,0 +1,225 @@
+package server
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/ceruleandb/cerulean/azerr"
+	"github.com/ceruleandb/cerulean/edmjson"
+	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/table"
+)
+
+func (s *Server) entityOptions(rq *request, element bool, sel []string) edmjson.EntityOptions {
+	return edmjson.EntityOptions{
+		Level:       rq.level,
+		ServiceRoot: rq.root,
+		Account:     rq.account,
+		Table:       rq.res.Table,
+		Element:     element,
+		Select:      sel,
+	}
+}
+
+// entityLocation is the entity's URL, as Location and DataServiceId carry it.
+func entityLocation(rq *request, pk, rk string) string {
+	return rq.root + "/" + rq.res.Table + "(PartitionKey='" + escapeKey(pk) + "',RowKey='" + escapeKey(rk) + "')"
+}
+
+// escapeKey doubles quotes and percent-encodes a key for use inside a URL path.
+func escapeKey(k string) string {
+	return url.PathEscape(strings.ReplaceAll(k, "'", "''"))
+}
+
+func (s *Server) decodeEntity(rq *request) (entity.Entity, edmjson.Keys, error) {
+	if err := checkContentType(rq.r); err != nil {
+		return entity.Entity{}, edmjson.Keys{}, err
+	}
+	body, err := readBody(rq.r, maxEntityBody)
+	if err != nil {
+		return entity.Entity{}, edmjson.Keys{}, err
+	}
+	return edmjson.DecodeEntity(body)
+}
+
+func (s *Server) insertEntity(rq *request) error {
+	e, keys, err := s.decodeEntity(rq)
+	if err != nil {
+		return err
+	}
+	if !keys.PartitionKey || !keys.RowKey {
+		return azerr.New(azerr.PropertiesNeedValue)
+	}
+	pref := preference(rq.r)
+	if pref != "" {
+		rq.w.Header()["Preference-Applied"] = []string{pref}
+	}
+	version, err := s.tables.InsertEntity(rq.r.Context(), rq.account, rq.res.Table, &e)
+	if err != nil {
+		return err
+	}
+	h := rq.w.Header()
+	loc := entityLocation(rq, e.PartitionKey, e.RowKey)
+	h["Etag"] = []string{entity.ETag(version)}
+	h["Location"] = []string{loc}
+	h["Dataserviceid"] = []string{loc}
+	if pref == "return-no-content" {
+		rq.noContent()
+		return nil
+	}
+	rq.odataHeaders()
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	*bp = edmjson.AppendEntity((*bp)[:0], &e, version, s.entityOptions(rq, true, nil))
+	rq.send(http.StatusCreated, edmjson.ContentType(rq.level), *bp)
+	return nil
+}
+
+func ifMatch(r *http.Request) (table.Condition, error) {
+	if len(r.Header.Values("If-None-Match")) > 0 {
+		return table.Condition{}, azerr.Newf(azerr.InvalidInput, "If-None-Match HTTP header is not allowed on this request.")
+	}
+	vs := r.Header.Values("If-Match")
+	if len(vs) > 1 {
+		return table.Condition{}, azerr.Newf(azerr.InvalidInput, "Only one If-Match value may be specified.")
+	}
+	if len(vs) == 0 {
+		return table.ParseCondition("", false)
+	}
+	return table.ParseCondition(strings.TrimSpace(vs[0]), true)
+}
+
+func (s *Server) writeEntity(rq *request, mode table.Mode) error {
+	cond, err := ifMatch(rq.r)
+	if err != nil {
+		return err
+	}
+	e, _, err := s.decodeEntity(rq)
+	if err != nil {
+		return err
+	}
+	// The URL addresses the entity; keys in the body are ignored (the Go SDK's EDMEntity
+	// even doubles quotes in them).
+	e.PartitionKey, e.RowKey = rq.res.PartitionKey, rq.res.RowKey
+	version, err := s.tables.WriteEntity(rq.r.Context(), rq.account, rq.res.Table, &e, mode, cond)
+	if err != nil {
+		return err
+	}
+	rq.w.Header()["Etag"] = []string{entity.ETag(version)}
+	rq.noContent()
+	return nil
+}
+
+func (s *Server) deleteEntity(rq *request) error {
+	cond, err := ifMatch(rq.r)
+	if err != nil {
+		return err
+	}
+	if err := s.tables.DeleteEntity(rq.r.Context(), rq.account, rq.res.Table, rq.res.PartitionKey, rq.res.RowKey, cond); err != nil {
+		return err
+	}
+	rq.noContent()
+	return nil
+}
+
+func (s *Server) getEntity(rq *request) error {
+	if err := entity.ValidateKey("PartitionKey", rq.res.PartitionKey); err != nil {
+		return err
+	}
+	if err := entity.ValidateKey("RowKey", rq.res.RowKey); err != nil {
+		return err
+	}
+	rec, err := s.tables.GetEntity(rq.r.Context(), rq.account, rq.res.Table, rq.res.PartitionKey, rq.res.RowKey)
+	if err != nil {
+		return err
+	}
+	sel := parseSelect(rq.query.Get("$select"))
+	rq.w.Header()["Etag"] = []string{entity.ETag(rec.Version)}
+	rq.odataHeaders()
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	*bp = edmjson.AppendEntity((*bp)[:0], &rec.Entity, rec.Version, s.entityOptions(rq, true, sel))
+	rq.send(http.StatusOK, edmjson.ContentType(rq.level), *bp)
+	return nil
+}
+
+func (s *Server) queryEntities(rq *request) error {
+	q := rq.query
+	top, err := parseTop(q.Get("$top"))
+	if err != nil {
+		return err
+	}
+	query := table.Query{
+		Top:              top,
+		NextPartitionKey: q.Get("NextPartitionKey"),
+		NextRowKey:       q.Get("NextRowKey"),
+	}
+	if f := strings.TrimSpace(q.Get("$filter")); f != "" {
+		pk, ok := partitionFilter(f)
+		if !ok {
+			return azerr.Newf(azerr.NotImplemented, "Only $filter=PartitionKey eq '<value>' is supported yet.")
+		}
+		query.PartitionKey = &pk
+	}
+	page, err := s.tables.QueryEntities(rq.r.Context(), rq.account, rq.res.Table, query)
+	if err != nil {
+		return err
+	}
+	h := rq.w.Header()
+	if page.NextPartitionKey != "" {
+		h["X-Ms-Continuation-Nextpartitionkey"] = []string{page.NextPartitionKey}
+		h["X-Ms-Continuation-Nextrowkey"] = []string{page.NextRowKey}
+	}
+	sel := parseSelect(q.Get("$select"))
+	opts := s.entityOptions(rq, false, sel)
+	rq.odataHeaders()
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	b := edmjson.AppendCollectionStart((*bp)[:0], opts)
+	for i := range page.Records {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = edmjson.AppendEntity(b, &page.Records[i].Entity, page.Records[i].Version, opts)
+	}
+	b = edmjson.AppendCollectionEnd(b)
+	*bp = b
+	rq.send(http.StatusOK, edmjson.ContentType(rq.level), b)
+	return nil
+}
+
+// partitionFilter recognises "PartitionKey eq '<literal>'", the partition query.
+func partitionFilter(f string) (string, bool) {
+	rest, ok := strings.CutPrefix(f, "PartitionKey")
+	if !ok {
+		return "", false
+	}
+	rest, ok = strings.CutPrefix(strings.TrimLeft(rest, " "), "eq ")
+	if !ok {
+		return "", false
+	}
+	v, tail, err := parseLiteral(strings.TrimLeft(rest, " "))
+	if err != nil || strings.TrimSpace(tail) != "" {
+		return "", false
+	}
+	return v, true
+}
+
+// parseSelect splits $select into names; empty means every property.
+func parseSelect(v string) []string {
+	if strings.TrimSpace(v) == "" {
+		return nil
+	}
+	parts := strings.Split(v, ",")
+	out := parts[:0]
+	for _, p := range parts {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}

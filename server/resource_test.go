@@ -1,0 +1,88 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/ceruleandb/cerulean/azerr"
+)
+
+func TestParseResource(t *testing.T) {
+	cases := []struct {
+		in   string
+		want Resource
+	}{
+		{"", Resource{Kind: KindService}},
+		{"/", Resource{Kind: KindService}},
+		{"Tables", Resource{Kind: KindTables}},
+		{"Tables()", Resource{Kind: KindTables}},
+		{"tables", Resource{Kind: KindTables}},
+		{"Tables('mytable')", Resource{Kind: KindTable, Table: "mytable"}},
+		{"$batch", Resource{Kind: KindBatch}},
+		{"mytable", Resource{Kind: KindEntities, Table: "mytable"}},
+		{"mytable()", Resource{Kind: KindEntities, Table: "mytable"}},
+		{"t(PartitionKey='a',RowKey='b')", Resource{Kind: KindEntity, Table: "t", PartitionKey: "a", RowKey: "b"}},
+		{"t(RowKey='b',PartitionKey='a')", Resource{Kind: KindEntity, Table: "t", PartitionKey: "a", RowKey: "b"}},
+		{"t(PartitionKey='a', RowKey='b')", Resource{Kind: KindEntity, Table: "t", PartitionKey: "a", RowKey: "b"}},
+		{"t(PartitionKey='a''b c',RowKey='')", Resource{Kind: KindEntity, Table: "t", PartitionKey: "a'b c", RowKey: ""}},
+		{"t(PartitionKey='''',RowKey='''''')", Resource{Kind: KindEntity, Table: "t", PartitionKey: "'", RowKey: "''"}},
+		{"t(PartitionKey='a,RowKey=b',RowKey='x)')", Resource{Kind: KindEntity, Table: "t", PartitionKey: "a,RowKey=b", RowKey: "x)"}},
+		{"t(PartitionKey='%+ключ',RowKey='😀')", Resource{Kind: KindEntity, Table: "t", PartitionKey: "%+ключ", RowKey: "😀"}},
+		{"t(PartitionKey='a/b',RowKey='c')", Resource{Kind: KindEntity, Table: "t", PartitionKey: "a/b", RowKey: "c"}},
+	}
+	for _, c := range cases {
+		got, err := ParseResource(c.in)
+		if err != nil {
+			t.Errorf("ParseResource(%q): %v", c.in, err)
+			continue
+		}
+		if got != c.want {
+			t.Errorf("ParseResource(%q) = %+v, want %+v", c.in, got, c.want)
+		}
+	}
+	bad := []string{
+		"t(PartitionKey='a')", "t(PartitionKey='a',RowKey='b'", "t(PartitionKey='a',RowKey='b',X='c')",
+		"t(PartitionKey='a'RowKey='b')", "t(PartitionKey=a,RowKey=b)", "t(PartitionKey='a',PartitionKey='b')",
+		"t(PartitionKey='a,RowKey='b')", "a/b", "t(x)", "Tables('a'", "Tables('a')x", "(PartitionKey='a',RowKey='b')",
+	}
+	for _, in := range bad {
+		if got, err := ParseResource(in); err == nil {
+			t.Errorf("ParseResource(%q) = %+v, want error", in, got)
+		} else if _, ok := azerr.As(err); !ok {
+			t.Errorf("ParseResource(%q): error %v is not a service error", in, err)
+		}
+	}
+}
+
+func FuzzParseResource(f *testing.F) {
+	for _, s := range []string{"", "Tables", "Tables('x')", "t()", "t(PartitionKey='a''b',RowKey='')", "t(RowKey='b', PartitionKey='a')", "$batch"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseResource(s)
+		if err != nil {
+			if _, ok := azerr.As(err); !ok {
+				t.Fatalf("non-service error %v", err)
+			}
+			return
+		}
+		if r.Kind == KindEntity {
+			// Re-rendering the keys as literals must parse back to the same keys.
+			again, err := ParseResource(r.Table + "(PartitionKey=" + quote(r.PartitionKey) + ",RowKey=" + quote(r.RowKey) + ")")
+			if err != nil || again != r {
+				t.Fatalf("round trip of %q: %+v, %v", s, again, err)
+			}
+		}
+	})
+}
+
+func quote(s string) string {
+	out := "'"
+	for _, c := range []byte(s) {
+		if c == '\'' {
+			out += "''"
+		} else {
+			out += string(c)
+		}
+	}
+	return out + "'"
+}

@@ -1,0 +1,235 @@
+// Package table holds the table service's semantics, independent of HTTP and JSON: table
+// naming rules, entity write modes and If-Match conditions, the mapping of engine errors
+// to service error codes, and query paging with continuation.
+//
+// Every method returns either nil or an *azerr.Error ready to render.
+package table
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/ceruleandb/cerulean/azerr"
+	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/storage"
+)
+
+// Service runs table operations against an engine.
+type Service struct {
+	eng storage.Engine
+	log *slog.Logger
+}
+
+// New returns a Service over eng.
+func New(eng storage.Engine, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{eng: eng, log: log}
+}
+
+// ValidateTableName applies the service's naming rules: 3–63 characters, ASCII letters and
+// digits, a letter first, and not the reserved name "tables".
+func ValidateTableName(name string) error {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return azerr.New(azerr.InvalidResourceName)
+		}
+	}
+	if len(name) < 3 || len(name) > 63 {
+		return azerr.Newf(azerr.OutOfRangeInput, "The specified resource name length is not within the permissible limits.")
+	}
+	if storage.TableKey(name) == "tables" {
+		return azerr.New(azerr.InvalidResourceName)
+	}
+	return nil
+}
+
+// CreateTable creates a table; an existing table of the same name in any case is a conflict.
+func (s *Service) CreateTable(ctx context.Context, account, name string) error {
+	if err := ValidateTableName(name); err != nil {
+		return err
+	}
+	return s.mapErr(s.eng.CreateTable(ctx, account, name), tableScope)
+}
+
+// GetTable returns the table's catalogue entry (its name in original case).
+func (s *Service) GetTable(ctx context.Context, account, name string) (storage.TableInfo, error) {
+	ti, err := s.eng.GetTable(ctx, account, name)
+	// A lookup of a missing table by its own URL is ResourceNotFound, as for Delete Table.
+	return ti, s.mapErr(err, tableScope)
+}
+
+// DeleteTable deletes a table and, in the background, its entities.
+func (s *Service) DeleteTable(ctx context.Context, account, name string) error {
+	return s.mapErr(s.eng.DeleteTable(ctx, account, name), tableScope)
+}
+
+// ListTables returns up to top tables from the resume point (a NextTableName token or "").
+func (s *Service) ListTables(ctx context.Context, account, next string, top int) ([]storage.TableInfo, string, error) {
+	from := ""
+	if next != "" {
+		k, err := decodeToken(next)
+		if err != nil {
+			return nil, "", azerr.Newf(azerr.InvalidInput, "The continuation token is not valid.")
+		}
+		from = k
+	}
+	if top <= 0 || top > MaxPageSize {
+		top = MaxPageSize
+	}
+	tables, resume, err := s.eng.ListTables(ctx, account, from, top)
+	if err != nil {
+		return nil, "", s.mapErr(err, tableScope)
+	}
+	if resume != "" {
+		resume = encodeToken(resume)
+	}
+	return tables, resume, nil
+}
+
+// Condition is an If-Match precondition.
+type Condition struct {
+	// Present is whether the request carried If-Match at all.
+	Present bool
+	// Any is If-Match: *.
+	Any bool
+	// Version is the version the ETag names; -1 when the ETag can never match.
+	Version int64
+}
+
+// ParseCondition interprets an If-Match header value. present says whether the header was
+// sent; an empty value never matches (412); a value that is not an ETag at all is 400.
+func ParseCondition(value string, present bool) (Condition, error) {
+	if !present {
+		return Condition{}, nil
+	}
+	switch value {
+	case "*":
+		return Condition{Present: true, Any: true}, nil
+	case "":
+		return Condition{Present: true, Version: -1}, nil
+	}
+	v, ok, err := entity.ParseETag(value)
+	if err != nil {
+		return Condition{}, azerr.Newf(azerr.InvalidInput, "The etag value '%s' specified in one of the request headers is not valid. Please make sure only one etag value is specified and is valid.", value)
+	}
+	if !ok {
+		v = -1
+	}
+	return Condition{Present: true, Version: v}, nil
+}
+
+// ifMatch is the engine's form of a present condition: 0 means any version.
+func (c Condition) ifMatch() int64 {
+	if c.Any {
+		return 0
+	}
+	return c.Version
+}
+
+// Mode is how a write combines with a stored entity.
+type Mode uint8
+
+const (
+	// ReplaceMode replaces every property (PUT).
+	ReplaceMode Mode = iota
+	// MergeMode overlays the given properties (MERGE, PATCH).
+	MergeMode
+)
+
+// InsertEntity inserts e; it must not exist yet.
+func (s *Service) InsertEntity(ctx context.Context, account, table string, e *entity.Entity) (int64, error) {
+	if err := entity.Validate(e); err != nil {
+		return 0, err
+	}
+	return s.applyOne(ctx, account, table, e.PartitionKey, storage.Mutation{Op: storage.Insert, RowKey: e.RowKey, Props: e.Props})
+}
+
+// WriteEntity is Update, Merge, Insert-or-Replace and Insert-or-Merge: without If-Match it
+// is an upsert; with If-Match the entity must exist (and match, unless "*").
+func (s *Service) WriteEntity(ctx context.Context, account, table string, e *entity.Entity, mode Mode, cond Condition) (int64, error) {
+	if err := entity.Validate(e); err != nil {
+		return 0, err
+	}
+	m := storage.Mutation{RowKey: e.RowKey, Props: e.Props}
+	switch {
+	case mode == ReplaceMode && cond.Present:
+		m.Op, m.IfMatch = storage.Replace, cond.ifMatch()
+	case mode == ReplaceMode:
+		m.Op = storage.InsertOrReplace
+	case cond.Present:
+		m.Op, m.IfMatch = storage.Merge, cond.ifMatch()
+	default:
+		m.Op = storage.InsertOrMerge
+	}
+	return s.applyOne(ctx, account, table, e.PartitionKey, m)
+}
+
+// DeleteEntity deletes an entity; If-Match is required.
+func (s *Service) DeleteEntity(ctx context.Context, account, table, pk, rk string, cond Condition) error {
+	if !cond.Present {
+		return azerr.Newf(azerr.MissingRequiredHeader, "An HTTP header that's mandatory for this request is not specified.").WithDetail("If-Match")
+	}
+	_, err := s.applyOne(ctx, account, table, pk, storage.Mutation{Op: storage.Delete, RowKey: rk, IfMatch: cond.ifMatch()})
+	return err
+}
+
+// GetEntity reads one entity.
+func (s *Service) GetEntity(ctx context.Context, account, table, pk, rk string) (storage.Record, error) {
+	rec, err := s.eng.Get(ctx, account, table, pk, rk)
+	return rec, s.mapErr(err, entityScope)
+}
+
+func (s *Service) applyOne(ctx context.Context, account, table, pk string, m storage.Mutation) (int64, error) {
+	vs, err := s.eng.Apply(ctx, account, table, pk, []storage.Mutation{m})
+	if err != nil {
+		return 0, s.mapErr(err, entityScope)
+	}
+	return vs[0], nil
+}
+
+type scope uint8
+
+const (
+	tableScope  scope = iota // the request addresses a table itself
+	entityScope              // the request addresses entities in a table
+)
+
+// mapErr turns an engine error into a service error. A missing table is TableNotFound
+// for entity operations but ResourceNotFound when the table itself is addressed.
+func (s *Service) mapErr(err error, sc scope) error {
+	if err == nil {
+		return nil
+	}
+	var ae *azerr.Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	switch {
+	case errors.Is(err, storage.ErrTableNotFound):
+		if sc == tableScope {
+			return azerr.New(azerr.ResourceNotFound)
+		}
+		return azerr.New(azerr.TableNotFound)
+	case errors.Is(err, storage.ErrTableExists):
+		return azerr.New(azerr.TableAlreadyExists)
+	case errors.Is(err, storage.ErrNotFound):
+		return azerr.New(azerr.ResourceNotFound)
+	case errors.Is(err, storage.ErrExists):
+		return azerr.New(azerr.EntityAlreadyExists)
+	case errors.Is(err, storage.ErrVersionMismatch):
+		return azerr.New(azerr.UpdateConditionNotSatisfied)
+	case errors.Is(err, storage.ErrUnavailable):
+		return azerr.New(azerr.ServerBusy)
+	case errors.Is(err, context.DeadlineExceeded):
+		return azerr.New(azerr.OperationTimedOut)
+	case errors.Is(err, context.Canceled):
+		return azerr.New(azerr.OperationTimedOut)
+	}
+	s.log.Error("storage error", "err", err)
+	return azerr.New(azerr.InternalError)
+}
