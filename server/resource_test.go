@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/ceruleandb/cerulean/azerr"
@@ -76,13 +77,5 @@ func FuzzParseResource(f *testing.F) {
 }
 
 func quote(s string) string {
-	out := "'"
-	for _, c := range []byte(s) {
-		if c == '\'' {
-			out += "''"
-		} else {
-			out += string(c)
-		}
-	}
-	return out + "'"
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
