@@ -37,6 +37,7 @@ func (s *Server) createTable(rq *request) error {
 	}
 	rq.odataHeaders()
 	opts := s.tableOptions(rq)
+	opts.Element = true
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	*bp = edmjson.AppendTable((*bp)[:0], name, opts)
@@ -52,7 +53,9 @@ func (s *Server) getTable(rq *request) error {
 	rq.odataHeaders()
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	*bp = edmjson.AppendTable((*bp)[:0], ti.Name, s.tableOptions(rq))
+	opts := s.tableOptions(rq)
+	opts.Element = true
+	*bp = edmjson.AppendTable((*bp)[:0], ti.Name, opts)
 	rq.send(http.StatusOK, edmjson.ContentType(rq.level), *bp)
 	return nil
 }

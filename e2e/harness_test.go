@@ -1,0 +1,402 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	devAccount = "devstoreaccount1"
+	devKey     = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+	readyTimeout = 10 * time.Second
+	stopTimeout  = 10 * time.Second
+)
+
+// binaryPath is the cerulean binary every test starts; set by TestMain.
+var binaryPath string
+
+// runID makes table and account names unique per test-binary run.
+var runID = func() string {
+	var b [3]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}()
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	if p := os.Getenv("CERULEAN_TEST_BINARY"); p != "" {
+		binaryPath = p
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "cerulean-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: temp dir:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binaryPath = filepath.Join(dir, "cerulean")
+	goTool := "go"
+	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+		goTool = p
+	}
+	cmd := exec.Command(goTool, "build", "-o", binaryPath, "github.com/ceruleandb/cerulean/cmd/cerulean")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: building cerulean failed: %v\n%s\n", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// account is one storage account a server serves.
+type account struct {
+	Name string
+	Key  string // base64
+}
+
+// server is one running (or stopped) cerulean child process.
+type server struct {
+	t        testing.TB
+	Addr     string // 127.0.0.1:PORT
+	Port     int
+	DataDir  string
+	Accounts []account
+	args     []string
+	env      []string
+
+	logs *syncBuffer
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{} // closed when the current process has exited
+	exitErr  error
+	stopping bool // the test asked the process to stop (signal sent)
+}
+
+// Default is the server's first account (devstoreaccount1 unless --accounts was given).
+func (s *server) Default() account { return s.Accounts[0] }
+
+// Endpoint is the path-style service URL of the account.
+func (s *server) Endpoint(acct string) string {
+	return "http://" + s.Addr + "/" + acct
+}
+
+type serverOption func(*serverConfig)
+
+type serverConfig struct {
+	dataDir  string
+	accounts []account
+	extra    []string
+	env      []string
+}
+
+// withDataDir runs the server on an existing data directory (restart tests).
+func withDataDir(dir string) serverOption { return func(c *serverConfig) { c.dataDir = dir } }
+
+// withAccounts passes --accounts; the first account becomes the server's default.
+func withAccounts(accts ...account) serverOption {
+	return func(c *serverConfig) { c.accounts = accts }
+}
+
+// withArgs appends extra serve arguments.
+func withArgs(args ...string) serverOption {
+	return func(c *serverConfig) { c.extra = append(c.extra, args...) }
+}
+
+// startServer starts a cerulean child process on a free port with a fresh data directory
+// (unless withDataDir is given), waits until it answers HTTP, and stops it on cleanup.
+func startServer(t testing.TB, opts ...serverOption) *server {
+	t.Helper()
+	cfg := serverConfig{}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.dataDir == "" {
+		cfg.dataDir = t.TempDir()
+	}
+	s := &server{t: t, DataDir: cfg.dataDir, logs: &syncBuffer{}, env: cfg.env}
+	if len(cfg.accounts) > 0 {
+		s.Accounts = cfg.accounts
+	} else {
+		s.Accounts = []account{{devAccount, devKey}}
+	}
+	s.args = append(s.args, "--data", cfg.dataDir)
+	if len(cfg.accounts) > 0 {
+		parts := make([]string, len(cfg.accounts))
+		for i, a := range cfg.accounts {
+			parts[i] = a.Name + ":" + a.Key
+		}
+		s.args = append(s.args, "--accounts", strings.Join(parts, ";"))
+	}
+	if lvl := os.Getenv("CERULEAN_TEST_LOG_LEVEL"); lvl != "" {
+		s.args = append(s.args, "--log-level", lvl)
+	}
+	s.args = append(s.args, cfg.extra...)
+	s.args = append(s.args, strings.Fields(os.Getenv("CERULEAN_TEST_ENGINE_ARGS"))...)
+
+	t.Cleanup(func() {
+		s.stopForCleanup()
+		if t.Failed() || os.Getenv("CERULEAN_TEST_VERBOSE_LOGS") != "" {
+			t.Logf("---- cerulean output (data dir %s, args %q) ----\n%s\n---- end of cerulean output ----",
+				s.DataDir, s.args, s.logs.Tail(64<<10))
+		}
+	})
+	s.start(t)
+	return s
+}
+
+// start launches the process on a new free port and waits for it to answer. It retries with
+// another port if the process exits at once (the port may have been taken in between).
+func (s *server) start(t testing.TB) {
+	t.Helper()
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		s.Port = port
+		s.Addr = fmt.Sprintf("127.0.0.1:%d", port)
+		args := append([]string{"serve", "--addr", s.Addr}, s.args...)
+		cmd := exec.Command(binaryPath, args...)
+		cmd.Env = append(os.Environ(), s.env...)
+		// Keep CERULEAN_* from the developer's shell out of the child, except what we set.
+		cmd.Env = filterEnv(cmd.Env)
+		fmt.Fprintf(s.logs, "==== %s cerulean %s\n", time.Now().Format("15:04:05.000"), strings.Join(args, " "))
+		cmd.Stdout = s.logs
+		cmd.Stderr = s.logs
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("starting cerulean: %v", err)
+		}
+		done := make(chan struct{})
+		s.mu.Lock()
+		s.cmd, s.done, s.exitErr, s.stopping = cmd, done, nil, false
+		s.mu.Unlock()
+		go func() {
+			err := cmd.Wait()
+			s.mu.Lock()
+			s.exitErr = err
+			s.mu.Unlock()
+			close(done)
+		}()
+		if err := s.waitReady(done); err != nil {
+			lastErr = err
+			select {
+			case <-done:
+				continue // exited early: try another port
+			default:
+			}
+			s.kill()
+			break
+		}
+		return
+	}
+	t.Fatalf("cerulean did not become ready: %v\n%s", lastErr, s.logs.Tail(16<<10))
+}
+
+// filterEnv drops CERULEAN_ADDR/DATA/ACCOUNTS inherited from the environment so that only
+// the flags the harness passes decide where the server listens and what it serves.
+func filterEnv(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "CERULEAN_ADDR=") || strings.HasPrefix(kv, "CERULEAN_DATA=") ||
+			strings.HasPrefix(kv, "CERULEAN_ACCOUNTS=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// waitReady polls until the server accepts TCP connections and answers an HTTP request.
+func (s *server) waitReady(done <-chan struct{}) error {
+	deadline := time.Now().Add(readyTimeout)
+	client := &http.Client{Timeout: time.Second}
+	for {
+		select {
+		case <-done:
+			s.mu.Lock()
+			err := s.exitErr
+			s.mu.Unlock()
+			return fmt.Errorf("process exited before becoming ready: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not answering after %v", readyTimeout)
+		}
+		conn, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
+		if err == nil {
+			conn.Close()
+			resp, err := client.Get("http://" + s.Addr + "/" + s.Default().Name + "/Tables")
+			if err == nil {
+				resp.Body.Close()
+				return nil
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// running reports whether the current process is still alive.
+func (s *server) running() bool {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// signal sends sig to the current process and marks the stop as intended.
+func (s *server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopping = true
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
+}
+
+// kill SIGKILLs the process and waits for it to be reaped.
+func (s *server) kill() {
+	s.signal(syscall.SIGKILL)
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// terminate sends SIGTERM and waits up to timeout for the process to exit. It returns the
+// exit error (nil for exit status 0) and whether it exited in time; on timeout it kills.
+func (s *server) terminate(timeout time.Duration) (exitErr error, inTime bool) {
+	s.signal(syscall.SIGTERM)
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	select {
+	case <-done:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.exitErr, true
+	case <-time.After(timeout):
+		s.kill()
+		return errors.New("killed after SIGTERM timeout"), false
+	}
+}
+
+// restart starts a new process on the same data directory (after a stop or a kill).
+func (s *server) restart(t testing.TB) {
+	t.Helper()
+	if s.running() {
+		t.Fatalf("restart: server still running")
+	}
+	s.start(t)
+}
+
+// stopForCleanup stops the process at the end of the test. An exit that the test did not
+// ask for (a crash or panic) is reported as a test failure.
+func (s *server) stopForCleanup() {
+	s.mu.Lock()
+	done, stopping := s.done, s.stopping
+	s.mu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+		if !stopping {
+			s.mu.Lock()
+			err := s.exitErr
+			s.mu.Unlock()
+			s.t.Errorf("cerulean exited on its own during the test: %v", err)
+		}
+		return
+	default:
+	}
+	if err, inTime := s.terminate(stopTimeout); !inTime {
+		s.t.Errorf("cerulean did not exit within %v of SIGTERM; killed", stopTimeout)
+	} else if err != nil {
+		s.t.Logf("cerulean exit after SIGTERM at cleanup: %v", err)
+	}
+}
+
+// syncBuffer collects the child's output.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// Tail returns at most n bytes from the end of the output.
+func (b *syncBuffer) Tail(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	data := b.buf.Bytes()
+	if len(data) <= n {
+		return string(data)
+	}
+	return fmt.Sprintf("... (%d bytes omitted) ...\n%s", len(data)-n, data[len(data)-n:])
+}
+
+// ctx returns a context bounded by a generous per-call timeout.
+func ctx(t testing.TB) context.Context { return ctxFor(t, 30*time.Second) }
+
+// ctxWithTimeout is context.WithTimeout on Background, for goroutines without a test.
+func ctxWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
+
+// ctxFor returns a context with the given timeout, cancelled when the test ends.
+func ctxFor(t testing.TB, d time.Duration) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return c
+}
