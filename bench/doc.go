@@ -1,0 +1,42 @@
+// Package bench is the whole-server load generator behind `cerulean bench`.
+//
+// It runs the partition stress test that Azure's Table Storage partitioning
+// guide prescribes — create a test table, load it, drive peak load (at one
+// partition with HotPartition), and compare the result with the target —
+// against any endpoint that speaks the Azure Table REST API: Cerulean,
+// Azurite, or real Azure. It deliberately talks through the official Go SDK
+// (aztables) rather than hand-built requests, so the numbers are what an
+// ordinary application would see, including the SDK's own client-side cost,
+// and so a server that only works for the bench's own requests cannot pass.
+//
+// Each workload runs for Options.Duration with Options.Workers goroutines,
+// each with one request in flight:
+//
+//   - insert: AddEntity of new entities with unique keys.
+//   - read:   GetEntity of random preloaded entities.
+//   - update: every worker increments one shared counter entity with
+//     GetEntity then UpdateEntity(Replace, If-Match: etag), retrying on 412.
+//     Afterwards the counter must equal the number of successful
+//     increments; any difference is a lost or phantom update, reported as an
+//     error and returned by Run.
+//   - query:  scans of whole preloaded partitions (PartitionKey eq '…'),
+//     following continuation tokens; a scan that returns fewer entities than
+//     were preloaded into the partition counts as an error.
+//   - batch:  100-entity insert transactions within one partition; skipped
+//     (not failed) when the server rejects the first one.
+//
+// Measurement choices:
+//
+//   - SDK retries are off for the measured operations, so a throttled or
+//     failed request is counted once as an error and latencies are those of
+//     single attempts. Setup and teardown (table create/delete, preload,
+//     verification reads) keep the SDK's default retries.
+//   - All clients share one http.Client whose transport keeps Workers+8 idle
+//     connections per host; the default of two would make most requests
+//     open a fresh connection and measure TCP setup instead of the server.
+//   - Latency percentiles come from a fixed-size log-linear histogram
+//     (≤1.6% error), so memory does not grow with run length.
+//   - Each workload writes into its own key space (partition prefixes i, r,
+//     counter, b) tagged with a per-run ID, so workloads do not disturb one
+//     another and a reused table does not cause key conflicts.
+package bench

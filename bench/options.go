@@ -1,0 +1,254 @@
+package bench
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// DevConnectionString is the well-known development-storage connection string
+// (the public devstoreaccount1 key that Azurite and the storage emulator
+// accept) pointed at the conventional Table port on loopback. It is the
+// default so that `cerulean bench` against a local server needs no flags.
+const DevConnectionString = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;" +
+	"AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;" +
+	"TableEndpoint=http://127.0.0.1:10002/devstoreaccount1;"
+
+// EnvConnectionString names the environment variable that, when set,
+// replaces DevConnectionString as the default for --connection-string. It
+// keeps account keys off the command line (and out of shell history and ps).
+const EnvConnectionString = "CERULEAN_BENCH_CONNECTION_STRING"
+
+// Default option values, applied by Run to zero fields and used as the flag
+// defaults by ParseFlags.
+const (
+	DefaultWorkers    = 32
+	DefaultDuration   = 10 * time.Second
+	DefaultEntitySize = 1024
+	DefaultPreload    = 10000
+	DefaultPartitions = 100
+)
+
+// PartitionTarget is Azure Table Storage's documented scalability target for
+// a single partition: 2,000 entities per second (1 KiB entities). A partition
+// driven past it on real Azure is expected to see 503 ServerBusy; the bench
+// reports each workload's hottest partition against it.
+const PartitionTarget = 2000.0
+
+// Workload names, in the order Run executes them.
+const (
+	WorkloadInsert = "insert"
+	WorkloadRead   = "read"
+	WorkloadUpdate = "update"
+	WorkloadQuery  = "query"
+	WorkloadBatch  = "batch"
+)
+
+// AllWorkloads lists every workload in execution order.
+var AllWorkloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpdate, WorkloadQuery, WorkloadBatch}
+
+// Limits that keep generated entities and batches inside Azure's service
+// limits, so a failure means the server misbehaved rather than the bench
+// asking for something Azure itself would reject: an entity is at most 1 MiB
+// with strings counted as UTF-16 (2 bytes per character), a string property
+// at most 64 KiB (32K characters), a batch request body at most 4 MiB.
+const (
+	maxEntitySize    = 500_000
+	maxPropertyChars = 32_000
+	maxBatchBytes    = 3_500_000
+	maxBatchEntities = 100
+	// queryPartitionRows is how many preloaded entities each preload
+	// partition should hold, so a query workload op (a whole-partition scan)
+	// spans several result pages on servers that page at 1,000 and is a
+	// realistic unit of work.
+	queryPartitionRows = 200
+)
+
+// Options configures Run. Zero values mean "use the default"; ParseFlags
+// fills in the same defaults explicitly.
+type Options struct {
+	// ConnectionString is an Azure Storage connection string. Either
+	// AccountName+AccountKey (with TableEndpoint for non-Azure servers) or
+	// AccountName+SharedAccessSignature. Empty means DevConnectionString.
+	// It is never printed: output shows only the endpoint.
+	ConnectionString string
+	// Workers is the number of concurrent goroutines per workload, each
+	// issuing one request at a time. Default 32.
+	Workers int
+	// Duration is how long each workload runs. Default 10s.
+	Duration time.Duration
+	// EntitySize is the approximate size in bytes of each entity's string
+	// payload (split into several properties past 32,000 characters); a few
+	// small typed properties ride along. Default 1024, at most 500,000.
+	EntitySize int
+	// Preload is how many entities are loaded before the read and query
+	// workloads (not timed). Default 10000. They are spread over
+	// min(Partitions, ceil(Preload/200)) partitions so that every partition a
+	// query scans holds about 200 entities (all of them in one partition with
+	// HotPartition).
+	Preload int
+	// Partitions is how many partitions insert, read and batch spread over.
+	// Default 100.
+	Partitions int
+	// HotPartition aims each workload's whole load at a single partition:
+	// the partition stress test of Azure's partitioning guide.
+	HotPartition bool
+	// Workloads is the subset of AllWorkloads to run; they always run in
+	// AllWorkloads order. Empty means all of them.
+	Workloads []string
+	// Table is the table to use. Empty means "bench" plus random characters.
+	// A table the bench created is deleted at the end unless Keep; a table
+	// that already existed is reused and never deleted, so pointing the
+	// bench at a real table cannot destroy it.
+	Table string
+	// Keep leaves the table in place at the end.
+	Keep bool
+	// JSON makes Run print a single JSON document (options and results) to
+	// out instead of the text report.
+	JSON bool
+	// Progress, when non-nil, receives a carriage-return-updated progress
+	// line once a second (e.g. os.Stderr). It is never written to out.
+	Progress io.Writer
+}
+
+// tableNameRE is Azure's table-name rule: 3-63 alphanumerics starting with a
+// letter.
+var tableNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]{2,62}$`)
+
+// normalize returns a copy of o with defaults applied, or an error naming the
+// first invalid field.
+func (o Options) normalize() (Options, error) {
+	if o.ConnectionString == "" {
+		o.ConnectionString = DevConnectionString
+	}
+	if o.Workers == 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.Duration == 0 {
+		o.Duration = DefaultDuration
+	}
+	if o.EntitySize == 0 {
+		o.EntitySize = DefaultEntitySize
+	}
+	if o.Preload == 0 {
+		o.Preload = DefaultPreload
+	}
+	if o.Partitions == 0 {
+		o.Partitions = DefaultPartitions
+	}
+	switch {
+	case o.Workers < 0:
+		return o, fmt.Errorf("bench: workers must be positive, got %d", o.Workers)
+	case o.Duration < 0:
+		return o, fmt.Errorf("bench: duration must be positive, got %v", o.Duration)
+	case o.EntitySize < 0 || o.EntitySize > maxEntitySize:
+		return o, fmt.Errorf("bench: entity size must be between 1 and %d bytes, got %d", maxEntitySize, o.EntitySize)
+	case o.Preload < 0:
+		return o, fmt.Errorf("bench: preload must be positive, got %d", o.Preload)
+	case o.Partitions < 0:
+		return o, fmt.Errorf("bench: partitions must be positive, got %d", o.Partitions)
+	case o.Table != "" && !tableNameRE.MatchString(o.Table):
+		return o, fmt.Errorf("bench: invalid table name %q: want 3-63 letters and digits starting with a letter", o.Table)
+	}
+	wl, err := normalizeWorkloads(o.Workloads)
+	if err != nil {
+		return o, err
+	}
+	o.Workloads = wl
+	return o, nil
+}
+
+// normalizeWorkloads validates names, drops duplicates and returns them in
+// execution order; empty means all.
+func normalizeWorkloads(names []string) ([]string, error) {
+	if len(names) == 0 {
+		return slices.Clone(AllWorkloads), nil
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		n = strings.ToLower(strings.TrimSpace(n))
+		switch {
+		case n == "":
+			continue
+		case n == "all":
+			return slices.Clone(AllWorkloads), nil
+		case !slices.Contains(AllWorkloads, n):
+			return nil, fmt.Errorf("bench: unknown workload %q (want %s)", n, strings.Join(AllWorkloads, ", "))
+		}
+		seen[n] = true
+	}
+	var out []string
+	for _, n := range AllWorkloads {
+		if seen[n] {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("bench: no workloads selected")
+	}
+	return out, nil
+}
+
+// ParseFlags parses the `cerulean bench` command line (args excludes the
+// subcommand name) into Options with every default filled in. -h/--help
+// prints usage to stderr and returns flag.ErrHelp; other errors are returned
+// after flag's own message and usage. Positional arguments are rejected.
+func ParseFlags(args []string) (Options, error) {
+	return parseFlags(args, os.Stderr)
+}
+
+// parseFlags is ParseFlags with the usage destination as a parameter, so
+// tests can keep it quiet.
+func parseFlags(args []string, usage io.Writer) (Options, error) {
+	var o Options
+	var workloads string
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	// The flag's default stays empty and is resolved after parsing: a
+	// default shown in -h output would print the account key from the
+	// environment.
+	fs.StringVar(&o.ConnectionString, "connection-string", "",
+		"Azure Storage `connection string` (default $"+EnvConnectionString+
+			", else the devstoreaccount1 development account at http://127.0.0.1:10002)")
+	fs.IntVar(&o.Workers, "workers", DefaultWorkers, "concurrent workers per workload")
+	fs.DurationVar(&o.Duration, "duration", DefaultDuration, "how long each workload runs")
+	fs.IntVar(&o.EntitySize, "entity-size", DefaultEntitySize, "approximate payload bytes per entity")
+	fs.IntVar(&o.Preload, "preload", DefaultPreload, "entities loaded before the read and query workloads")
+	fs.IntVar(&o.Partitions, "partitions", DefaultPartitions, "partitions the load is spread over")
+	fs.BoolVar(&o.HotPartition, "hot-partition", false, "aim all load at a single partition (partition stress test)")
+	fs.StringVar(&workloads, "workloads", strings.Join(AllWorkloads, ","), "comma-separated subset of "+strings.Join(AllWorkloads, ","))
+	fs.StringVar(&o.Table, "table", "", `table to use (default "bench" + random; a pre-existing table is reused and never dropped)`)
+	fs.BoolVar(&o.Keep, "keep", false, "keep the table at the end")
+	fs.BoolVar(&o.JSON, "json", false, "print one JSON document with the options and all results")
+	if err := fs.Parse(args); err != nil {
+		return Options{}, err
+	}
+	if fs.NArg() > 0 {
+		return Options{}, fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+	}
+	if o.ConnectionString == "" {
+		o.ConnectionString = os.Getenv(EnvConnectionString)
+	}
+	// Explicit zeros are errors on the command line (in Options they mean
+	// "default"), so check before normalize turns them into defaults.
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"workers", int64(o.Workers)}, {"duration", int64(o.Duration)},
+		{"entity-size", int64(o.EntitySize)}, {"preload", int64(o.Preload)},
+		{"partitions", int64(o.Partitions)},
+	} {
+		if c.v <= 0 {
+			return Options{}, fmt.Errorf("bench: --%s must be positive", c.name)
+		}
+	}
+	o.Workloads = strings.Split(workloads, ",")
+	return o.normalize()
+}

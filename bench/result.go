@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Result is one workload's outcome.
+type Result struct {
+	// Workload is the workload name (see AllWorkloads).
+	Workload string `json:"workload"`
+	// Ops counts successful operations: one AddEntity, GetEntity, batch
+	// transaction, whole-partition query (all pages), or — for update — one
+	// successful increment however many If-Match conflicts it retried.
+	Ops int64 `json:"ops"`
+	// Entities counts entities written or read by those operations.
+	Entities int64 `json:"entities"`
+	// Errors counts failed operations (any non-success response or transport
+	// error; there are no SDK retries, so throttling shows up here) plus, for
+	// update, a final counter that disagrees with the successes, and for
+	// query, scans that returned fewer entities than were preloaded.
+	Errors int64 `json:"errors"`
+	// Seconds is the wall time from the first request to the last response.
+	Seconds float64 `json:"seconds"`
+	// EntitiesPerSec is Entities / Seconds.
+	EntitiesPerSec float64 `json:"entities_per_sec"`
+	// P50 and P99 are latency percentiles of successful operations
+	// (JSON: milliseconds as floats, keys p50_ms and p99_ms).
+	P50 time.Duration `json:"-"`
+	P99 time.Duration `json:"-"`
+	// HottestPartition is the partition that received the most entities and
+	// HottestPartitionPerSec its entities per second.
+	HottestPartition       string  `json:"hottest_partition"`
+	HottestPartitionPerSec float64 `json:"hottest_partition_per_sec"`
+	// PartitionTarget is Azure's per-partition target, PartitionTarget.
+	PartitionTarget float64 `json:"partition_target"`
+	// Notes carries workload-specific findings: the update workload's
+	// counter check, a skipped batch workload's reason, error breakdowns.
+	Notes string `json:"notes,omitempty"`
+}
+
+// OpsPerSec is Ops / Seconds (0 for a workload that did not run).
+func (r Result) OpsPerSec() float64 {
+	if r.Seconds <= 0 {
+		return 0
+	}
+	return float64(r.Ops) / r.Seconds
+}
+
+// MarshalJSON renders P50 and P99 as fractional milliseconds, the unit people
+// compare latencies in, instead of integer nanoseconds.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result // no methods: avoids recursion
+	return json.Marshal(struct {
+		plain
+		OpsPerSec float64 `json:"ops_per_sec"`
+		P50       float64 `json:"p50_ms"`
+		P99       float64 `json:"p99_ms"`
+	}{plain(r), r.OpsPerSec(), ms(r.P50), ms(r.P99)})
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// jsonOptions is the options section of the --json document. It carries the
+// endpoint instead of the connection string so that account keys and SAS
+// tokens never reach output.
+type jsonOptions struct {
+	Endpoint        string   `json:"endpoint"`
+	Table           string   `json:"table"`
+	Workers         int      `json:"workers"`
+	DurationSeconds float64  `json:"duration_seconds"`
+	EntitySize      int      `json:"entity_size"`
+	Preload         int      `json:"preload"`
+	Partitions      int      `json:"partitions"`
+	HotPartition    bool     `json:"hot_partition"`
+	Workloads       []string `json:"workloads"`
+	Keep            bool     `json:"keep"`
+	Retries         int      `json:"retries"`
+}
+
+// jsonReport is the whole --json document.
+type jsonReport struct {
+	Options jsonOptions `json:"options"`
+	Results []Result    `json:"results"`
+	Error   string      `json:"error,omitempty"`
+}
+
+// writeResultText prints one workload's text report.
+func writeResultText(w io.Writer, r Result) {
+	const indent = "         "
+	if r.Seconds == 0 && r.Ops == 0 {
+		fmt.Fprintf(w, "%-8s %s\n", r.Workload, r.Notes)
+		return
+	}
+	fmt.Fprintf(w, "%-8s %s entities/s, %s ops/s, p50 %s, p99 %s, %s errors (%s entities in %.1fs)\n",
+		r.Workload, commas(r.EntitiesPerSec), commas(r.OpsPerSec()),
+		fmtLatency(r.P50), fmtLatency(r.P99), commas(float64(r.Errors)),
+		commas(float64(r.Entities)), r.Seconds)
+	if r.HottestPartition != "" {
+		fmt.Fprintf(w, "%shottest partition %s: %s/s = %.0f%% of the %s/s target\n",
+			indent, r.HottestPartition, commas(r.HottestPartitionPerSec),
+			100*r.HottestPartitionPerSec/r.PartitionTarget, commas(r.PartitionTarget))
+	}
+	if r.Notes != "" {
+		fmt.Fprintf(w, "%s%s\n", indent, r.Notes)
+	}
+}
+
+// commas formats v rounded to an integer with thousands separators.
+func commas(v float64) string {
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	if v < 0 {
+		s = strconv.FormatInt(int64(v-0.5), 10)
+	}
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// fmtLatency prints a latency with about three significant digits.
+func fmtLatency(d time.Duration) string {
+	m := ms(d)
+	switch {
+	case m < 10:
+		return strconv.FormatFloat(m, 'f', 2, 64) + "ms"
+	case m < 100:
+		return strconv.FormatFloat(m, 'f', 1, 64) + "ms"
+	case m < 10_000:
+		return strconv.FormatFloat(m, 'f', 0, 64) + "ms"
+	default:
+		return strconv.FormatFloat(m/1000, 'f', 1, 64) + "s"
+	}
+}

@@ -1,0 +1,310 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+)
+
+// Partition-key prefixes: each workload has its own key space.
+const (
+	prefixInsert  = "i"
+	prefixPreload = "r"
+	prefixBatch   = "b"
+	counterPK     = "counter"
+)
+
+// runWorkload runs one named workload. A non-nil error means the workload
+// could not run or failed its correctness check; the Result still describes
+// whatever happened.
+func (b *bench) runWorkload(ctx context.Context, name string) (Result, error) {
+	switch name {
+	case WorkloadInsert:
+		return b.runInsert(ctx), nil
+	case WorkloadRead, WorkloadQuery:
+		var err error // returned once, by the workload that tried the preload
+		if !b.preloaded && b.preloadErr == nil {
+			err = b.preload(ctx)
+			b.preloadErr, b.preloaded = err, err == nil
+		}
+		if b.preloadErr != nil {
+			return Result{Workload: name, PartitionTarget: PartitionTarget,
+				Notes: "not run: preload failed: " + b.preloadErr.Error()}, err
+		}
+		if name == WorkloadRead {
+			return b.runRead(ctx), nil
+		}
+		return b.runQuery(ctx), nil
+	case WorkloadUpdate:
+		return b.runUpdate(ctx)
+	case WorkloadBatch:
+		return b.runBatch(ctx), nil
+	}
+	return Result{Workload: name}, fmt.Errorf("bench: unknown workload %q", name)
+}
+
+// partitions returns how many partitions a spreading workload uses.
+func (b *bench) partitions() int {
+	if b.opts.HotPartition {
+		return 1
+	}
+	return b.opts.Partitions
+}
+
+// pick chooses a partition index uniformly, so that with P partitions the
+// hottest one sees about 1/P of the load.
+func (w *worker) pick(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return w.rng.IntN(n)
+}
+
+// rowKey returns a row key unique across workers and runs.
+func (b *bench) rowKey(w *worker) string {
+	w.seq++
+	return b.runID + "-" + strconv.Itoa(w.id) + "-" + strconv.FormatInt(w.seq, 10)
+}
+
+func (b *bench) runInsert(ctx context.Context) Result {
+	parts := b.partitions()
+	st, secs := b.drive(ctx, WorkloadInsert, parts, func(ctx context.Context, w *worker) (int, int, error) {
+		p := w.pick(parts)
+		rk := b.rowKey(w)
+		w.buf = b.appendEntity(w.buf[:0], b.pk(prefixInsert, p), rk, w.id, w.seq)
+		_, err := b.table.AddEntity(ctx, w.buf, nil)
+		return 1, p, err
+	})
+	return b.result(WorkloadInsert, st, secs, func(i int) string { return b.pk(prefixInsert, i) })
+}
+
+// preloadRowKey is the row key of preloaded entity i; preloaded entity i
+// lives in partition i % preloadParts.
+func preloadRowKey(i int) string { return fmt.Sprintf("%09d", i) }
+
+// preloadCount is how many preloaded entities partition p holds.
+func (b *bench) preloadCount(p int) int {
+	n := b.opts.Preload / b.preloadParts
+	if p < b.opts.Preload%b.preloadParts {
+		n++
+	}
+	return n
+}
+
+// preload upserts Preload entities with Workers goroutines through the
+// retrying client. Upsert (not insert) keeps it idempotent on a reused table
+// and across SDK retries; batches would be faster but not every server
+// supports them, and the load is not timed. It stops at the first error
+// that survives the SDK's retries.
+func (b *bench) preload(ctx context.Context) error {
+	b.preloadParts = 1
+	if !b.opts.HotPartition {
+		b.preloadParts = min(b.opts.Partitions, max(1, (b.opts.Preload+queryPartitionRows-1)/queryPartitionRows))
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var next, done atomic.Int64
+	total := int64(b.opts.Preload)
+	stop := startProgress(b.opts.Progress, &done, func(el time.Duration, n int64, rate float64) string {
+		return fmt.Sprintf("preload %3.0fs  %s/%s entities  %s/s", el.Seconds(), commas(float64(n)), commas(float64(total)), commas(rate))
+	})
+	start := time.Now()
+	var once sync.Once
+	var firstErr error
+	var wg sync.WaitGroup
+	for w := range b.opts.Workers {
+		wg.Go(func() {
+			var buf []byte
+			for {
+				i := next.Add(1) - 1
+				if i >= total || ctx.Err() != nil {
+					return
+				}
+				p := int(i) % b.preloadParts
+				buf = b.appendEntity(buf[:0], b.pk(prefixPreload, p), preloadRowKey(int(i)), w, i)
+				_, err := b.setupTable.UpsertEntity(ctx, buf, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
+				if err != nil {
+					once.Do(func() { firstErr = err; cancel() })
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	stop()
+	secs := time.Since(start).Seconds()
+	if firstErr != nil {
+		return fmt.Errorf("bench: preload after %d of %d entities: %s", done.Load(), total, summarize(firstErr))
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.text, "%-8s %s entities into %d partitions in %.1fs (%s/s, untimed setup)\n", "preload",
+		commas(float64(total)), b.preloadParts, secs, commas(float64(total)/secs))
+	return nil
+}
+
+func (b *bench) runRead(ctx context.Context) Result {
+	st, secs := b.drive(ctx, WorkloadRead, b.preloadParts, func(ctx context.Context, w *worker) (int, int, error) {
+		i := w.rng.IntN(b.opts.Preload)
+		p := i % b.preloadParts
+		_, err := b.table.GetEntity(ctx, b.pk(prefixPreload, p), preloadRowKey(i), nil)
+		return 1, p, err
+	})
+	return b.result(WorkloadRead, st, secs, func(i int) string { return b.pk(prefixPreload, i) })
+}
+
+func (b *bench) runQuery(ctx context.Context) Result {
+	st, secs := b.drive(ctx, WorkloadQuery, b.preloadParts, func(ctx context.Context, w *worker) (int, int, error) {
+		p := w.pick(b.preloadParts)
+		pk := b.pk(prefixPreload, p)
+		filter := "PartitionKey eq '" + pk + "'"
+		pager := b.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
+		n := 0
+		for pager.More() {
+			page, err := pager.NextPage(ctx)
+			if err != nil {
+				return 0, p, err
+			}
+			n += len(page.Entities)
+		}
+		// More is fine (a reused table may hold rows from earlier runs);
+		// fewer means lost rows or a broken continuation.
+		if want := b.preloadCount(p); n < want {
+			return 0, p, &shortScanError{pk: pk, got: n, want: want}
+		}
+		return n, p, nil
+	})
+	return b.result(WorkloadQuery, st, secs, func(i int) string { return b.pk(prefixPreload, i) })
+}
+
+// runUpdate is the optimistic-concurrency contention test: all workers
+// increment one counter entity with read-modify-write guarded by If-Match.
+// A correct server serializes them — losers get 412 and retry — so the
+// final count equals the successful updates exactly. A larger count means a
+// write was applied but reported failed (possible only where errors were
+// also counted); a smaller one means a lost update. Either is reported as an
+// error of Run.
+func (b *bench) runUpdate(ctx context.Context) (Result, error) {
+	rk := b.runID
+	body := fmt.Appendf(nil, `{"PartitionKey":%q,"RowKey":%q,"Count":0}`, counterPK, rk)
+	if _, err := b.setupTable.UpsertEntity(ctx, body, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace}); err != nil {
+		err = fmt.Errorf("bench: creating the update counter: %s", summarize(err))
+		return Result{Workload: WorkloadUpdate, PartitionTarget: PartitionTarget, Notes: "not run: " + err.Error()}, err
+	}
+	st, secs := b.drive(ctx, WorkloadUpdate, 1, func(ctx context.Context, w *worker) (int, int, error) {
+		for {
+			n, etag, err := readCounter(ctx, b.table, rk)
+			if err != nil {
+				return 0, 0, err
+			}
+			w.buf = fmt.Appendf(w.buf[:0], `{"PartitionKey":%q,"RowKey":%q,"Count":%d}`, counterPK, rk, n+1)
+			_, err = b.table.UpdateEntity(ctx, w.buf, &aztables.UpdateEntityOptions{IfMatch: &etag, UpdateMode: aztables.UpdateModeReplace})
+			if err == nil {
+				return 1, 0, nil
+			}
+			if !isStatus(err, http.StatusPreconditionFailed) {
+				return 0, 0, err
+			}
+			w.conflicts++
+			if w.stopping() || ctx.Err() != nil {
+				return 0, 0, nil
+			}
+		}
+	})
+	notes := []string{fmt.Sprintf("%s If-Match conflicts (412) retried", commas(float64(st.conflicts)))}
+	var checkErr error
+	if ctx.Err() == nil {
+		final, _, err := readCounter(ctx, b.setupTable, rk)
+		switch {
+		case err != nil:
+			checkErr = fmt.Errorf("bench: update: reading the final counter: %s", summarize(err))
+			notes = append(notes, "final counter unreadable: "+summarize(err))
+		case final == st.entities:
+			notes = append(notes, fmt.Sprintf("final counter %d = %d successes: OK", final, st.entities))
+		default:
+			checkErr = fmt.Errorf("bench: update: final counter %d != %d successful updates (%+d)", final, st.entities, final-st.entities)
+			notes = append(notes, fmt.Sprintf("final counter %d != %d successes: MISMATCH (%+d; %d failed requests had unknown outcome)",
+				final, st.entities, final-st.entities, st.errors))
+		}
+		if checkErr != nil {
+			st.errors++
+		}
+	}
+	return b.result(WorkloadUpdate, st, secs, func(int) string { return counterPK }, notes...), checkErr
+}
+
+// readCounter returns the update workload's counter value and ETag.
+func readCounter(ctx context.Context, c *aztables.Client, rk string) (int64, azcore.ETag, error) {
+	g, err := c.GetEntity(ctx, counterPK, rk, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	var v struct{ Count *int64 }
+	if err := json.Unmarshal(g.Value, &v); err != nil {
+		return 0, "", fmt.Errorf("counter entity: %w", err)
+	}
+	if v.Count == nil {
+		return 0, "", errors.New("counter entity has no Count property")
+	}
+	if g.ETag == "" {
+		return 0, "", errors.New("GetEntity response carried no ETag")
+	}
+	return *v.Count, g.ETag, nil
+}
+
+// batchSize is how many entities go into one transaction: 100 (Azure's
+// maximum) unless that would exceed the 4 MiB request limit.
+func (b *bench) batchSize() int {
+	perEntity := b.opts.EntitySize + 400 // typed properties, keys, multipart headers
+	return max(1, min(maxBatchEntities, maxBatchBytes/perEntity))
+}
+
+// batchActions builds one insert transaction for partition p.
+func (b *bench) batchActions(w *worker, p int) []aztables.TransactionAction {
+	n := b.batchSize()
+	if len(w.bufs) < n {
+		w.bufs = make([][]byte, n)
+	}
+	pk := b.pk(prefixBatch, p)
+	actions := make([]aztables.TransactionAction, n)
+	for i := range actions {
+		w.bufs[i] = b.appendEntity(w.bufs[i][:0], pk, b.rowKey(w), w.id, w.seq)
+		actions[i] = aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: w.bufs[i]}
+	}
+	return actions
+}
+
+// runBatch measures entity-group transactions. One untimed probe batch goes
+// first: if the server rejects it, the workload is reported as skipped
+// (Notes says why) instead of failing the run, since batch support is an
+// optional capability for some servers.
+func (b *bench) runBatch(ctx context.Context) Result {
+	parts := b.partitions()
+	probe := &worker{id: b.opts.Workers} // distinct id: keys never collide with the workers'
+	if _, err := b.table.SubmitTransaction(ctx, b.batchActions(probe, 0), nil); err != nil {
+		return Result{Workload: WorkloadBatch, PartitionTarget: PartitionTarget,
+			Notes: "skipped: the server rejected the first batch: " + summarize(err)}
+	}
+	size := b.batchSize()
+	st, secs := b.drive(ctx, WorkloadBatch, parts, func(ctx context.Context, w *worker) (int, int, error) {
+		p := w.pick(parts)
+		_, err := b.table.SubmitTransaction(ctx, b.batchActions(w, p), nil)
+		return size, p, err
+	})
+	var note string
+	if size < maxBatchEntities {
+		note = fmt.Sprintf("%d entities per batch (4 MiB request limit)", size)
+	}
+	return b.result(WorkloadBatch, st, secs, func(i int) string { return b.pk(prefixBatch, i) }, note)
+}
