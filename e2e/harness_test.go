@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,22 +55,13 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binaryPath = filepath.Join(dir, "cerulean")
-	goTool := "go"
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		goTool = p
-	}
-	cmd := exec.Command(goTool, "build", "-o", binaryPath, "github.com/ceruleandb/cerulean/cmd/cerulean")
+	cmd := exec.Command("go", "build", "-o", binaryPath, "github.com/ceruleandb/cerulean/cmd/cerulean")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: building cerulean failed: %v\n%s\n", err, out)
 		return 1
 	}
 	return m.Run()
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 // account is one storage account a server serves.
@@ -116,17 +106,9 @@ type serverConfig struct {
 	env      []string
 }
 
-// withDataDir runs the server on an existing data directory (restart tests).
-func withDataDir(dir string) serverOption { return func(c *serverConfig) { c.dataDir = dir } }
-
 // withAccounts passes --accounts; the first account becomes the server's default.
 func withAccounts(accts ...account) serverOption {
 	return func(c *serverConfig) { c.accounts = accts }
-}
-
-// withArgs appends extra serve arguments.
-func withArgs(args ...string) serverOption {
-	return func(c *serverConfig) { c.extra = append(c.extra, args...) }
 }
 
 // startServer starts a cerulean child process on a free port with a fresh data directory

@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -486,15 +485,6 @@ func rawString(t testing.TB, m map[string]json.RawMessage, key string) (string, 
 		return "", false
 	}
 	return s, true
-}
-
-func sortedKeys(m map[string]json.RawMessage) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 var (

@@ -262,7 +262,7 @@ func ParseDateTime(s string) (int64, error) {
 		if err != nil {
 			t, err = time.Parse("2006-01-02T15:04", base[:len(base)-1])
 		}
-	case len(base) > 6 && (base[len(base)-6] == '+' || base[len(base)-6] == '-'):
+	case hasOffset(base):
 		t, err = time.Parse("2006-01-02T15:04:05-07:00", base)
 		if err != nil {
 			t, err = time.Parse("2006-01-02T15:04-07:00", base)
@@ -280,6 +280,13 @@ func ParseDateTime(s string) (int64, error) {
 		return 0, fmt.Errorf("datetime %q: %w", s, err)
 	}
 	return t.Unix()*ticksPerSecond + frac, nil
+}
+
+// hasOffset reports a "±hh:mm" zone after the time part (not a date's hyphen).
+func hasOffset(s string) bool {
+	t := indexByte(s, 'T')
+	n := len(s)
+	return t >= 0 && n-6 > t && (s[n-6] == '+' || s[n-6] == '-')
 }
 
 func indexByte(s string, c byte) int {

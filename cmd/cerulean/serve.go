@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -25,6 +26,7 @@ type serveOptions struct {
 	data     string
 	accounts string
 	logLevel string
+	debug    string
 }
 
 func env(name, def string) string {
@@ -41,6 +43,7 @@ func parseServe(args []string) (serveOptions, error) {
 	fs.StringVar(&o.data, "data", env("CERULEAN_DATA", "./data"), "data directory (CERULEAN_DATA)")
 	fs.StringVar(&o.accounts, "accounts", env("CERULEAN_ACCOUNTS", ""), "accounts as name:base64key pairs separated by ';' (CERULEAN_ACCOUNTS); default the development account devstoreaccount1")
 	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error (CERULEAN_LOG_LEVEL)")
+	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve Go's pprof profiles on this address (CERULEAN_DEBUG_ADDR)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -90,6 +93,14 @@ func runServe(args []string) error {
 	log.Info("cerulean serving", "addr", ln.Addr().String(), "data", o.data, "engine", "pebble", "startup", time.Since(start).Round(time.Millisecond))
 	printConnectionStrings(os.Stdout, ln.Addr().String(), accounts)
 
+	if o.debug != "" {
+		go func() {
+			// net/http/pprof registers on the default mux, which nothing else uses.
+			if err := http.ListenAndServe(o.debug, nil); err != nil {
+				log.Error("debug server", "err", err)
+			}
+		}()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hs := &http.Server{
