@@ -8,6 +8,7 @@ import (
 	"github.com/ceruleandb/cerulean/azerr"
 	"github.com/ceruleandb/cerulean/edmjson"
 	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/odata"
 	"github.com/ceruleandb/cerulean/table"
 )
 
@@ -134,7 +135,10 @@ func (s *Server) getEntity(rq *request) error {
 	if err != nil {
 		return err
 	}
-	sel := parseSelect(rq.query.Get("$select"))
+	sel, err := odata.ParseSelect(rq.query.Get("$select"))
+	if err != nil {
+		return err
+	}
 	rq.w.Header()["Etag"] = []string{entity.ETag(rec.Version)}
 	rq.odataHeaders()
 	bp := bufPool.Get().(*[]byte)
@@ -155,12 +159,12 @@ func (s *Server) queryEntities(rq *request) error {
 		NextPartitionKey: q.Get("NextPartitionKey"),
 		NextRowKey:       q.Get("NextRowKey"),
 	}
-	if f := strings.TrimSpace(q.Get("$filter")); f != "" {
-		pk, ok := partitionFilter(f)
-		if !ok {
-			return azerr.Newf(azerr.NotImplemented, "Only $filter=PartitionKey eq '<value>' is supported yet.")
-		}
-		query.PartitionKey = &pk
+	if query.Filter, err = odata.Parse(q.Get("$filter")); err != nil {
+		return err
+	}
+	sel, err := odata.ParseSelect(q.Get("$select"))
+	if err != nil {
+		return err
 	}
 	page, err := s.tables.QueryEntities(rq.r.Context(), rq.account, rq.res.Table, query)
 	if err != nil {
@@ -171,7 +175,6 @@ func (s *Server) queryEntities(rq *request) error {
 		h["X-Ms-Continuation-Nextpartitionkey"] = []string{page.NextPartitionKey}
 		h["X-Ms-Continuation-Nextrowkey"] = []string{page.NextRowKey}
 	}
-	sel := parseSelect(q.Get("$select"))
 	opts := s.entityOptions(rq, false, sel)
 	rq.odataHeaders()
 	bp := bufPool.Get().(*[]byte)
@@ -187,39 +190,4 @@ func (s *Server) queryEntities(rq *request) error {
 	*bp = b
 	rq.send(http.StatusOK, edmjson.ContentType(rq.level), b)
 	return nil
-}
-
-// partitionFilter recognises "PartitionKey eq '<literal>'", the partition query.
-func partitionFilter(f string) (string, bool) {
-	rest, ok := strings.CutPrefix(f, "PartitionKey")
-	if !ok {
-		return "", false
-	}
-	rest, ok = strings.CutPrefix(strings.TrimLeft(rest, " "), "eq ")
-	if !ok {
-		return "", false
-	}
-	v, tail, err := parseLiteral(strings.TrimLeft(rest, " "))
-	if err != nil || strings.TrimSpace(tail) != "" {
-		return "", false
-	}
-	return v, true
-}
-
-// parseSelect splits $select into names; empty means every property.
-func parseSelect(v string) []string {
-	if strings.TrimSpace(v) == "" {
-		return nil
-	}
-	parts := strings.Split(v, ",")
-	out := parts[:0]
-	for _, p := range parts {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ceruleandb/cerulean/azerr"
 	"github.com/ceruleandb/cerulean/edmjson"
+	"github.com/ceruleandb/cerulean/odata"
 )
 
 func (s *Server) createTable(rq *request) error {
@@ -74,10 +75,11 @@ func (s *Server) listTables(rq *request) error {
 	if err != nil {
 		return err
 	}
-	if f := q.Get("$filter"); f != "" {
-		return azerr.Newf(azerr.NotImplemented, "$filter on Query Tables is not supported yet.")
+	filter, err := odata.Parse(q.Get("$filter"))
+	if err != nil {
+		return err
 	}
-	tables, next, err := s.tables.ListTables(rq.r.Context(), rq.account, q.Get("NextTableName"), top)
+	tables, next, err := s.tables.ListTables(rq.r.Context(), rq.account, filter, q.Get("NextTableName"), top)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ceruleandb/cerulean/azerr"
+	"github.com/ceruleandb/cerulean/odata"
 	"github.com/ceruleandb/cerulean/storage"
 )
 
@@ -21,8 +22,8 @@ const PageBudget = 5 * time.Second
 
 // Query selects entities of one table.
 type Query struct {
-	// PartitionKey, when non-nil, restricts the query to one partition.
-	PartitionKey *string
+	// Filter is the parsed $filter; nil selects every entity.
+	Filter *odata.Filter
 	// Top is the page size (1–1000); 0 means 1000.
 	Top int
 	// NextPartitionKey and NextRowKey are the continuation tokens of the previous page.
@@ -37,38 +38,83 @@ type Page struct {
 }
 
 // QueryEntities returns one page of q's results in (PartitionKey, RowKey) order.
+//
+// The filter's key ranges are scanned in order; the filter itself runs on what they hold
+// unless the ranges capture it exactly. A page ends at Top entities, at the end of the
+// last range, or when PageBudget has passed — then it may hold fewer entities, even none,
+// and its continuation resumes exactly where the scan stopped, so resuming with the same
+// query yields each matching entity once, in order, whatever is written in between.
 func (s *Service) QueryEntities(ctx context.Context, account, table string, q Query) (Page, error) {
 	top := q.Top
 	if top <= 0 || top > MaxPageSize {
 		top = MaxPageSize
 	}
-	req := storage.ScanRequest{Limit: top, Deadline: time.Now().Add(PageBudget)}
-	if q.PartitionKey != nil {
-		pk := *q.PartitionKey
-		req.Start = storage.Key{PartitionKey: pk}
-		req.End = &storage.Key{PartitionKey: pk + "\x00"}
-	}
-	if q.NextPartitionKey != "" || q.NextRowKey != "" {
+	ranges := q.Filter.KeyRanges()
+	resuming := q.NextPartitionKey != "" || q.NextRowKey != ""
+	if resuming {
 		pk, err1 := decodeToken(q.NextPartitionKey)
 		rk, err2 := decodeToken(q.NextRowKey)
 		if err1 != nil || err2 != nil {
 			return Page{}, azerr.Newf(azerr.InvalidInput, "The continuation token is not valid.")
 		}
-		resume := storage.Key{PartitionKey: pk, RowKey: rk}
-		if req.Start.Less(resume) {
-			req.Start = resume
+		ranges = odata.ClipRanges(ranges, storage.Key{PartitionKey: pk, RowKey: rk})
+	} else if pk, rk, ok := q.Filter.IsPoint(); ok {
+		return s.pointQuery(ctx, account, table, q.Filter, pk, rk)
+	}
+	var residual func(*storage.Record) bool
+	if !q.Filter.Exact() {
+		residual = q.Filter.MatchRecord
+	}
+	if len(ranges) == 0 {
+		// Nothing can match, but the table must still exist.
+		if _, err := s.eng.GetTable(ctx, account, table); err != nil {
+			return Page{}, s.mapErr(err, entityScope)
+		}
+		return Page{}, nil
+	}
+	deadline := time.Now().Add(PageBudget)
+	var p Page
+	for i, r := range ranges {
+		res, err := s.eng.Scan(ctx, account, table, storage.ScanRequest{
+			Start:    r.Start,
+			End:      r.End,
+			Limit:    top - len(p.Records),
+			Deadline: deadline,
+			Filter:   residual,
+		})
+		if err != nil {
+			return Page{}, s.mapErr(err, entityScope)
+		}
+		if p.Records == nil {
+			p.Records = res.Records
+		} else {
+			p.Records = append(p.Records, res.Records...)
+		}
+		next := res.Next
+		if next == nil && i+1 < len(ranges) && (len(p.Records) >= top || !time.Now().Before(deadline)) {
+			next = &ranges[i+1].Start
+		}
+		if next != nil {
+			p.NextPartitionKey = encodeToken(next.PartitionKey)
+			p.NextRowKey = encodeToken(next.RowKey)
+			return p, nil
 		}
 	}
-	res, err := s.eng.Scan(ctx, account, table, req)
-	if err != nil {
-		return Page{}, s.mapErr(err, entityScope)
-	}
-	p := Page{Records: res.Records}
-	if res.Next != nil {
-		p.NextPartitionKey = encodeToken(res.Next.PartitionKey)
-		p.NextRowKey = encodeToken(res.Next.RowKey)
-	}
 	return p, nil
+}
+
+// pointQuery serves "PartitionKey eq … and RowKey eq …" as a Get, so it costs no more.
+func (s *Service) pointQuery(ctx context.Context, account, table string, f *odata.Filter, pk, rk string) (Page, error) {
+	rec, err := s.eng.Get(ctx, account, table, pk, rk)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return Page{}, nil
+	case err != nil:
+		return Page{}, s.mapErr(err, entityScope)
+	case f.Exact() || f.MatchRecord(&rec):
+		return Page{Records: []storage.Record{rec}}, nil
+	}
+	return Page{}, nil
 }
 
 // Continuation tokens follow the service's shape, "1!<n>!<base64>", with the URL-safe

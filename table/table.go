@@ -9,9 +9,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/ceruleandb/cerulean/azerr"
 	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/odata"
 	"github.com/ceruleandb/cerulean/storage"
 )
 
@@ -68,27 +70,49 @@ func (s *Service) DeleteTable(ctx context.Context, account, name string) error {
 	return s.mapErr(s.eng.DeleteTable(ctx, account, name), tableScope)
 }
 
-// ListTables returns up to top tables from the resume point (a NextTableName token or "").
-func (s *Service) ListTables(ctx context.Context, account, next string, top int) ([]storage.TableInfo, string, error) {
-	from := ""
+// ListTables returns up to top tables matching filter (nil: all), from the resume point
+// (a NextTableName token or ""), in case-insensitive name order, and the token of the next
+// page ("" when there is none). The catalogue is read from the filter's lower bound and
+// no further than its upper bound; the page ends early after PageBudget.
+func (s *Service) ListTables(ctx context.Context, account string, filter *odata.Filter, next string, top int) ([]storage.TableInfo, string, error) {
+	from, to := filter.TableKeyRange()
 	if next != "" {
 		k, err := decodeToken(next)
 		if err != nil {
 			return nil, "", azerr.Newf(azerr.InvalidInput, "The continuation token is not valid.")
 		}
-		from = k
+		from = max(from, storage.TableKey(k))
 	}
 	if top <= 0 || top > MaxPageSize {
 		top = MaxPageSize
 	}
-	tables, resume, err := s.eng.ListTables(ctx, account, from, top)
-	if err != nil {
-		return nil, "", s.mapErr(err, tableScope)
+	deadline := time.Now().Add(PageBudget)
+	var out []storage.TableInfo
+	for to == nil || from < *to {
+		tables, resume, err := s.eng.ListTables(ctx, account, from, top-len(out))
+		if err != nil {
+			return nil, "", s.mapErr(err, tableScope)
+		}
+		for i, t := range tables {
+			if to != nil && storage.TableKey(t.Name) >= *to {
+				return out, "", nil
+			}
+			if filter.MatchTableName(t.Name) {
+				out = append(out, t)
+			}
+			if len(out) == top && i+1 < len(tables) {
+				return out, encodeToken(storage.TableKey(tables[i+1].Name)), nil
+			}
+		}
+		if resume == "" {
+			return out, "", nil
+		}
+		from = storage.TableKey(resume)
+		if len(out) == top || !time.Now().Before(deadline) {
+			return out, encodeToken(from), nil
+		}
 	}
-	if resume != "" {
-		resume = encodeToken(resume)
-	}
-	return tables, resume, nil
+	return out, "", nil
 }
 
 // Condition is an If-Match precondition.
