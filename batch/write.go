@@ -1,0 +1,268 @@
+package batch
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+)
+
+// Result is the outcome of one operation, rendered as one sub-response.
+type Result struct {
+	// Status is the operation's HTTP status: 201/204 on success, the operation's natural
+	// error status (400, 404, 409, 412, ...) on failure.
+	Status int
+	// Header carries the operation's own headers: ETag, Location, DataServiceId and
+	// Preference-Applied for writes, Content-Type with a body, and DataServiceVersion to
+	// override the default. Keys may be canonical or not. The writer always adds
+	// X-Content-Type-Options and Cache-Control itself, and drops Content-ID (use
+	// ContentID), Content-Length and Transfer-Encoding (the boundary delimits the body).
+	Header http.Header
+	// Body is the sub-response body: none for return-no-content writes (JS treats any
+	// "{...}" in a sub-response as an error), the one-line error JSON for a failure.
+	Body []byte
+	// ContentID is echoed as Content-ID when not empty.
+	ContentID string
+}
+
+// Boundary prefixes of the response. Clients depend on them literally (package doc).
+const (
+	batchResponsePrefix     = "batchresponse_"
+	changesetResponsePrefix = "changesetresponse_"
+)
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// putBuf returns a buffer to the pool unless it grew past 1 MiB (a large retrieve or
+// error body), so the pool does not pin big allocations.
+func putBuf(bp *[]byte) {
+	if cap(*bp) <= 1<<20 {
+		bufPool.Put(bp)
+	}
+}
+
+// WriteResponse writes the 202 body of a successful changeset: one sub-response per
+// operation, in request order, each with status < 400 (a failed batch is WriteFailure's
+// job, because .NET counts the parts). It returns the Content-Type for the outer
+// response, "multipart/mixed; boundary=batchresponse_<uuid>". Nothing is written when it
+// returns an error; otherwise the body is written with a single Write.
+func WriteResponse(w io.Writer, results []Result) (contentType string, err error) {
+	if len(results) == 0 {
+		return "", errors.New("batch: WriteResponse needs at least one result")
+	}
+	for i := range results {
+		if s := results[i].Status; s < 100 || s >= 400 {
+			return "", errors.New("batch: WriteResponse result " + strconv.Itoa(i) +
+				" has status " + strconv.Itoa(s) + "; failures go through WriteFailure")
+		}
+	}
+	return writeChangeset(w, results)
+}
+
+// WriteFailure writes the 202 body of a failed changeset: exactly one sub-response, the
+// failing operation's, and none for the operations before it (they were rolled back).
+//
+// index is the zero-based index of the failing operation. res.Body must be the compact,
+// single-line odata.error JSON whose message value starts with "<index>:" — .NET matches
+// `"value":"(\d+):` on the raw JSON, Python does int(message.split(':', 1)[0]), and JS
+// extracts the JSON with a single-line regex — so WriteFailure checks that the body
+// contains `"value":"<index>:` and no line break, and refuses otherwise. An empty body is
+// allowed (the status alone then tells the clients it failed).
+//
+// The Go SDK turns a failed transaction into an *azcore.ResponseError built from the outer
+// 202, whose ErrorCode is empty unless the outer response carries x-ms-error-code. The
+// server may set that header to the failing operation's code: no SDK reads it on a 202
+// (the real service does not appear to send it).
+func WriteFailure(w io.Writer, index int, res Result) (contentType string, err error) {
+	if index < 0 || index >= MaxOperations {
+		return "", errors.New("batch: WriteFailure index " + strconv.Itoa(index) + " out of range")
+	}
+	if res.Status < 400 || res.Status > 599 {
+		return "", errors.New("batch: WriteFailure status " + strconv.Itoa(res.Status) + " is not an error")
+	}
+	if len(res.Body) > 0 {
+		if bytes.ContainsAny(res.Body, "\r\n") {
+			return "", errors.New("batch: WriteFailure body must be one line")
+		}
+		if !bytes.Contains(res.Body, []byte(`"value":"`+strconv.Itoa(index)+":")) {
+			return "", errors.New(`batch: WriteFailure body's message must start with "` + strconv.Itoa(index) + `:" in compact JSON`)
+		}
+	}
+	return writeChangeset(w, []Result{res})
+}
+
+// WriteRetrieve writes the 202 body answering a retrieve request (Request.Retrieve): one
+// application/http part directly in the batch, with no changeset, holding the query's
+// result (200 with the entity, or its error). It returns the outer Content-Type.
+func WriteRetrieve(w io.Writer, res Result) (contentType string, err error) {
+	if res.Status < 100 || res.Status > 599 {
+		return "", errors.New("batch: WriteRetrieve status " + strconv.Itoa(res.Status) + " is not valid")
+	}
+	batchID := newBoundary(batchResponsePrefix)
+	bp := bufPool.Get().(*[]byte)
+	defer putBuf(bp)
+	b := (*bp)[:0]
+	b = appendPart(b, batchID, &res)
+	b = appendClose(b, batchID)
+	*bp = b
+	if _, err := w.Write(b); err != nil {
+		return "", err
+	}
+	return "multipart/mixed; boundary=" + batchID, nil
+}
+
+func writeChangeset(w io.Writer, results []Result) (string, error) {
+	batchID := newBoundary(batchResponsePrefix)
+	csID := newBoundary(changesetResponsePrefix)
+	bp := bufPool.Get().(*[]byte)
+	defer putBuf(bp)
+	b := (*bp)[:0]
+	// The body's first line is the batch delimiter (Go reads the boundary from it), and
+	// the changeset part's body starts at once with its own delimiter (Go again).
+	b = append(b, "--"...)
+	b = append(b, batchID...)
+	b = append(b, "\r\nContent-Type: multipart/mixed; boundary="...)
+	b = append(b, csID...)
+	b = append(b, "\r\n\r\n"...)
+	for i := range results {
+		b = appendPart(b, csID, &results[i])
+	}
+	b = appendClose(b, csID)
+	b = appendClose(b, batchID)
+	*bp = b
+	if _, err := w.Write(b); err != nil {
+		return "", err
+	}
+	return "multipart/mixed; boundary=" + batchID, nil
+}
+
+// newBoundary returns prefix followed by a random (version 4) UUID in canonical form.
+func newBoundary(prefix string) string {
+	var u [16]byte
+	_, _ = rand.Read(u[:]) // crypto/rand.Read never fails (it crashes the program instead)
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	const hexd = "0123456789abcdef"
+	var buf [64]byte
+	b := append(buf[:0], prefix...)
+	for i, c := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b = append(b, '-')
+		}
+		b = append(b, hexd[c>>4], hexd[c&15])
+	}
+	return string(b)
+}
+
+// appendClose appends the closing delimiter "--<boundary>--" and CRLF. The CRLF is the
+// one that belongs to an enclosing delimiter, or ends the body.
+func appendClose(b []byte, boundary string) []byte {
+	b = append(b, "--"...)
+	b = append(b, boundary...)
+	return append(b, "--\r\n"...)
+}
+
+// headerSpelling is how the service spells the headers whose canonical Go form differs;
+// JS matches "ETag: " case-sensitively.
+var headerSpelling = map[string]string{
+	"Etag":               "ETag",
+	"Dataserviceid":      "DataServiceId",
+	"Dataserviceversion": "DataServiceVersion",
+}
+
+var (
+	dataServiceVersion3 = []string{"3.0;"}
+	dataServiceVersion1 = []string{"1.0;"}
+)
+
+// fixedOrder is the order of the well-known headers after the ones the writer owns,
+// following the service's layout (protocol.md §6.3).
+var fixedOrder = [...]string{"Preference-Applied", "Dataserviceversion", "Content-Type", "Location", "Dataserviceid", "Etag"}
+
+// appendPart appends one application/http part: delimiter line, part headers, blank
+// line, status line, headers, blank line, body, and the CRLF that belongs to the next
+// delimiter. The blank line after the headers is written even without a body, because
+// http.ReadResponse (Go SDK) fails on headers that end at the end of the part.
+func appendPart(b []byte, boundary string, r *Result) []byte {
+	b = append(b, "--"...)
+	b = append(b, boundary...)
+	b = append(b, "\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\nHTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(r.Status), 10)
+	b = append(b, ' ')
+	reason := http.StatusText(r.Status)
+	if reason == "" {
+		reason = "Unknown" // .NET needs three fields in the status line
+	}
+	b = append(b, reason...)
+	b = append(b, "\r\n"...)
+	if r.ContentID != "" {
+		b = appendHeader(b, "Content-ID", r.ContentID)
+	}
+	b = append(b, "X-Content-Type-Options: nosniff\r\nCache-Control: no-cache\r\n"...)
+
+	// Classify the caller's headers: well-known ones in a fixed order, the rest sorted.
+	var known [len(fixedOrder)][]string
+	var othersBuf [8]string
+	others := othersBuf[:0]
+	for k, vs := range r.Header {
+		ck := canonicalKey(k)
+		switch ck {
+		case "Content-Id", "X-Content-Type-Options", "Cache-Control", "Content-Length", "Transfer-Encoding":
+			continue
+		}
+		if i := slices.Index(fixedOrder[:], ck); i >= 0 {
+			if known[i] == nil {
+				known[i] = vs
+			} else {
+				known[i] = append(slices.Clip(known[i]), vs...)
+			}
+			continue
+		}
+		others = append(others, k)
+	}
+	if known[1] == nil { // DataServiceVersion: 3.0 for a body or a Prefer answer, else 1.0
+		if len(r.Body) > 0 || len(known[0]) > 0 {
+			known[1] = dataServiceVersion3
+		} else {
+			known[1] = dataServiceVersion1
+		}
+	}
+	for i, vs := range known {
+		name := fixedOrder[i]
+		if s, ok := headerSpelling[name]; ok {
+			name = s
+		}
+		for _, v := range vs {
+			b = appendHeader(b, name, v)
+		}
+	}
+	slices.Sort(others)
+	for _, k := range others {
+		for _, v := range r.Header[k] {
+			b = appendHeader(b, k, v)
+		}
+	}
+	b = append(b, "\r\n"...)
+	b = append(b, r.Body...)
+	return append(b, "\r\n"...)
+}
+
+// appendHeader appends "name: value" and CRLF, turning control characters in the value
+// (CR and LF above all) into spaces, so an echoed value can never end the header block,
+// forge a boundary, or make a strict client parser (Go's textproto) reject the part.
+func appendHeader(b []byte, name, value string) []byte {
+	b = append(b, name...)
+	b = append(b, ": "...)
+	for i := 0; i < len(value); i++ {
+		c := value[i]
+		if c < ' ' && c != '\t' || c == 0x7f {
+			c = ' '
+		}
+		b = append(b, c)
+	}
+	return append(b, "\r\n"...)
+}
