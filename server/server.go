@@ -95,6 +95,9 @@ type request struct {
 	query url.Values
 }
 
+// nowFunc is the clock for the times in error messages.
+var nowFunc = time.Now
+
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 // ServeHTTP implements http.Handler.
@@ -190,7 +193,9 @@ func (s *Server) serve(rq *request) error {
 			return s.deleteEntity(rq)
 		}
 	case KindBatch:
-		return azerr.Newf(azerr.NotImplemented, "Entity group transactions ($batch) are not supported yet.")
+		if method == http.MethodPost {
+			return s.postBatch(rq)
+		}
 	case KindService:
 		return azerr.Newf(azerr.NotImplemented, "Service properties and statistics are not supported yet.")
 	}
@@ -371,7 +376,7 @@ func (s *Server) writeError(rq *request, err error) {
 	if e.Detail != "" {
 		msg += "\n" + e.Detail
 	}
-	msg += "\nRequestId:" + rq.id + "\nTime:" + entity.FormatTicks(entity.TimeToTicks(time.Now()))
+	msg += "\nRequestId:" + rq.id + "\nTime:" + entity.FormatTicks(entity.TimeToTicks(nowFunc()))
 	h := rq.w.Header()
 	h["X-Ms-Error-Code"] = []string{string(e.Code)}
 	if e.Code == azerr.ServerBusy {

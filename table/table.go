@@ -179,16 +179,9 @@ func (s *Service) WriteEntity(ctx context.Context, account, table string, e *ent
 	if err := entity.Validate(e); err != nil {
 		return 0, err
 	}
-	m := storage.Mutation{RowKey: e.RowKey, Props: e.Props}
-	switch {
-	case mode == ReplaceMode && cond.Present:
-		m.Op, m.IfMatch = storage.Replace, cond.ifMatch()
-	case mode == ReplaceMode:
-		m.Op = storage.InsertOrReplace
-	case cond.Present:
-		m.Op, m.IfMatch = storage.Merge, cond.ifMatch()
-	default:
-		m.Op = storage.InsertOrMerge
+	m := storage.Mutation{Op: OpFor(mode, cond), RowKey: e.RowKey, Props: e.Props}
+	if cond.Present {
+		m.IfMatch = cond.ifMatch()
 	}
 	return s.applyOne(ctx, account, table, e.PartitionKey, m)
 }

@@ -1,0 +1,104 @@
+package table
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/ceruleandb/cerulean/azerr"
+	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/storage"
+)
+
+// MaxBatchOperations is the most operations one entity group transaction may hold.
+const MaxBatchOperations = 100
+
+// BatchOp is one operation of an entity group transaction.
+type BatchOp struct {
+	// Op is Insert, or one of the write modes as WriteEntity would choose them
+	// (Replace/Merge with a condition, InsertOrReplace/InsertOrMerge without), or Delete.
+	Op     storage.Op
+	Entity entity.Entity
+	Cond   Condition
+}
+
+// BatchError reports the operation that failed a transaction and why. Nothing of the
+// transaction was written.
+type BatchError struct {
+	Index int
+	Err   *azerr.Error
+}
+
+func (e *BatchError) Error() string { return e.Err.Error() }
+
+// OpFor maps a write mode and condition to the mutation kind, as single writes do.
+func OpFor(mode Mode, cond Condition) storage.Op {
+	switch {
+	case mode == ReplaceMode && cond.Present:
+		return storage.Replace
+	case mode == ReplaceMode:
+		return storage.InsertOrReplace
+	case cond.Present:
+		return storage.Merge
+	default:
+		return storage.InsertOrMerge
+	}
+}
+
+// Transact runs an entity group transaction: every operation on one table and one
+// partition, each entity at most once, at most 100 operations, all committed atomically
+// by one engine Apply — or none, with a *BatchError naming the first failing operation.
+func (s *Service) Transact(ctx context.Context, account, table string, ops []BatchOp) ([]int64, error) {
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	if len(ops) > MaxBatchOperations {
+		return nil, &BatchError{Index: 0, Err: azerr.Newf(azerr.InvalidInput, "The batch request operation exceeds the maximum 100 changes per change set.")}
+	}
+	pk := ops[0].Entity.PartitionKey
+	seen := make(map[string]struct{}, len(ops))
+	muts := make([]storage.Mutation, len(ops))
+	for i := range ops {
+		op := &ops[i]
+		e := &op.Entity
+		if e.PartitionKey != pk {
+			return nil, &BatchError{Index: i, Err: azerr.New(azerr.CommandsInBatchActOnDifferentPartitions)}
+		}
+		if _, dup := seen[e.RowKey]; dup {
+			return nil, &BatchError{Index: i, Err: azerr.New(azerr.InvalidDuplicateRow)}
+		}
+		seen[e.RowKey] = struct{}{}
+		var err error
+		if op.Op == storage.Delete {
+			if !op.Cond.Present {
+				err = azerr.Newf(azerr.MissingRequiredHeader, "An HTTP header that's mandatory for this request is not specified.").WithDetail("If-Match")
+			} else if err = entity.ValidateKey("PartitionKey", e.PartitionKey); err == nil {
+				err = entity.ValidateKey("RowKey", e.RowKey)
+			}
+		} else {
+			err = entity.Validate(e)
+		}
+		if err != nil {
+			ae, _ := azerr.As(err)
+			return nil, &BatchError{Index: i, Err: ae}
+		}
+		muts[i] = storage.Mutation{Op: op.Op, RowKey: e.RowKey, Props: e.Props}
+		if op.Cond.Present {
+			muts[i].IfMatch = op.Cond.ifMatch()
+		}
+	}
+	versions, err := s.eng.Apply(ctx, account, table, pk, muts)
+	if err != nil {
+		var ae *storage.ApplyError
+		index := 0
+		if errors.As(err, &ae) {
+			index = ae.Index
+		}
+		se, _ := azerr.As(s.mapErr(err, entityScope))
+		return nil, &BatchError{Index: index, Err: se}
+	}
+	return versions, nil
+}
+
+// SameTable reports whether two table names address the same table.
+func SameTable(a, b string) bool { return strings.EqualFold(a, b) }
