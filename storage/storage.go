@@ -124,7 +124,10 @@ type ScanRequest struct {
 }
 
 // ScanResult is one page of a scan. Next, when non-nil, is the key to resume from
-// (pass it as the next request's Start); nil means the range is exhausted.
+// (pass it as the next request's Start); nil means the range is exhausted. Next lies after
+// the last returned record and at or before the next unreturned one, and never before the
+// request's Start. Without Filter or Deadline a page holds exactly Limit records when that
+// many remain; with them it may hold fewer, even none, and still carry Next.
 type ScanResult struct {
 	Records []Record
 	Next    *Key
@@ -143,7 +146,9 @@ type TableInfo struct {
 //     an *ApplyError naming the first failing mutation. Mutations run in order, so a later
 //     one sees the effect of an earlier one on the same row.
 //   - Every committed write gives the entity a version strictly greater than any version
-//     it had before, at 100 ns resolution, close to the wall clock (it is the Timestamp).
+//     it had before — across deletes, re-inserts and restarts — at 100 ns resolution,
+//     close to the wall clock (it is the Timestamp).
+//   - An Apply with no mutations does nothing; an unknown Op is an error.
 //   - Apply returns only after the write is durable (synced or committed).
 //   - Two concurrent conditional writes on one entity never both succeed; Applies on
 //     different partitions do not wait for each other.

@@ -1,0 +1,906 @@
+// Package pebble is Cerulean's default storage engine: an embedded Pebble LSM in one data
+// directory, owned by one process (Pebble locks the directory).
+//
+// Layout, concurrency and durability in brief (keys.go has the byte layout):
+//
+//   - Every entity is one key (table id, PartitionKey, RowKey) in an order-preserving
+//     encoding, whose value is a version plus the entity.AppendProps encoding.
+//   - The table catalogue lives in Pebble and, being small, in memory; table ids come from
+//     a persisted counter and are never reused, so DeleteTable is one small synced batch
+//     (catalogue entry out, purge marker in) and the rows are range-deleted later.
+//   - Apply locks the rows it touches (striped mutexes hashed by key, taken in ascending
+//     stripe order), reads their current values, checks preconditions, builds one batch,
+//     commits it with Sync, and only then unlocks. The write path takes no exclusive lock
+//     beyond its own rows' (a table is held shared, against a concurrent DeleteTable), so
+//     concurrent Applies reach Pebble's commit pipeline together and share WAL syncs
+//     (group commit).
+//   - Values of 256 bytes or more live in blob files beside the LSM (Pebble's value
+//     separation), so compactions do not rewrite them level after level; on a small
+//     machine that disk traffic, not the CPU, is what limits sustained inserts.
+//   - Open reads only the catalogue and a few meta keys, so restart time does not grow
+//     with the data; memory is bounded by the block cache and memtable options.
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/storage"
+	pebbledb "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Defaults for Options. Together they bound the engine's resident memory at roughly
+// cache + memtable size × stop-writes threshold (32 + 16×4 = 96 MiB), whatever the data size.
+const (
+	DefaultCacheSize                   = 32 << 20
+	DefaultMemTableSize                = 16 << 20
+	DefaultMemTableStopWritesThreshold = 4
+	DefaultValueSeparationMinSize      = 256
+)
+
+const (
+	// lockStripes is the number of row-lock stripes. Two rows share a stripe with
+	// probability 1/lockStripes, which only costs a little concurrency, never correctness.
+	lockStripes = 4096
+	// scanCheckEvery is how many examined records a Scan goes between deadline checks.
+	// The first check comes after that many, so every Scan makes progress.
+	scanCheckEvery = 64
+)
+
+// ErrClosed is returned by every method called after Close.
+var ErrClosed = fmt.Errorf("engine closed: %w", storage.ErrUnavailable)
+
+// Options tunes an Engine. The zero value is usable.
+type Options struct {
+	// CacheSize is the block cache size in bytes (default DefaultCacheSize). The cache is
+	// created with room for the memtables on top (Pebble charges them to it), so
+	// CacheSize + MemTableSize × MemTableStopWritesThreshold bounds Pebble's memory.
+	CacheSize int64
+	// MemTableSize is the size of one memtable in bytes (default DefaultMemTableSize).
+	// Larger memtables absorb write bursts with fewer flushes but cost memory.
+	MemTableSize uint64
+	// MemTableStopWritesThreshold is how many memtables (being filled or waiting to be
+	// flushed) may exist before writes stall (default DefaultMemTableStopWritesThreshold).
+	MemTableStopWritesThreshold int
+	// ValueSeparationMinSize is the smallest entity value (in bytes) kept in a blob file
+	// apart from the LSM's keys (default DefaultValueSeparationMinSize; negative turns
+	// separation off). Compactions then move only keys and small handles instead of
+	// rewriting every value at every level, which for ~1 KiB entities cuts the disk
+	// traffic of sustained writes several times over; the price is one more block read
+	// for a value that is not cached, and space held by overwritten values until Pebble
+	// rewrites a blob file that has become mostly garbage.
+	ValueSeparationMinSize int
+	// Logger receives Pebble's messages (default: errors to the standard logger,
+	// informational messages dropped).
+	Logger pebbledb.Logger
+	// Clock hands out versions (default storage.NewClock(nil), the wall clock).
+	Clock *storage.Clock
+	// FS is the file system holding the directory (default the operating system's).
+	// Tests pass vfs.NewCrashableMem() to simulate a crash.
+	FS vfs.FS
+}
+
+// quietLogger passes Pebble's errors to the standard logger and drops its informational
+// chatter (such as a line per Open about recovered WAL files).
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+
+func (quietLogger) Errorf(format string, args ...any) { log.Printf("pebble: "+format, args...) }
+
+// Fatalf is called on corruption or a failed invariant; like Pebble's own it exits.
+func (quietLogger) Fatalf(format string, args ...any) { log.Fatalf("pebble: "+format, args...) }
+
+// Engine is a storage.Engine over a Pebble database. It is safe for concurrent use.
+type Engine struct {
+	db     *pebbledb.DB
+	clock  *storage.Clock
+	seed   maphash.Seed
+	logger pebbledb.Logger
+
+	// stripes are the row locks (see Apply).
+	stripes [lockStripes]sync.Mutex
+
+	// closeMu is taken shared by every operation and exclusively only by Close, so Close
+	// waits for operations in flight and later ones fail with ErrClosed instead of
+	// touching a closed database.
+	closeMu sync.RWMutex
+	closed  bool
+
+	// ddlMu serialises catalogue changes (create, delete) and guards nextID.
+	ddlMu  sync.Mutex
+	nextID uint64
+
+	// catMu guards tables, the in-memory copy of the catalogue.
+	catMu  sync.RWMutex
+	tables map[tableRef]*table
+
+	purgeMu   sync.Mutex // serialises purge passes
+	purgeWake chan struct{}
+	purgeStop chan struct{}
+	purgeDone chan struct{}
+}
+
+var _ storage.Engine = (*Engine)(nil)
+
+type tableRef struct {
+	account string
+	key     string // storage.TableKey(name)
+}
+
+type table struct {
+	id   uint64
+	name string
+	// mu is held shared by each Apply on the table from its liveness check to the end of
+	// its commit, and exclusively by DeleteTable, so no Apply commits rows into a table
+	// after its deletion (and purge) has been committed.
+	mu      sync.RWMutex
+	dropped bool // guarded by mu
+}
+
+// Open opens (creating if needed) the engine stored in dir. It reads only the catalogue
+// and meta keys, resumes pending purges in the background, and never loads entities.
+func Open(dir string, opts Options) (*Engine, error) {
+	if opts.CacheSize <= 0 {
+		opts.CacheSize = DefaultCacheSize
+	}
+	if opts.MemTableSize == 0 {
+		opts.MemTableSize = DefaultMemTableSize
+	}
+	if opts.MemTableStopWritesThreshold <= 0 {
+		opts.MemTableStopWritesThreshold = DefaultMemTableStopWritesThreshold
+	}
+	if opts.Clock == nil {
+		opts.Clock = storage.NewClock(nil)
+	}
+	if opts.Logger == nil {
+		opts.Logger = quietLogger{}
+	}
+	// Pebble charges memtables to the block cache, so the cache holds CacheSize for blocks
+	// on top of the most memory the memtables can take. The sum caps resident memory.
+	cache := pebbledb.NewCache(opts.CacheSize + int64(opts.MemTableSize)*int64(opts.MemTableStopWritesThreshold))
+	defer cache.Unref() // the DB holds its own reference
+	po := &pebbledb.Options{
+		Cache:                       cache,
+		MemTableSize:                opts.MemTableSize,
+		MemTableStopWritesThreshold: opts.MemTableStopWritesThreshold,
+		FormatMajorVersion:          pebbledb.FormatNewest,
+		Logger:                      opts.Logger,
+		FS:                          opts.FS,
+	}
+	// Bloom filters let a point read of an absent key (every Insert checks one) skip
+	// the sstables that cannot hold it.
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	if opts.ValueSeparationMinSize == 0 {
+		opts.ValueSeparationMinSize = DefaultValueSeparationMinSize
+	}
+	if opts.ValueSeparationMinSize > 0 {
+		policy := pebbledb.ValueSeparationPolicy{
+			Enabled:               true,
+			MinimumSize:           opts.ValueSeparationMinSize,
+			MaxBlobReferenceDepth: 10,
+			RewriteMinimumAge:     5 * time.Minute,
+			TargetGarbageRatio:    0.2,
+		}
+		po.Experimental.ValueSeparationPolicy = func() pebbledb.ValueSeparationPolicy { return policy }
+	}
+	db, err := pebbledb.Open(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("open pebble: %w", err)
+	}
+	e := &Engine{
+		db:        db,
+		clock:     opts.Clock,
+		logger:    opts.Logger,
+		seed:      maphash.MakeSeed(),
+		tables:    make(map[tableRef]*table),
+		purgeWake: make(chan struct{}, 1),
+		purgeStop: make(chan struct{}),
+		purgeDone: make(chan struct{}),
+	}
+	if err := e.load(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	go e.purgeLoop()
+	e.wakePurger() // resume purges a previous run left pending
+	return e, nil
+}
+
+// load reads the meta keys and the catalogue.
+func (e *Engine) load() error {
+	format, ok, err := e.getUint64(metaFormat)
+	if err != nil {
+		return fmt.Errorf("read format: %w", err)
+	}
+	if ok && format > formatVersion {
+		return fmt.Errorf("store format %d is newer than this build's %d", format, formatVersion)
+	}
+	if !ok {
+		if err := e.db.Set(metaFormat, binary.BigEndian.AppendUint64(nil, formatVersion), pebbledb.Sync); err != nil {
+			return fmt.Errorf("write format: %w", err)
+		}
+	}
+	e.nextID = 1
+	if id, ok, err := e.getUint64(metaNextID); err != nil {
+		return fmt.Errorf("read table counter: %w", err)
+	} else if ok {
+		e.nextID = id
+	}
+	// The clock mark is the last Close's promise that no version at or below it was
+	// handed out; a crash skips it, and then the wall clock (and each row's own
+	// version, see Apply) keeps versions increasing.
+	if mark, ok, err := e.getUint64(metaClock); err != nil {
+		return fmt.Errorf("read clock mark: %w", err)
+	} else if ok {
+		e.clock.Observe(int64(mark))
+	}
+
+	it, err := e.db.NewIter(&pebbledb.IterOptions{
+		LowerBound: []byte{kindCatalog},
+		UpperBound: []byte{kindCatalog + 1},
+	})
+	if err != nil {
+		return fmt.Errorf("read catalogue: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		account, _, rest, err := decodeEscaped(it.Key()[1:])
+		if err != nil {
+			return fmt.Errorf("read catalogue: %w", err)
+		}
+		key, _, _, err := decodeEscaped(rest)
+		if err != nil {
+			return fmt.Errorf("read catalogue: %w", err)
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("read catalogue: %w", err)
+		}
+		id, name, err := decodeCatalogValue(v)
+		if err != nil {
+			return fmt.Errorf("read catalogue: %w", err)
+		}
+		e.tables[tableRef{account, key}] = &table{id: id, name: name}
+		e.nextID = max(e.nextID, id+1) // never reuse an id, even if the counter were stale
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("read catalogue: %w", err)
+	}
+	ids, err := e.pendingPurges(context.Background())
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		e.nextID = max(e.nextID, id+1)
+	}
+	return nil
+}
+
+func (e *Engine) getUint64(key []byte) (uint64, bool, error) {
+	v, closer, err := e.db.Get(key)
+	if errors.Is(err, pebbledb.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, false, entity.ErrCorrupt
+	}
+	return binary.BigEndian.Uint64(v), true, nil
+}
+
+// Close stops background work, records the clock's high-water mark and closes the
+// database. Operations in flight finish first; later ones fail with ErrClosed. Closing
+// twice is harmless.
+func (e *Engine) Close() error {
+	e.closeMu.Lock()
+	if e.closed {
+		e.closeMu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.closeMu.Unlock()
+
+	close(e.purgeStop)
+	<-e.purgeDone
+	mark := binary.BigEndian.AppendUint64(nil, uint64(e.clock.Next(0)))
+	err := e.db.Set(metaClock, mark, pebbledb.Sync)
+	if cerr := e.db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	return nil
+}
+
+func (e *Engine) enter() error {
+	e.closeMu.RLock()
+	if e.closed {
+		e.closeMu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (e *Engine) exit() { e.closeMu.RUnlock() }
+
+func (e *Engine) lookup(account, name string) (*table, error) {
+	ref := tableRef{account, storage.TableKey(name)}
+	e.catMu.RLock()
+	t := e.tables[ref]
+	e.catMu.RUnlock()
+	if t == nil {
+		return nil, storage.ErrTableNotFound
+	}
+	return t, nil
+}
+
+// CreateTable adds a table under a fresh id. It fails with ErrTableExists when the
+// account has a table of the same TableKey.
+func (e *Engine) CreateTable(ctx context.Context, account, name string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.exit()
+	ref := tableRef{account, storage.TableKey(name)}
+	e.ddlMu.Lock()
+	defer e.ddlMu.Unlock()
+	e.catMu.RLock()
+	_, exists := e.tables[ref]
+	e.catMu.RUnlock()
+	if exists {
+		return storage.ErrTableExists
+	}
+	id := e.nextID
+	e.nextID++ // even if the commit fails: an id is never handed out twice
+	b := e.db.NewBatch()
+	defer b.Close()
+	_ = b.Set(catalogKey(account, ref.key), catalogValue(id, name), nil)
+	_ = b.Set(metaNextID, binary.BigEndian.AppendUint64(nil, id+1), nil)
+	if err := b.Commit(pebbledb.Sync); err != nil {
+		return fmt.Errorf("create table: %w", err)
+	}
+	e.catMu.Lock()
+	e.tables[ref] = &table{id: id, name: name}
+	e.catMu.Unlock()
+	return nil
+}
+
+// GetTable reports a table's display name.
+func (e *Engine) GetTable(ctx context.Context, account, name string) (storage.TableInfo, error) {
+	if err := e.enter(); err != nil {
+		return storage.TableInfo{}, err
+	}
+	defer e.exit()
+	t, err := e.lookup(account, name)
+	if err != nil {
+		return storage.TableInfo{}, err
+	}
+	return storage.TableInfo{Name: t.name}, nil
+}
+
+// ListTables reads the catalogue keys of the account in order, so it needs memory only
+// for the page. limit ≤ 0 means no limit.
+func (e *Engine) ListTables(ctx context.Context, account, from string, limit int) ([]storage.TableInfo, string, error) {
+	if err := e.enter(); err != nil {
+		return nil, "", err
+	}
+	defer e.exit()
+	prefix := catalogPrefix(account)
+	it, err := e.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
+		LowerBound: catalogKey(account, storage.TableKey(from)),
+		UpperBound: prefixEnd(prefix),
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list tables: %w", err)
+	}
+	defer it.Close()
+	var out []storage.TableInfo
+	next := ""
+	for it.First(); it.Valid(); it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, "", fmt.Errorf("list tables: %w", err)
+		}
+		_, name, err := decodeCatalogValue(v)
+		if err != nil {
+			return nil, "", fmt.Errorf("list tables: %w", err)
+		}
+		if limit > 0 && len(out) == limit {
+			next = name
+			break
+		}
+		out = append(out, storage.TableInfo{Name: name})
+	}
+	if err := it.Error(); err != nil {
+		return nil, "", fmt.Errorf("list tables: %w", err)
+	}
+	return out, next, nil
+}
+
+// DeleteTable removes the table from the catalogue and records its id for purging, in
+// one synced batch, after waiting for Applies in flight on it. The rows become
+// unreachable at once (nothing maps a name to the old id any more) and are range-deleted
+// by the background purger.
+func (e *Engine) DeleteTable(ctx context.Context, account, name string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.exit()
+	ref := tableRef{account, storage.TableKey(name)}
+	e.ddlMu.Lock()
+	defer e.ddlMu.Unlock()
+	e.catMu.RLock()
+	t := e.tables[ref]
+	e.catMu.RUnlock()
+	if t == nil {
+		return storage.ErrTableNotFound
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := e.db.NewBatch()
+	defer b.Close()
+	_ = b.Delete(catalogKey(account, ref.key), nil)
+	_ = b.Set(purgeKey(t.id), nil, nil)
+	if err := b.Commit(pebbledb.Sync); err != nil {
+		return fmt.Errorf("delete table: %w", err)
+	}
+	t.dropped = true
+	e.catMu.Lock()
+	delete(e.tables, ref)
+	e.catMu.Unlock()
+	e.wakePurger()
+	return nil
+}
+
+// testHookBeforeCommit, when set by a test, runs in Apply after the checks and before the
+// commit, with the locks held.
+var testHookBeforeCommit func()
+
+// row is the state of one entity during an Apply.
+type row struct {
+	key     []byte
+	stripe  uint32
+	stored  bool // exists in the database before the Apply
+	exists  bool // exists after the mutations applied so far
+	dirty   bool // written by the Apply
+	version int64
+	props   []entity.Property
+}
+
+// Apply runs the mutations in order against the rows' current state, read under their
+// locks, and commits the final state of every touched row in one synced batch. A
+// failing precondition or an invalid merge result aborts before anything is written.
+func (e *Engine) Apply(ctx context.Context, account, tableName, pk string, muts []storage.Mutation) ([]int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.exit()
+	t, err := e.lookup(account, tableName)
+	if err != nil || len(muts) == 0 {
+		return nil, err
+	}
+	needProps := false
+	for i := range muts {
+		switch muts[i].Op {
+		case storage.Merge, storage.InsertOrMerge:
+			needProps = true
+		case storage.Insert, storage.Replace, storage.Delete, storage.InsertOrReplace:
+		default:
+			return nil, &storage.ApplyError{Index: i, Err: fmt.Errorf("unknown mutation %v", muts[i].Op)}
+		}
+	}
+
+	rows := make([]row, 0, len(muts))
+	rowOf := make([]int, len(muts))
+	var byRK map[string]int
+	if len(muts) > 1 {
+		byRK = make(map[string]int, len(muts))
+	}
+	for i := range muts {
+		rk := muts[i].RowKey
+		if byRK != nil {
+			if j, ok := byRK[rk]; ok {
+				rowOf[i] = j
+				continue
+			}
+			byRK[rk] = len(rows)
+		}
+		rowOf[i] = len(rows)
+		key := dataKey(t.id, pk, rk)
+		rows = append(rows, row{key: key, stripe: uint32(maphash.Bytes(e.seed, key) % lockStripes)})
+	}
+
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.dropped {
+		return nil, storage.ErrTableNotFound
+	}
+	defer e.lockRows(rows)()
+
+	if err := e.loadRows(rows, needProps); err != nil {
+		return nil, err
+	}
+	versions := make([]int64, len(muts))
+	for i := range muts {
+		m := &muts[i]
+		r := &rows[rowOf[i]]
+		switch m.Op {
+		case storage.Insert:
+			if r.exists {
+				return nil, &storage.ApplyError{Index: i, Err: storage.ErrExists}
+			}
+			r.props = m.Props
+		case storage.InsertOrReplace:
+			r.props = m.Props
+		case storage.InsertOrMerge:
+			if !r.exists {
+				r.props = m.Props
+				break
+			}
+			if err := r.merge(pk, m); err != nil {
+				return nil, &storage.ApplyError{Index: i, Err: err}
+			}
+		case storage.Replace, storage.Merge, storage.Delete:
+			if !r.exists {
+				return nil, &storage.ApplyError{Index: i, Err: storage.ErrNotFound}
+			}
+			if m.IfMatch != 0 && m.IfMatch != r.version {
+				return nil, &storage.ApplyError{Index: i, Err: storage.ErrVersionMismatch}
+			}
+			switch m.Op {
+			case storage.Replace:
+				r.props = m.Props
+			case storage.Merge:
+				if err := r.merge(pk, m); err != nil {
+					return nil, &storage.ApplyError{Index: i, Err: err}
+				}
+			case storage.Delete:
+				r.exists, r.dirty, r.props = false, true, nil
+				continue // versions[i] stays 0; r.version stays, so a re-insert exceeds it
+			}
+		}
+		r.exists, r.dirty = true, true
+		r.version = e.clock.Next(r.version)
+		versions[i] = r.version
+	}
+
+	b := e.db.NewBatch()
+	defer b.Close()
+	var buf []byte
+	for j := range rows {
+		r := &rows[j]
+		switch {
+		case !r.dirty:
+		case r.exists:
+			buf = appendValue(buf[:0], r.version, r.props)
+			_ = b.Set(r.key, buf, nil) // copies
+		case r.stored:
+			_ = b.Delete(r.key, nil)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // nothing committed yet: the caller gave up while we waited
+	}
+	if testHookBeforeCommit != nil {
+		testHookBeforeCommit()
+	}
+	if err := b.Commit(pebbledb.Sync); err != nil {
+		return nil, fmt.Errorf("apply: %w", err)
+	}
+	return versions, nil
+}
+
+// merge overlays m's properties on the row's and checks the result's shape.
+func (r *row) merge(pk string, m *storage.Mutation) error {
+	merged := entity.Merge(r.props, m.Props)
+	if err := entity.ValidateShape(&entity.Entity{PartitionKey: pk, RowKey: m.RowKey, Props: merged}); err != nil {
+		return err
+	}
+	r.props = merged
+	return nil
+}
+
+// lockRows locks the rows' stripes in ascending order, each once, so two Applies with
+// overlapping rows cannot deadlock, and returns the unlock function.
+func (e *Engine) lockRows(rows []row) func() {
+	if len(rows) == 1 {
+		m := &e.stripes[rows[0].stripe]
+		m.Lock()
+		return m.Unlock
+	}
+	s := make([]uint32, len(rows))
+	for i := range rows {
+		s[i] = rows[i].stripe
+	}
+	slices.Sort(s)
+	s = slices.Compact(s)
+	for _, i := range s {
+		e.stripes[i].Lock()
+	}
+	return func() {
+		for _, i := range s {
+			e.stripes[i].Unlock()
+		}
+	}
+}
+
+// loadRows reads the rows' stored versions (and properties when a merge may need them)
+// through one iterator that consults the Bloom filters of every level, L6 included
+// (db.Get skips L6 filters). Nearly every Insert looks for a key that does not exist, and
+// without the filter that costs a data block read per insert in the largest level. The
+// iterator is created under the row locks, so its snapshot holds the rows' latest state.
+func (e *Engine) loadRows(rows []row, needProps bool) error {
+	it, err := e.db.NewIter(&pebbledb.IterOptions{UseL6Filters: true})
+	if err != nil {
+		return fmt.Errorf("read entity: %w", err)
+	}
+	defer it.Close()
+	for j := range rows {
+		r := &rows[j]
+		if !it.SeekPrefixGE(r.key) || !bytes.Equal(it.Key(), r.key) {
+			if err := it.Error(); err != nil {
+				return fmt.Errorf("read entity: %w", err)
+			}
+			continue
+		}
+		v, err := it.ValueAndErr()
+		if err == nil {
+			if needProps {
+				r.version, r.props, err = decodeValue(v)
+			} else {
+				r.version, err = valueVersion(v)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("read entity: %w", err)
+		}
+		r.stored, r.exists = true, true
+	}
+	return nil
+}
+
+// Get reads one entity.
+func (e *Engine) Get(ctx context.Context, account, tableName, pk, rk string) (storage.Record, error) {
+	if err := e.enter(); err != nil {
+		return storage.Record{}, err
+	}
+	defer e.exit()
+	t, err := e.lookup(account, tableName)
+	if err != nil {
+		return storage.Record{}, err
+	}
+	v, closer, err := e.db.Get(dataKey(t.id, pk, rk))
+	if errors.Is(err, pebbledb.ErrNotFound) {
+		return storage.Record{}, storage.ErrNotFound
+	}
+	if err != nil {
+		return storage.Record{}, fmt.Errorf("get entity: %w", err)
+	}
+	defer closer.Close()
+	ver, props, err := decodeValue(v)
+	if err != nil {
+		return storage.Record{}, fmt.Errorf("get entity: %w", err)
+	}
+	return storage.Record{
+		Entity:  entity.Entity{PartitionKey: pk, RowKey: rk, Props: props},
+		Version: ver,
+	}, nil
+}
+
+// Scan iterates the key range in (PartitionKey, RowKey) byte order with a bounded
+// iterator; it holds at most Limit records. When it stops early (Limit reached, or
+// Deadline passed, checked every scanCheckEvery records) Next is the key of the first
+// record it did not examine, so a resumed scan neither skips nor repeats one, and Next is
+// nil exactly when the range is exhausted.
+func (e *Engine) Scan(ctx context.Context, account, tableName string, req storage.ScanRequest) (storage.ScanResult, error) {
+	if req.Limit <= 0 {
+		return storage.ScanResult{}, fmt.Errorf("scan: limit %d is not positive", req.Limit)
+	}
+	if err := e.enter(); err != nil {
+		return storage.ScanResult{}, err
+	}
+	defer e.exit()
+	t, err := e.lookup(account, tableName)
+	if err != nil {
+		return storage.ScanResult{}, err
+	}
+	if req.End != nil && !req.Start.Less(*req.End) {
+		return storage.ScanResult{}, nil
+	}
+	upper := tablePrefix(t.id + 1)
+	if req.End != nil {
+		upper = dataKey(t.id, req.End.PartitionKey, req.End.RowKey)
+	}
+	it, err := e.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
+		LowerBound: dataKey(t.id, req.Start.PartitionKey, req.Start.RowKey),
+		UpperBound: upper,
+	})
+	if err != nil {
+		return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
+	}
+	defer it.Close()
+
+	var res storage.ScanResult
+	var dec keyDecoder
+	examined := 0
+	for it.First(); it.Valid(); it.Next() {
+		if len(res.Records) == req.Limit || (examined > 0 && examined%scanCheckEvery == 0 && expired(ctx, req.Deadline)) {
+			pk, rk, err := dec.decode(it.Key())
+			if err != nil {
+				return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
+			}
+			res.Next = &storage.Key{PartitionKey: pk, RowKey: rk}
+			break
+		}
+		examined++
+		pk, rk, err := dec.decode(it.Key())
+		if err != nil {
+			return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
+		}
+		ver, props, err := decodeValue(v)
+		if err != nil {
+			return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
+		}
+		rec := storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk, Props: props}, Version: ver}
+		if req.Filter != nil && !req.Filter(&rec) {
+			continue
+		}
+		res.Records = append(res.Records, rec)
+	}
+	if err := it.Error(); err != nil {
+		return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return storage.ScanResult{}, err
+	}
+	return res, nil
+}
+
+func expired(ctx context.Context, deadline time.Time) bool {
+	return ctx.Err() != nil || (!deadline.IsZero() && !time.Now().Before(deadline))
+}
+
+// keyDecoder decodes data keys, reusing the PartitionKey string while consecutive keys
+// share it (most do), so a scan allocates one PartitionKey per partition.
+type keyDecoder struct {
+	pkEnc []byte
+	pk    string
+}
+
+func (d *keyDecoder) decode(k []byte) (pk, rk string, err error) {
+	if len(k) < 9 || k[0] != kindData {
+		return "", "", errCorruptKey
+	}
+	k = k[9:]
+	if d.pkEnc != nil && len(k) > len(d.pkEnc) && string(k[:len(d.pkEnc)]) == string(d.pkEnc) {
+		k = k[len(d.pkEnc):]
+	} else {
+		var enc []byte
+		d.pk, enc, k, err = decodeEscaped(k)
+		if err != nil {
+			return "", "", err
+		}
+		d.pkEnc = append(d.pkEnc[:0], enc...)
+	}
+	rk, _, rest, err := decodeEscaped(k)
+	if err != nil || len(rest) != 0 {
+		return "", "", errCorruptKey
+	}
+	return d.pk, rk, nil
+}
+
+// Purge range-deletes the rows of every deleted table now, instead of waiting for the
+// background purger, and returns when done. It is a maintenance hook.
+func (e *Engine) Purge(ctx context.Context) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.exit()
+	return e.purgePending(ctx)
+}
+
+func (e *Engine) wakePurger() {
+	select {
+	case e.purgeWake <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Engine) purgeLoop() {
+	defer close(e.purgeDone)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-e.purgeStop
+		cancel()
+	}()
+	for {
+		select {
+		case <-e.purgeStop:
+			return
+		case <-e.purgeWake:
+		}
+		if err := e.enter(); err != nil {
+			return
+		}
+		err := e.purgePending(ctx)
+		e.exit()
+		if err != nil && ctx.Err() == nil {
+			e.logger.Errorf("cerulean: purge deleted tables: %v", err)
+		}
+	}
+}
+
+// purgePending purges every table with a purge marker: one synced batch per table
+// range-deletes its span and removes the marker, so a crash in between leaves the marker
+// and the purge is redone on the next Open. A range deletion costs the same whatever the
+// table's size; compactions reclaim the space later.
+func (e *Engine) purgePending(ctx context.Context) error {
+	e.purgeMu.Lock()
+	defer e.purgeMu.Unlock()
+	ids, err := e.pendingPurges(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b := e.db.NewBatch()
+		_ = b.DeleteRange(tablePrefix(id), tablePrefix(id+1), nil)
+		_ = b.Delete(purgeKey(id), nil)
+		err := b.Commit(pebbledb.Sync)
+		b.Close()
+		if err != nil {
+			return fmt.Errorf("purge table %d: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// pendingPurges lists the ids of deleted tables whose rows are not purged yet.
+func (e *Engine) pendingPurges(ctx context.Context) ([]uint64, error) {
+	it, err := e.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
+		LowerBound: []byte{kindPurge},
+		UpperBound: []byte{kindPurge + 1},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list purges: %w", err)
+	}
+	defer it.Close()
+	var ids []uint64
+	for it.First(); it.Valid(); it.Next() {
+		if k := it.Key(); len(k) == 9 {
+			ids = append(ids, binary.BigEndian.Uint64(k[1:]))
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("list purges: %w", err)
+	}
+	return ids, nil
+}

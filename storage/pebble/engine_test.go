@@ -1,0 +1,545 @@
+package pebble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/storage"
+	"github.com/ceruleandb/cerulean/storage/enginetest"
+	pebbledb "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// openTest opens an engine in dir and closes it when the test ends (Close is idempotent,
+// so a test may close it earlier).
+func openTest(t testing.TB, dir string, opts Options) *Engine {
+	t.Helper()
+	e, err := Open(dir, opts)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return e
+}
+
+func TestConformance(t *testing.T) {
+	var mu sync.Mutex
+	dirs := map[storage.Engine]string{}
+	enginetest.Run(t, enginetest.Harness{
+		Open: func(t *testing.T) storage.Engine {
+			dir := t.TempDir()
+			e := openTest(t, dir, Options{})
+			mu.Lock()
+			dirs[e] = dir
+			mu.Unlock()
+			return e
+		},
+		Reopen: func(t *testing.T, old storage.Engine) storage.Engine {
+			mu.Lock()
+			dir := dirs[old]
+			mu.Unlock()
+			if err := old.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			e := openTest(t, dir, Options{})
+			mu.Lock()
+			dirs[e] = dir
+			mu.Unlock()
+			return e
+		},
+	})
+}
+
+// TestConformanceOnDisk runs the suite again with a tiny memtable, so that the data it
+// reads has gone through flushes, sstables and blob files rather than only the memtable.
+func TestConformanceOnDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	opts := Options{MemTableSize: 256 << 10, ValueSeparationMinSize: 64}
+	var mu sync.Mutex
+	dirs := map[storage.Engine]string{}
+	enginetest.Run(t, enginetest.Harness{
+		Open: func(t *testing.T) storage.Engine {
+			dir := t.TempDir()
+			e := openTest(t, dir, opts)
+			mu.Lock()
+			dirs[e] = dir
+			mu.Unlock()
+			return e
+		},
+		Reopen: func(t *testing.T, old storage.Engine) storage.Engine {
+			mu.Lock()
+			dir := dirs[old]
+			mu.Unlock()
+			if err := old.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			e := openTest(t, dir, opts)
+			mu.Lock()
+			dirs[e] = dir
+			mu.Unlock()
+			return e
+		},
+		CASDuration: 200 * time.Millisecond,
+	})
+}
+
+// TestCompactedData writes entities large enough for blob files, flushes and compacts
+// everything, and checks reads, merges (which read the separated values), a purge and a
+// restart on data that lives only in sstables and blob files.
+func TestCompactedData(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e := openTest(t, dir, Options{})
+	for _, name := range []string{"T", "Gone"} {
+		if err := e.CreateTable(ctx, "a", name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := func(i int) []entity.Property {
+		return []entity.Property{
+			{Name: "S", Value: entity.StringValue(fmt.Sprintf("%04d-%s", i, strings.Repeat("v", 1000)))},
+			{Name: "N", Value: entity.Int64Value(int64(i))},
+		}
+	}
+	versions := map[string]int64{}
+	for p := range 20 {
+		for _, name := range []string{"T", "Gone"} {
+			var muts []storage.Mutation
+			for r := range 50 {
+				muts = append(muts, storage.Mutation{Op: storage.Insert, RowKey: fmt.Sprintf("r%02d", r), Props: big(p*50 + r)})
+			}
+			vs, err := e.Apply(ctx, "a", name, fmt.Sprintf("p%02d", p), muts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name == "T" {
+				for r, v := range vs {
+					versions[fmt.Sprintf("p%02d/r%02d", p, r)] = v
+				}
+			}
+		}
+	}
+	gone, _ := e.lookup("a", "Gone")
+	compact := func() {
+		t.Helper()
+		if err := e.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.db.Compact(ctx, []byte{0}, []byte{0xff}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compact()
+	if m := e.db.Metrics(); m.BlobFiles.LiveCount == 0 {
+		t.Fatalf("no blob files: value separation is not in effect\n%s", m)
+	}
+	check := func(what string) {
+		t.Helper()
+		var recs []storage.Record
+		start := storage.Key{}
+		for {
+			res, err := e.Scan(ctx, "a", "T", storage.ScanRequest{Start: start, Limit: 77})
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, res.Records...)
+			if res.Next == nil {
+				break
+			}
+			start = *res.Next
+		}
+		if len(recs) != 1000 {
+			t.Fatalf("%s: scan found %d records, want 1000", what, len(recs))
+		}
+		for i, r := range recs {
+			k := r.Entity.PartitionKey + "/" + r.Entity.RowKey
+			if r.Version != versions[k] {
+				t.Fatalf("%s: %s version %d, want %d", what, k, r.Version, versions[k])
+			}
+			if s, _ := r.Entity.Get("S"); !strings.HasPrefix(s.Str, fmt.Sprintf("%04d-", i)) || len(s.Str) != 1005 {
+				t.Fatalf("%s: %s has S=%.10q… (%d bytes)", what, k, s.Str, len(s.Str))
+			}
+		}
+	}
+	check("after compaction")
+
+	// Merges read the separated values back.
+	for p := range 20 {
+		muts := []storage.Mutation{{Op: storage.Merge, RowKey: "r07", Props: []entity.Property{{Name: "M", Value: entity.BoolValue(true)}}}}
+		vs, err := e.Apply(ctx, "a", "T", fmt.Sprintf("p%02d", p), muts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions[fmt.Sprintf("p%02d/r07", p)] = vs[0]
+	}
+	compact()
+	r, err := e.Get(ctx, "a", "T", "p03", "r07")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := r.Entity.Get("S"); !strings.HasPrefix(s.Str, "0157-") {
+		t.Fatalf("merged entity lost its stored property: %.10q", s.Str)
+	}
+	if m, _ := r.Entity.Get("M"); !m.Bool() {
+		t.Fatal("merged entity lacks the merged property")
+	}
+	check("after merges")
+
+	if err := e.DeleteTable(ctx, "a", "Gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	compact()
+	if n := countSpan(t, e, gone.id); n != 0 {
+		t.Fatalf("%d rows of the purged table after compaction", n)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openTest(t, dir, Options{})
+	check("after reopen")
+}
+
+// TestCrashDurability simulates a machine crash (everything not synced is lost) after
+// acknowledged writes: every acknowledged write must be there after recovery.
+func TestCrashDurability(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewCrashableMem()
+	e, err := Open("db", Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close() // after the crash clone: only stops the original's background work
+	if err := e.CreateTable(ctx, "acct", "T"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateTable(ctx, "acct", "Dropped"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DeleteTable(ctx, "acct", "Dropped"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	acked := make([]map[string]int64, 8)
+	for w := range 8 {
+		acked[w] = map[string]int64{}
+		wg.Go(func() {
+			for i := range 50 {
+				rk := fmt.Sprintf("r%03d", i)
+				vs, err := e.Apply(ctx, "acct", "T", fmt.Sprintf("p%d", w), []storage.Mutation{{Op: storage.Insert, RowKey: rk,
+					Props: []entity.Property{{Name: "N", Value: entity.Int64Value(int64(i))}}}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				acked[w][rk] = vs[0]
+			}
+		})
+	}
+	wg.Wait()
+	// Crash: keep only synced data (the engine is never closed).
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	e2 := openTest(t, "db", Options{FS: crashed})
+	for w := range 8 {
+		for rk, v := range acked[w] {
+			r, err := e2.Get(ctx, "acct", "T", fmt.Sprintf("p%d", w), rk)
+			if err != nil {
+				t.Fatalf("acknowledged write p%d/%s lost in the crash: %v", w, rk, err)
+			}
+			if r.Version != v {
+				t.Fatalf("p%d/%s: version %d after the crash, acknowledged %d", w, rk, r.Version, v)
+			}
+		}
+	}
+	if _, err := e2.GetTable(ctx, "acct", "Dropped"); !errors.Is(err, storage.ErrTableNotFound) {
+		t.Fatalf("deleted table back after the crash: %v", err)
+	}
+	if err := e2.CreateTable(ctx, "acct", "New"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e2.Scan(ctx, "acct", "New", storage.ScanRequest{Limit: 10}); err != nil || len(res.Records) != 0 {
+		t.Fatalf("table created after the crash = %d rows, %v", len(res.Records), err)
+	}
+}
+
+// TestPurge checks that a deleted table's rows are physically removed (not merely
+// unreachable), and that a purge left pending by a crash is done on the next Open.
+func TestPurge(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e := openTest(t, dir, Options{})
+	fill := func(e *Engine, name string) uint64 {
+		t.Helper()
+		if err := e.CreateTable(ctx, "a", name); err != nil {
+			t.Fatal(err)
+		}
+		var muts []storage.Mutation
+		for i := range 100 {
+			muts = append(muts, storage.Mutation{Op: storage.Insert, RowKey: fmt.Sprint(i)})
+		}
+		if _, err := e.Apply(ctx, "a", name, "p", muts); err != nil {
+			t.Fatal(err)
+		}
+		tb, err := e.lookup("a", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tb.id
+	}
+	id := fill(e, "T")
+	keep := fill(e, "Keep")
+	if n := countSpan(t, e, id); n != 100 {
+		t.Fatalf("table span holds %d keys, want 100", n)
+	}
+	if err := e.DeleteTable(ctx, "a", "T"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countSpan(t, e, id); n != 0 {
+		t.Fatalf("after purge the deleted table's span holds %d keys", n)
+	}
+	if n := countSpan(t, e, keep); n != 100 {
+		t.Fatalf("purge touched another table: %d keys left of 100", n)
+	}
+	if n := countPrefix(t, e, []byte{kindPurge}); n != 0 {
+		t.Fatalf("%d purge markers left", n)
+	}
+
+	// A pending marker (as a crash between delete and purge leaves it) is purged on Open.
+	id2 := fill(e, "T2")
+	if err := e.db.Set(purgeKey(id2), nil, pebbledb.Sync); err != nil { // marker without the purge
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openTest(t, dir, Options{})
+	if err := e.Purge(ctx); err != nil { // waits for the background pass, which runs first
+		t.Fatal(err)
+	}
+	if n := countSpan(t, e, id2); n != 0 {
+		t.Fatalf("pending purge not resumed on Open: %d keys left", n)
+	}
+}
+
+func countSpan(t *testing.T, e *Engine, id uint64) int {
+	t.Helper()
+	return countRange(t, e, tablePrefix(id), tablePrefix(id+1))
+}
+
+func countPrefix(t *testing.T, e *Engine, p []byte) int {
+	t.Helper()
+	end := append([]byte(nil), p...)
+	end[len(end)-1]++
+	return countRange(t, e, p, end)
+}
+
+func countRange(t *testing.T, e *Engine, lo, hi []byte) int {
+	t.Helper()
+	it, err := e.db.NewIter(&pebbledb.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		n++
+	}
+	return n
+}
+
+func TestClosed(t *testing.T) {
+	ctx := context.Background()
+	e := openTest(t, t.TempDir(), Options{})
+	if err := e.CreateTable(ctx, "a", "T"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := e.Get(ctx, "a", "T", "p", "r"); !errors.Is(err, ErrClosed) || !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("Get after Close = %v, want ErrClosed (ErrUnavailable)", err)
+	}
+	if _, err := e.Apply(ctx, "a", "T", "p", []storage.Mutation{{Op: storage.Insert}}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Apply after Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestClockMark checks that versions after a restart exceed the previous run's, even when
+// that run's clock had run ahead of the wall clock.
+func TestClockMark(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ahead := storage.NewClock(nil)
+	future := entity.TimeToTicks(entity.TicksToTime(0).AddDate(3000, 0, 0))
+	ahead.Observe(future)
+	e := openTest(t, dir, Options{Clock: ahead})
+	if err := e.CreateTable(ctx, "a", "T"); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := e.Apply(ctx, "a", "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "r"}})
+	if err != nil || vs[0] <= future {
+		t.Fatalf("Apply = %v, %v; want a version above %d", vs, err, future)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openTest(t, dir, Options{})
+	vs2, err := e.Apply(ctx, "a", "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "other"}})
+	if err != nil || vs2[0] <= vs[0] {
+		t.Fatalf("after restart: version %v, %v; want above the previous run's %d", vs2, err, vs[0])
+	}
+}
+
+// TestTableIDsNeverReused checks that ids keep growing across deletes and restarts, even
+// when the deleted table had the largest id.
+func TestTableIDsNeverReused(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e := openTest(t, dir, Options{})
+	seen := map[uint64]bool{}
+	var last uint64
+	for round := range 4 {
+		if err := e.CreateTable(ctx, "a", "T"); err != nil {
+			t.Fatal(err)
+		}
+		tb, err := e.lookup("a", "T")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[tb.id] || tb.id <= last {
+			t.Fatalf("round %d: table id %d after %d (seen before: %v)", round, tb.id, last, seen[tb.id])
+		}
+		seen[tb.id], last = true, tb.id
+		if err := e.DeleteTable(ctx, "a", "T"); err != nil {
+			t.Fatal(err)
+		}
+		if round%2 == 1 {
+			if err := e.Purge(ctx); err != nil { // no purge marker left to hint at the id
+				t.Fatal(err)
+			}
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			e = openTest(t, dir, Options{})
+		}
+	}
+}
+
+// TestDeleteRacingApplyLeavesNoOrphans deletes tables under concurrent writers and checks
+// that no row lands in a deleted table's span after its purge (such rows would be
+// invisible but never reclaimed).
+func TestDeleteRacingApplyLeavesNoOrphans(t *testing.T) {
+	ctx := context.Background()
+	e := openTest(t, t.TempDir(), Options{})
+	for round := range 20 {
+		name := fmt.Sprintf("T%d", round)
+		if err := e.CreateTable(ctx, "a", name); err != nil {
+			t.Fatal(err)
+		}
+		tb, _ := e.lookup("a", name)
+		var wg sync.WaitGroup
+		started := make(chan struct{}, 16)
+		for w := range 16 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					_, err := e.Apply(ctx, "a", name, fmt.Sprint(w), []storage.Mutation{{Op: storage.InsertOrReplace, RowKey: fmt.Sprint(i)}})
+					if i == 0 {
+						started <- struct{}{}
+					}
+					if errors.Is(err, storage.ErrTableNotFound) {
+						return
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		for range 16 {
+			<-started
+		}
+		if err := e.DeleteTable(ctx, "a", name); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if err := e.Purge(ctx); err != nil { // after the background pass, if it ran first
+			t.Fatal(err)
+		}
+		if n := countSpan(t, e, tb.id); n != 0 {
+			t.Fatalf("round %d: %d orphan rows in the deleted table's span after its purge", round, n)
+		}
+	}
+}
+
+// TestDeleteWaitsForApply pauses an Apply between its checks and its commit and deletes
+// (and purges) the table meanwhile: the delete must wait for the Apply, so that its row
+// falls inside the purge instead of staying behind as an orphan.
+func TestDeleteWaitsForApply(t *testing.T) {
+	ctx := context.Background()
+	e := openTest(t, t.TempDir(), Options{})
+	if err := e.CreateTable(ctx, "a", "T"); err != nil {
+		t.Fatal(err)
+	}
+	tb, _ := e.lookup("a", "T")
+	paused, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookBeforeCommit = func() {
+		once.Do(func() {
+			close(paused)
+			<-release
+		})
+	}
+	defer func() { testHookBeforeCommit = nil }()
+	applied := make(chan error, 1)
+	go func() {
+		_, err := e.Apply(ctx, "a", "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "r"}})
+		applied <- err
+	}()
+	<-paused
+	deleted := make(chan error, 1)
+	go func() {
+		err := e.DeleteTable(ctx, "a", "T")
+		if err == nil {
+			err = e.Purge(ctx)
+		}
+		deleted <- err
+	}()
+	select {
+	case err := <-deleted:
+		close(release)
+		<-applied
+		t.Fatalf("DeleteTable finished (%v) while an Apply on the table was in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-applied; err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	if n := countSpan(t, e, tb.id); n != 0 {
+		t.Fatalf("%d orphan rows after delete and purge", n)
+	}
+}
