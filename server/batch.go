@@ -11,6 +11,7 @@ import (
 	"github.com/ceruleandb/cerulean/batch"
 	"github.com/ceruleandb/cerulean/edmjson"
 	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/odata"
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/table"
 )
@@ -199,11 +200,15 @@ func (s *Server) batchRetrieve(rq *request, o *batch.Operation) error {
 		err = azerr.Newf(azerr.InvalidInput, "A retrieve operation in a batch must address one entity.")
 	}
 	var result batch.Result
+	var sel []string
+	if err == nil {
+		sel, err = odata.ParseSelect(o.Query.Get("$select"))
+	}
 	if err == nil {
 		var rec storage.Record
 		rec, err = s.tables.GetEntity(rq.r.Context(), rq.account, res.Table, res.PartitionKey, res.RowKey)
 		if err == nil {
-			opts := edmjson.EntityOptions{Level: rq.level, ServiceRoot: rq.root, Account: rq.account, Table: res.Table, Element: true}
+			opts := edmjson.EntityOptions{Level: rq.level, ServiceRoot: rq.root, Account: rq.account, Table: res.Table, Element: true, Select: sel}
 			result = batch.Result{
 				Status: http.StatusOK,
 				Header: http.Header{"Content-Type": {edmjson.ContentType(rq.level)}, "ETag": {entity.ETag(rec.Version)}},
