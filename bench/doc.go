@@ -9,8 +9,8 @@
 // ordinary application would see, including the SDK's own client-side cost,
 // and so a server that only works for the bench's own requests cannot pass.
 //
-// Each workload runs for Options.Duration with Options.Workers goroutines,
-// each with one request in flight:
+// Each workload runs for Options.Duration with Options.Workers goroutines
+// (scan: at most 4), each with one request in flight:
 //
 //   - insert: AddEntity of new entities with unique keys.
 //   - read:   GetEntity of random preloaded entities.
@@ -19,9 +19,22 @@
 //     Afterwards the counter must equal the number of successful
 //     increments; any difference is a lost or phantom update, reported as an
 //     error and returned by Run.
-//   - query:  scans of whole preloaded partitions (PartitionKey eq '…'),
-//     following continuation tokens; a scan that returns fewer entities than
-//     were preloaded into the partition counts as an error.
+//   - query:  the partition-query workload: reads of whole preloaded
+//     partitions (PartitionKey eq '…', about 200 entities each), following
+//     continuation tokens; entities/s counts entities returned. A read that
+//     returns fewer entities than were preloaded into the partition counts as
+//     an error.
+//   - scan:   the full-scan workload: a filtered scan of every preloaded
+//     entity for the 1% whose Ratio (a Double) is below 0.01 —
+//     "PartitionKey ge 'r' and PartitionKey lt 's' and Ratio lt 0.01",
+//     following continuation tokens. No key narrows it: the server must
+//     examine every preloaded entity. The key bounds only fence off the rows
+//     that other workloads write, so that the entities examined per scan are
+//     known; with --workloads scan alone they cover the whole table.
+//     entities/s counts entities EXAMINED (Preload × completed scans / time);
+//     Notes give the entities returned. At most 4 scans run at once, since
+//     each is long and every scan in flight at the end must finish. A scan
+//     that returns fewer than the preload's matches counts as an error.
 //   - batch:  100-entity insert transactions within one partition; skipped
 //     (not failed) when the server rejects the first one.
 //

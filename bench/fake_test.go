@@ -16,7 +16,8 @@ import (
 
 // fakeTables is a minimal in-memory Azure Table endpoint: just enough of the
 // REST API (create/delete table, insert, get, replace with If-Match, query by
-// PartitionKey with continuation) for the aztables SDK calls the bench makes.
+// PartitionKey, and the scan workload's filter, with continuation) for the
+// aztables SDK calls the bench makes.
 // Batches are answered with 501 so the batch workload's skip path runs.
 // net/http supplies the RFC 1123 Date header the SDK parses.
 type fakeTables struct {
@@ -204,6 +205,10 @@ func (f *fakeTables) query(w http.ResponseWriter, r *http.Request, table string)
 	tbl, ok := f.tables[table]
 	if !ok {
 		fakeError(w, http.StatusNotFound, "TableNotFound")
+		return
+	}
+	if m := scanFilterRE.FindStringSubmatch(r.URL.Query().Get("$filter")); m != nil {
+		f.scan(w, r, tbl, m[1], m[2])
 		return
 	}
 	m := pkFilterRE.FindStringSubmatch(r.URL.Query().Get("$filter"))

@@ -47,11 +47,22 @@ const (
 	WorkloadRead   = "read"
 	WorkloadUpdate = "update"
 	WorkloadQuery  = "query"
+	WorkloadScan   = "scan"
 	WorkloadBatch  = "batch"
 )
 
 // AllWorkloads lists every workload in execution order.
-var AllWorkloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpdate, WorkloadQuery, WorkloadBatch}
+var AllWorkloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpdate, WorkloadQuery, WorkloadScan, WorkloadBatch}
+
+// workloadHelp describes each workload for --help.
+var workloadHelp = map[string]string{
+	WorkloadInsert: "AddEntity of new entities with unique keys",
+	WorkloadRead:   "GetEntity of random preloaded entities",
+	WorkloadUpdate: "If-Match read-modify-write of one shared counter; checks for lost updates",
+	WorkloadQuery:  "partition query: whole preloaded partitions (PartitionKey eq '…', ~200 entities), following continuation; entities/s = entities returned",
+	WorkloadScan:   "filtered scan of all preloaded entities for the 1% with Ratio lt 0.01, following continuation; entities/s = entities examined (preload × scans / time), returned in notes; at most 4 concurrent scans",
+	WorkloadBatch:  "100-entity insert transactions in one partition; skipped if the server rejects batches",
+}
 
 // Limits that keep generated entities and batches inside Azure's service
 // limits, so a failure means the server misbehaved rather than the bench
@@ -87,8 +98,8 @@ type Options struct {
 	// payload (split into several properties past 32,000 characters); a few
 	// small typed properties ride along. Default 1024, at most 500,000.
 	EntitySize int
-	// Preload is how many entities are loaded before the read and query
-	// workloads (not timed). Default 10000. They are spread over
+	// Preload is how many entities are loaded before the read, query and
+	// scan workloads (not timed). Default 10000. They are spread over
 	// min(Partitions, ceil(Preload/200)) partitions so that every partition a
 	// query scans holds about 200 entities (all of them in one partition with
 	// HotPartition).
@@ -210,6 +221,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	var workloads string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(usage)
+	fs.Usage = func() { writeUsage(fs) }
 	// The flag's default stays empty and is resolved after parsing: a
 	// default shown in -h output would print the account key from the
 	// environment.
@@ -219,7 +231,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	fs.IntVar(&o.Workers, "workers", DefaultWorkers, "concurrent workers per workload")
 	fs.DurationVar(&o.Duration, "duration", DefaultDuration, "how long each workload runs")
 	fs.IntVar(&o.EntitySize, "entity-size", DefaultEntitySize, "approximate payload bytes per entity")
-	fs.IntVar(&o.Preload, "preload", DefaultPreload, "entities loaded before the read and query workloads")
+	fs.IntVar(&o.Preload, "preload", DefaultPreload, "entities loaded before the read, query and scan workloads")
 	fs.IntVar(&o.Partitions, "partitions", DefaultPartitions, "partitions the load is spread over")
 	fs.BoolVar(&o.HotPartition, "hot-partition", false, "aim all load at a single partition (partition stress test)")
 	fs.StringVar(&workloads, "workloads", strings.Join(AllWorkloads, ","), "comma-separated subset of "+strings.Join(AllWorkloads, ","))
@@ -251,4 +263,27 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	}
 	o.Workloads = strings.Split(workloads, ",")
 	return o.normalize()
+}
+
+// writeUsage prints the --help text: what the bench does, each workload, and the flags.
+func writeUsage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprint(w, "Usage: cerulean bench [flags]\n\n"+
+		"Load-tests an Azure Table endpoint (Cerulean, Azurite, Azure) through the official Go SDK.\n\n"+
+		"Workloads, run in this order:\n")
+	for _, name := range AllWorkloads {
+		fmt.Fprintf(w, "  %-7s", name)
+		col := 9
+		for _, word := range strings.Fields(workloadHelp[name]) {
+			if col+1+len(word) > 80 && col > 9 {
+				fmt.Fprintf(w, "\n%9s", "")
+				col = 9
+			}
+			fmt.Fprintf(w, " %s", word)
+			col += 1 + len(word)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprint(w, "\nFlags:\n")
+	fs.PrintDefaults()
 }

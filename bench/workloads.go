@@ -30,7 +30,7 @@ func (b *bench) runWorkload(ctx context.Context, name string) (Result, error) {
 	switch name {
 	case WorkloadInsert:
 		return b.runInsert(ctx), nil
-	case WorkloadRead, WorkloadQuery:
+	case WorkloadRead, WorkloadQuery, WorkloadScan:
 		var err error // returned once, by the workload that tried the preload
 		if !b.preloaded && b.preloadErr == nil {
 			err = b.preload(ctx)
@@ -40,8 +40,11 @@ func (b *bench) runWorkload(ctx context.Context, name string) (Result, error) {
 			return Result{Workload: name, PartitionTarget: PartitionTarget,
 				Notes: "not run: preload failed: " + b.preloadErr.Error()}, err
 		}
-		if name == WorkloadRead {
+		switch name {
+		case WorkloadRead:
 			return b.runRead(ctx), nil
+		case WorkloadScan:
+			return b.runScan(ctx), nil
 		}
 		return b.runQuery(ctx), nil
 	case WorkloadUpdate:
