@@ -121,6 +121,13 @@ type ScanRequest struct {
 	// Filter, if set, is applied to each record in the range; records it rejects are
 	// examined but not returned and do not count against Limit.
 	Filter func(*Record) bool
+	// EncodedFilter, if set, is Filter over the stored form: the keys, the version and the
+	// property bag in entity.AppendProps encoding. An engine that keeps properties in that
+	// encoding should call it instead of Filter and decode only the records it accepts, so
+	// a filtered scan reads just the properties the filter names; an engine that does not
+	// uses Filter. Callers set both, and they must agree. An error means the stored bag is
+	// corrupt and fails the scan.
+	EncodedFilter func(pk, rk string, version int64, props []byte) (bool, error)
 }
 
 // ScanResult is one page of a scan. Next, when non-nil, is the key to resume from

@@ -62,8 +62,9 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 		return s.pointQuery(ctx, account, table, q.Filter, pk, rk)
 	}
 	var residual func(*storage.Record) bool
+	var encoded func(pk, rk string, version int64, props []byte) (bool, error)
 	if !q.Filter.Exact() {
-		residual = q.Filter.MatchRecord
+		residual, encoded = q.Filter.MatchRecord, q.Filter.MatchEncoded
 	}
 	if len(ranges) == 0 {
 		// Nothing can match, but the table must still exist.
@@ -81,6 +82,8 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 			Limit:    top - len(p.Records),
 			Deadline: deadline,
 			Filter:   residual,
+
+			EncodedFilter: encoded,
 		})
 		if err != nil {
 			return Page{}, s.mapErr(err, entityScope)

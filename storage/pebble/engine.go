@@ -762,12 +762,27 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 		if err != nil {
 			return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
 		}
+		if req.EncodedFilter != nil {
+			// Filter on the stored bytes: only the properties the filter names are read,
+			// and only accepted records are decoded.
+			ver, err := valueVersion(v)
+			if err != nil {
+				return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
+			}
+			ok, err := req.EncodedFilter(pk, rk, ver, v[valueHeader:])
+			if err != nil {
+				return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
+			}
+			if !ok {
+				continue
+			}
+		}
 		ver, props, err := decodeValue(v)
 		if err != nil {
 			return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
 		}
 		rec := storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk, Props: props}, Version: ver}
-		if req.Filter != nil && !req.Filter(&rec) {
+		if req.EncodedFilter == nil && req.Filter != nil && !req.Filter(&rec) {
 			continue
 		}
 		res.Records = append(res.Records, rec)
