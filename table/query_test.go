@@ -18,6 +18,7 @@ import (
 	"github.com/ceruleandb/cerulean/odata"
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/storage/pebble"
+	"github.com/ceruleandb/cerulean/storage/postgres"
 	"github.com/ceruleandb/cerulean/table"
 )
 
@@ -50,6 +51,31 @@ func openPebble(t *testing.T) storage.Engine {
 }
 
 func TestQueryPebble(t *testing.T) { runQuerySuite(t, openPebble) }
+
+// openPostgres opens the postgres engine on the database scripts/test starts
+// (CERULEAN_TEST_POSTGRES_URL). Without one it skips, except in CI, where it fails.
+func openPostgres(t *testing.T) storage.Engine {
+	t.Helper()
+	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
+	if url == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CERULEAN_TEST_POSTGRES_URL is not set (scripts/test starts PostgreSQL and sets it)")
+		}
+		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set; scripts/test starts PostgreSQL and sets it")
+	}
+	eng, err := postgres.Open(context.Background(), url, postgres.Options{})
+	if err != nil {
+		t.Fatalf("postgres.Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := eng.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return eng
+}
+
+func TestQueryPostgres(t *testing.T) { runQuerySuite(t, openPostgres) }
 
 // querySeed seeds every random choice of the suite. It is fixed so that failures
 // reproduce; CERULEAN_QUERY_SEED overrides it to explore other cases (the entities'
@@ -1147,8 +1173,7 @@ func testListTablesDifferential(t *testing.T, eng storage.Engine, seed uint64) {
 		}
 		return quote(b.String())
 	}
-	var atom func() string
-	atom = func() string {
+	atom := func() string {
 		switch r.IntN(12) {
 		case 0:
 			return "TableName ge " + nameLiteral() + " and TableName lt " + nameLiteral()

@@ -11,13 +11,16 @@ import (
 	_ "net/http/pprof"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/ceruleandb/cerulean/auth"
 	"github.com/ceruleandb/cerulean/server"
+	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/storage/pebble"
+	"github.com/ceruleandb/cerulean/storage/postgres"
 )
 
 // serveOptions are the flags of `cerulean serve`, each with an environment variable.
@@ -27,6 +30,11 @@ type serveOptions struct {
 	accounts string
 	logLevel string
 	debug    string
+
+	engine           string
+	postgresURL      string
+	postgresPool     int
+	postgresStmtTime time.Duration
 }
 
 func env(name, def string) string {
@@ -44,13 +52,94 @@ func parseServe(args []string) (serveOptions, error) {
 	fs.StringVar(&o.accounts, "accounts", env("CERULEAN_ACCOUNTS", ""), "accounts as name:base64key pairs separated by ';' (CERULEAN_ACCOUNTS); default the development account devstoreaccount1")
 	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error (CERULEAN_LOG_LEVEL)")
 	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve Go's pprof profiles on this address (CERULEAN_DEBUG_ADDR)")
+	fs.StringVar(&o.engine, "engine", env("CERULEAN_ENGINE", "pebble"), "storage engine: pebble (embedded, in --data) or postgres (--postgres-url) (CERULEAN_ENGINE)")
+	fs.StringVar(&o.postgresURL, "postgres-url", env("CERULEAN_POSTGRES_URL", ""), "PostgreSQL, YugabyteDB or CockroachDB connection URL for --engine postgres (CERULEAN_POSTGRES_URL)")
+	pool, err := envInt("CERULEAN_POSTGRES_POOL_SIZE", postgres.DefaultPoolSize)
+	if err != nil {
+		return o, err
+	}
+	fs.IntVar(&o.postgresPool, "postgres-pool-size", pool, "most database connections for --engine postgres (CERULEAN_POSTGRES_POOL_SIZE)")
+	stmt, err := envDuration("CERULEAN_POSTGRES_STATEMENT_TIMEOUT", postgres.DefaultStatementTimeout)
+	if err != nil {
+		return o, err
+	}
+	fs.DurationVar(&o.postgresStmtTime, "postgres-statement-timeout", stmt, "server-side timeout of each statement for --engine postgres; 0 disables it (CERULEAN_POSTGRES_STATEMENT_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	switch o.engine {
+	case "pebble":
+	case "postgres":
+		if o.postgresURL == "" {
+			return o, fmt.Errorf("--engine postgres needs --postgres-url (or CERULEAN_POSTGRES_URL)")
+		}
+		if o.postgresPool <= 0 {
+			return o, fmt.Errorf("--postgres-pool-size must be positive")
+		}
+		if o.postgresStmtTime < 0 {
+			return o, fmt.Errorf("--postgres-statement-timeout must not be negative")
+		}
+	default:
+		return o, fmt.Errorf("--engine %q: want pebble or postgres", o.engine)
+	}
 	return o, nil
+}
+
+func envInt(name string, def int) (int, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: not a number", name, v)
+	}
+	return n, nil
+}
+
+func envDuration(name string, def time.Duration) (time.Duration, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: not a duration", name, v)
+	}
+	return d, nil
+}
+
+// openEngine opens the engine the options choose and describes where its data lives
+// (for the start-up log line; never the database password).
+func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error) {
+	if o.engine == "postgres" {
+		timeout := o.postgresStmtTime
+		if timeout == 0 {
+			timeout = -1 // Options: negative disables
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		eng, err := postgres.Open(ctx, o.postgresURL, postgres.Options{
+			PoolSize:         o.postgresPool,
+			StatementTimeout: timeout,
+			Logger:           log.With("component", "postgres"),
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		return eng, eng.Dialect(), nil
+	}
+	if err := os.MkdirAll(o.data, 0o755); err != nil {
+		return nil, "", fmt.Errorf("data directory: %w", err)
+	}
+	eng, err := pebble.Open(o.data, pebble.Options{Logger: pebbleLogger{log.With("component", "pebble")}})
+	if err != nil {
+		return nil, "", err
+	}
+	return eng, o.data, nil
 }
 
 func runServe(args []string) error {
@@ -72,11 +161,8 @@ func runServe(args []string) error {
 			return fmt.Errorf("accounts: %q names no account", o.accounts)
 		}
 	}
-	if err := os.MkdirAll(o.data, 0o755); err != nil {
-		return fmt.Errorf("data directory: %w", err)
-	}
 	start := time.Now()
-	eng, err := pebble.Open(o.data, pebble.Options{Logger: pebbleLogger{log.With("component", "pebble")}})
+	eng, where, err := openEngine(o, log)
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
 	}
@@ -90,7 +176,7 @@ func runServe(args []string) error {
 		eng.Close()
 		return fmt.Errorf("listen: %w", err)
 	}
-	log.Info("cerulean serving", "addr", ln.Addr().String(), "data", o.data, "engine", "pebble", "startup", time.Since(start).Round(time.Millisecond))
+	log.Info("cerulean serving", "addr", ln.Addr().String(), "engine", o.engine, "data", where, "startup", time.Since(start).Round(time.Millisecond))
 	printConnectionStrings(os.Stdout, ln.Addr().String(), accounts)
 
 	if o.debug != "" {

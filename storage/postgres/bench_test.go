@@ -1,0 +1,106 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/storage"
+	"github.com/ceruleandb/cerulean/storage/postgres"
+)
+
+// Engine-level benchmarks (no HTTP) on the database of CERULEAN_TEST_POSTGRES_URL:
+//
+//	CERULEAN_TEST_POSTGRES_URL=... go test -run x -bench . ./storage/postgres
+//
+// Each reports entities/s over 32 concurrent callers, the shape of a loaded front end.
+
+// benchProps is a ~1 KiB entity.
+func benchProps(i int) []entity.Property {
+	return []entity.Property{
+		{Name: "Name", Value: entity.StringValue(fmt.Sprintf("customer %d", i))},
+		{Name: "Notes", Value: entity.StringValue(strings.Repeat(fmt.Sprintf("%x", i), 1000)[:900])},
+		{Name: "Age", Value: entity.Int32Value(int32(i % 100))},
+		{Name: "Balance", Value: entity.DoubleValue(float64(i) * 1.25)},
+		{Name: "Active", Value: entity.BoolValue(i%2 == 0)},
+		{Name: "Since", Value: entity.Value{Type: entity.DateTime, Int: 638000000000000000 + int64(i)}},
+	}
+}
+
+func benchEngine(b *testing.B) (*postgres.Engine, string) {
+	e := open(b, postgres.Options{})
+	acct := newAccount()
+	if err := e.CreateTable(context.Background(), acct, "T"); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = e.DeleteTable(context.Background(), acct, "T") })
+	return e, acct
+}
+
+func parallel32(b *testing.B, fn func(w int64, i int) int) {
+	var worker, entities atomic.Int64
+	b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
+	start := time.Now()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		w := worker.Add(1)
+		for i := 0; pb.Next(); i++ {
+			entities.Add(int64(fn(w, i)))
+		}
+	})
+	b.ReportMetric(float64(entities.Load())/time.Since(start).Seconds(), "entities/s")
+}
+
+func BenchmarkInsert(b *testing.B) {
+	e, acct := benchEngine(b)
+	ctx := context.Background()
+	parallel32(b, func(w int64, i int) int {
+		muts := []storage.Mutation{{Op: storage.Insert, RowKey: fmt.Sprintf("r%08d", i), Props: benchProps(i)}}
+		if _, err := e.Apply(ctx, acct, "T", fmt.Sprintf("w%03d", w), muts); err != nil {
+			b.Error(err)
+		}
+		return 1
+	})
+}
+
+func BenchmarkGet(b *testing.B) {
+	e, acct := benchEngine(b)
+	ctx := context.Background()
+	const n = 10_000
+	for p := 0; p < n/100; p++ {
+		var muts []storage.Mutation
+		for r := range 100 {
+			muts = append(muts, storage.Mutation{Op: storage.Insert, RowKey: fmt.Sprintf("r%03d", r), Props: benchProps(p*100 + r)})
+		}
+		if _, err := e.Apply(ctx, acct, "T", fmt.Sprintf("p%03d", p), muts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	parallel32(b, func(w int64, i int) int {
+		k := int(uint64(i*32+int(w)) * 0x9E3779B97F4A7C15 >> 40 % n)
+		if _, err := e.Get(ctx, acct, "T", fmt.Sprintf("p%03d", k/100), fmt.Sprintf("r%03d", k%100)); err != nil {
+			b.Error(err)
+		}
+		return 1
+	})
+}
+
+func BenchmarkBatch100(b *testing.B) {
+	e, acct := benchEngine(b)
+	ctx := context.Background()
+	parallel32(b, func(w int64, i int) int {
+		muts := make([]storage.Mutation, 100)
+		for r := range muts {
+			muts[r] = storage.Mutation{Op: storage.Insert, RowKey: fmt.Sprintf("r%03d", r), Props: benchProps(i*100 + r)}
+		}
+		if _, err := e.Apply(ctx, acct, "T", fmt.Sprintf("w%03d-%06d", w, i), muts); err != nil {
+			b.Error(err)
+		}
+		return 100
+	})
+}

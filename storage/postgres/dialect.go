@@ -1,0 +1,91 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// This file is the only place where SQL differs between the databases the engine runs on.
+// Everything else is SQL that PostgreSQL 15+, YugabyteDB and CockroachDB all accept:
+// BYTEA keys, row-value comparisons, INSERT … ON CONFLICT, data-modifying CTEs with
+// RETURNING, sequences and GREATEST.
+
+// dialect names the database behind the connection, as its version() string tells.
+type dialect uint8
+
+const (
+	dialectPostgres dialect = iota
+	dialectYugabyte
+	dialectCockroach
+)
+
+func (d dialect) String() string {
+	switch d {
+	case dialectYugabyte:
+		return "yugabytedb"
+	case dialectCockroach:
+		return "cockroachdb"
+	}
+	return "postgresql"
+}
+
+// detectDialect reads version(): YugabyteDB reports "PostgreSQL 11.2-YB-…" or
+// "…-YB-…", CockroachDB "CockroachDB CCL v…"; anything else is treated as PostgreSQL
+// (Citus and managed PostgreSQL services included).
+func detectDialect(ctx context.Context, pool *pgxpool.Pool) (dialect, string, error) {
+	var v string
+	if err := pool.QueryRow(ctx, "SELECT version()").Scan(&v); err != nil {
+		return 0, "", err
+	}
+	switch {
+	case strings.Contains(v, "CockroachDB"):
+		return dialectCockroach, v, nil
+	case strings.Contains(v, "-YB-"), strings.Contains(v, "Yugabyte"):
+		return dialectYugabyte, v, nil
+	}
+	return dialectPostgres, v, nil
+}
+
+// nowTicks is an SQL expression for the database server's wall clock in 100 ns ticks
+// since the Unix epoch (the unit of entity versions). clock_timestamp() rather than now()
+// so that two statements of one transaction on the same row still see the clock move;
+// the statements also take GREATEST with the row's previous version + 1, so versions stay
+// strictly increasing even if the clock stands still or steps back.
+func (d dialect) nowTicks() string {
+	switch d {
+	case dialectCockroach:
+		// EXTRACT returns FLOAT here: a float64 holds today's epoch in microseconds
+		// exactly, so scale to microseconds first, round, then to ticks.
+		return "((EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::INT8 * 10)"
+	}
+	// PostgreSQL 14+ (and YugabyteDB's 11-based fork, as double precision) return the
+	// epoch with microseconds; the product is exact in NUMERIC.
+	return "((EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT * 10)"
+}
+
+// entitiesPrimaryKey is the primary key clause of the entities table. YugabyteDB shards
+// the first primary-key column by hash unless told otherwise, which would put a whole
+// table on one tablet and lose the ordered scans; ASC makes it range-sharded like the
+// others.
+func (d dialect) entitiesPrimaryKey() string {
+	if d == dialectYugabyte {
+		return "PRIMARY KEY (table_id ASC, pk ASC, rk ASC)"
+	}
+	return "PRIMARY KEY (table_id, pk, rk)"
+}
+
+// tablesPrimaryKey is the catalogue's primary key clause (range-sharded on YugabyteDB
+// too, so ListTables reads it in order).
+func (d dialect) tablesPrimaryKey() string {
+	if d == dialectYugabyte {
+		return "PRIMARY KEY (account ASC, key ASC)"
+	}
+	return "PRIMARY KEY (account, key)"
+}
+
+// sql expands the dialect placeholders in a statement: {now} for nowTicks.
+func (d dialect) sql(s string) string {
+	return strings.ReplaceAll(s, "{now}", d.nowTicks())
+}

@@ -1,0 +1,323 @@
+// Package postgres is the storage engine for PostgreSQL and the databases that speak its
+// wire protocol (YugabyteDB, CockroachDB, Citus): several stateless Cerulean front ends
+// share one database, which holds everything — catalogue, entities, versions — so any
+// front end can serve any request.
+//
+// In brief (schema.go has the tables, dialect.go the little SQL that differs):
+//
+//   - Conditional writes are enforced by the database. An Apply of N mutations without
+//     merges is one round trip: N statements pipelined in one implicit transaction, each
+//     checking its own precondition in its WHERE or ON CONFLICT clause and raising an
+//     error when it fails, which aborts the transaction; statements run in RowKey order so
+//     two batches lock rows in the same order. See apply.go.
+//   - Merges are read-modify-write with a compare-and-swap on the version (two round
+//     trips), because properties are an exact binary blob (entity.AppendProps) that SQL
+//     cannot take apart portably. See apply.go for why.
+//   - Versions come from the database server's clock, GREATEST'ed with the row's previous
+//     version + 1 inside the statement, so they increase per entity whichever front end
+//     writes.
+//   - DeleteTable moves the table's id from the catalogue to a purge queue in one
+//     statement; a background loop in every front end deletes the rows in bounded chunks.
+//   - A database that cannot be reached makes every call fail with
+//     storage.ErrUnavailable (503 ServerBusy with Retry-After for clients); the pool
+//     reconnects by itself when the database is back.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ceruleandb/cerulean/storage"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Defaults for Options.
+const (
+	DefaultPoolSize         = 32
+	DefaultStatementTimeout = 30 * time.Second
+	DefaultConnectTimeout   = 5 * time.Second
+	DefaultPurgeInterval    = time.Minute
+	DefaultPurgeGrace       = 10 * time.Minute
+	// PurgeChunk is how many rows one purge statement deletes, so that purging a large
+	// table never holds one huge transaction.
+	PurgeChunk = 10_000
+)
+
+// maxAttempts bounds how often one call is retried after serialization failures,
+// deadlocks and lost compare-and-swaps before it gives up with ErrUnavailable.
+const maxAttempts = 50
+
+// ErrClosed is returned by every method called after Close.
+var ErrClosed = fmt.Errorf("engine closed: %w", storage.ErrUnavailable)
+
+// Options tunes an Engine. The zero value is usable.
+type Options struct {
+	// PoolSize is the most connections the engine holds (default DefaultPoolSize).
+	PoolSize int
+	// StatementTimeout bounds every statement on the server (default
+	// DefaultStatementTimeout; negative disables it). A statement that runs out is
+	// reported as storage.ErrUnavailable.
+	StatementTimeout time.Duration
+	// ConnectTimeout bounds establishing a connection when the URL does not set
+	// connect_timeout (default DefaultConnectTimeout).
+	ConnectTimeout time.Duration
+	// PurgeInterval is how often the background purger looks for deleted tables
+	// (default DefaultPurgeInterval); a DeleteTable through this engine wakes it at once.
+	PurgeInterval time.Duration
+	// PurgeGrace is how long a deleted table's purge entry is kept after the table was
+	// deleted (default DefaultPurgeGrace). A write that resolved the table's id just
+	// before the delete can still commit rows under the old id while its statement runs,
+	// so the purger keeps deleting until the grace period, longer than any statement,
+	// has passed; only then is the entry dropped.
+	PurgeGrace time.Duration
+	// Logger receives background errors (default slog.Default()).
+	Logger *slog.Logger
+	// DisablePurger turns the background purger off (Purge still works). For tests.
+	DisablePurger bool
+}
+
+// Engine is a storage.Engine over a PostgreSQL-wire database. It is safe for concurrent
+// use, and several Engines (in several processes) may share one database.
+type Engine struct {
+	pool    *pgxpool.Pool
+	dialect dialect
+	opts    Options
+	log     *slog.Logger
+	q       queries
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	purgeMu   sync.Mutex
+	purgeWake chan struct{}
+	purgeStop chan struct{}
+	purgeDone chan struct{}
+}
+
+var _ storage.Engine = (*Engine)(nil)
+
+// Open connects to the database at url (a postgres:// URL or key=value DSN), creates or
+// migrates the schema, and starts the background purger. It fails if the database
+// cannot be reached now; once open, the engine rides out outages.
+func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
+	if opts.PoolSize <= 0 {
+		opts.PoolSize = DefaultPoolSize
+	}
+	if opts.StatementTimeout == 0 {
+		opts.StatementTimeout = DefaultStatementTimeout
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = DefaultConnectTimeout
+	}
+	if opts.PurgeInterval <= 0 {
+		opts.PurgeInterval = DefaultPurgeInterval
+	}
+	if opts.PurgeGrace <= 0 {
+		opts.PurgeGrace = DefaultPurgeGrace
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres url: %w", err)
+	}
+	cfg.MaxConns = int32(opts.PoolSize)
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "cerulean"
+	}
+	// Connections idle for a while are checked before use, so after a database restart
+	// the pool notices dead ones instead of handing them out (pgxpool pings those idle
+	// for more than a second); a check period finds them in the background too.
+	cfg.HealthCheckPeriod = 5 * time.Second
+	timeout := opts.StatementTimeout
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if timeout > 0 {
+			// SET rather than a startup parameter: every database accepts the statement.
+			_, err := c.Exec(ctx, fmt.Sprintf("SET statement_timeout = %d", timeout.Milliseconds()))
+			return err
+		}
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	d, version, err := detectDialect(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	if err := migrate(ctx, pool, d); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	e := &Engine{
+		pool:      pool,
+		dialect:   d,
+		opts:      opts,
+		log:       opts.Logger,
+		q:         buildQueries(d),
+		purgeWake: make(chan struct{}, 1),
+		purgeStop: make(chan struct{}),
+		purgeDone: make(chan struct{}),
+	}
+	e.log.Debug("postgres engine open", "dialect", d.String(), "server", version)
+	if opts.DisablePurger {
+		close(e.purgeDone)
+	} else {
+		go e.purgeLoop()
+		e.wakePurger() // resume purges pending from before
+	}
+	return e, nil
+}
+
+// Dialect names the database the engine detected: postgresql, yugabytedb or cockroachdb.
+func (e *Engine) Dialect() string { return e.dialect.String() }
+
+// Close stops the purger and closes the pool, after the calls in flight return. Later
+// calls fail with ErrClosed. Closing twice is harmless.
+func (e *Engine) Close() error {
+	e.closeOnce.Do(func() {
+		e.closed.Store(true)
+		close(e.purgeStop)
+		<-e.purgeDone
+		e.pool.Close()
+	})
+	return nil
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors and retries
+
+// errConflict reports a compare-and-swap that lost to a concurrent write; the call is
+// retried from its read.
+var errConflict = errors.New("concurrent write")
+
+func retryableCode(code string) bool {
+	switch code {
+	case "40001", // serialization_failure (CockroachDB and YugabyteDB report contention so)
+		"40P01": // deadlock_detected
+		return true
+	}
+	return false
+}
+
+// unavailableCode reports server errors that mean "cannot serve now": the connection
+// classes, shutdown, too many connections, and statement timeouts.
+func unavailableCode(code string) bool {
+	if len(code) == 5 && code[:2] == "08" { // connection_exception
+		return true
+	}
+	switch code {
+	case "57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
+		"57014",          // query_canceled: statement_timeout
+		"53300",          // too_many_connections
+		"53400",          // configuration_limit_exceeded
+		"58000", "58030": // system_error, io_error
+		return true
+	}
+	return false
+}
+
+// retryable reports whether a call that failed with err may simply run again: the
+// database asked for it (serialization failure, deadlock), a compare-and-swap lost, or
+// nothing was sent before the connection failed.
+func retryable(err error) bool {
+	if errors.Is(err, errConflict) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return retryableCode(pe.Code)
+	}
+	return pgconn.SafeToRetry(err)
+}
+
+// mapErr turns a database error into what the engine reports: the caller's own context
+// error, storage.ErrUnavailable for anything that means the database cannot serve now,
+// and the error itself (a bug or a schema problem) otherwise.
+func (e *Engine) mapErr(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	var ae *storage.ApplyError
+	if errors.As(err, &ae) || errors.Is(err, storage.ErrTableNotFound) || errors.Is(err, storage.ErrTableExists) ||
+		errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrUnavailable) {
+		return err
+	}
+	if errors.Is(err, errConflict) {
+		return fmt.Errorf("%s: too much contention: %w", op, storage.ErrUnavailable)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		if unavailableCode(pe.Code) || retryableCode(pe.Code) {
+			return fmt.Errorf("%s: %w: %v", op, storage.ErrUnavailable, err)
+		}
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if isConnErr(err) {
+		return fmt.Errorf("%s: %w: %v", op, storage.ErrUnavailable, err)
+	}
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// isConnErr recognises failures of the connection rather than answers of the server:
+// refused, reset, timed out, closed under us, pool closed.
+func isConnErr(err error) bool {
+	var ne net.Error
+	var ce *pgconn.ConnectError
+	return pgconn.SafeToRetry(err) || pgconn.Timeout(err) || errors.As(err, &ne) || errors.As(err, &ce) ||
+		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		strings.Contains(err.Error(), "closed pool")
+}
+
+// retry runs fn until it succeeds, fails with an error that is not retryable, or has
+// been tried maxAttempts times, backing off a little (with jitter) between attempts.
+func (e *Engine) retry(ctx context.Context, op string, fn func() error) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = fn()
+		if err == nil || !retryable(err) || attempt >= maxAttempts || ctx.Err() != nil || e.closed.Load() {
+			break
+		}
+		// Back off 0–1 ms at first, growing to 0–20 ms: enough to let the winner of a
+		// conflict commit, short enough not to matter.
+		d := time.Duration(rand.Int64N(int64(min(attempt, 20)) * int64(time.Millisecond)))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return e.mapErr(ctx, op, err)
+}

@@ -1,0 +1,268 @@
+package postgres
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/storage"
+	"github.com/jackc/pgx/v5"
+)
+
+const (
+	// scanChunk is how many rows one scan statement fetches when a scan needs several.
+	scanChunk = 1000
+	// maxSingleScan is the largest unfiltered page read with one statement; larger pages
+	// are read in chunks inside a read-only transaction.
+	maxSingleScan = 5000
+	// scanCheckEvery is how many examined records a Scan goes between deadline checks.
+	// The first check comes after that many, so every Scan makes progress.
+	scanCheckEvery = 64
+)
+
+// Get reads one entity: one statement that also tells a missing table from a missing
+// entity.
+func (e *Engine) Get(ctx context.Context, account, tableName, pk, rk string) (storage.Record, error) {
+	var rec storage.Record
+	err := e.retry(ctx, "get entity", func() error {
+		var (
+			tid  int64
+			ver  *int64
+			blob []byte
+		)
+		err := e.pool.QueryRow(ctx, e.q.get, []byte(account), []byte(storage.TableKey(tableName)), []byte(pk), []byte(rk)).
+			Scan(&tid, &ver, &blob)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return storage.ErrTableNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if ver == nil {
+			return storage.ErrNotFound
+		}
+		props, err := entity.DecodeProps(blob)
+		if err != nil {
+			return fmt.Errorf("decode entity: %w", err)
+		}
+		rec = storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk, Props: props}, Version: *ver}
+		return nil
+	})
+	return rec, err
+}
+
+// checkTable fails with ErrTableNotFound unless the table exists.
+func (e *Engine) checkTable(ctx context.Context, acct, key []byte) error {
+	var id int64
+	err := e.pool.QueryRow(ctx, e.q.tableExists, acct, key).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.ErrTableNotFound
+	}
+	return err
+}
+
+// querier is what a scan reads through: the pool, or a read-only transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Scan reads the key range in (PartitionKey, RowKey) byte order, from one snapshot.
+//
+// A page that one statement can produce — no filter and at most maxSingleScan records,
+// or a filtered scan that finishes within its first scanChunk rows — is one statement
+// and one round trip (a statement reads one snapshot). Otherwise the scan runs again
+// from its start inside a REPEATABLE READ READ ONLY transaction, statement by statement
+// in chunks of scanChunk rows, all from the transaction's one snapshot; records of the
+// first attempt whose version is unchanged reuse their filter verdict, so the filter
+// sees each record once. A missing table shows as an empty result, which is then told
+// apart with one more read.
+func (e *Engine) Scan(ctx context.Context, account, tableName string, req storage.ScanRequest) (storage.ScanResult, error) {
+	if req.Limit <= 0 {
+		return storage.ScanResult{}, fmt.Errorf("scan: limit %d is not positive", req.Limit)
+	}
+	s := &scanner{e: e, req: &req, acct: []byte(account), key: []byte(storage.TableKey(tableName))}
+	var res storage.ScanResult
+	err := e.retry(ctx, "scan", func() error {
+		var err error
+		res, err = s.run(ctx)
+		return err
+	})
+	return res, err
+}
+
+type scanner struct {
+	e         *Engine
+	req       *storage.ScanRequest
+	acct, key []byte
+	// verdicts of the first attempt, by key, for records it examined: version and
+	// whether the filter accepted the record.
+	verdicts map[storage.Key]verdict
+}
+
+type verdict struct {
+	version int64
+	rec     *storage.Record // nil if rejected
+}
+
+// scanPass is the state of one attempt.
+type scanPass struct {
+	res      storage.ScanResult
+	examined int
+	rows     int // rows read in total
+	done     bool
+	last     storage.Key // last examined key
+}
+
+func (s *scanner) run(ctx context.Context) (storage.ScanResult, error) {
+	req := s.req
+	if req.End != nil && !req.Start.Less(*req.End) {
+		return storage.ScanResult{}, s.e.checkTable(ctx, s.acct, s.key)
+	}
+	if req.Filter != nil || req.Limit < maxSingleScan {
+		n := req.Limit + 1
+		if req.Filter != nil {
+			n = max(n, scanChunk)
+		}
+		var p scanPass
+		s.verdicts = nil
+		if req.Filter != nil {
+			s.verdicts = make(map[storage.Key]verdict)
+		}
+		got, err := s.chunk(ctx, s.e.pool, &p, req.Start, n, true)
+		if err != nil {
+			return storage.ScanResult{}, err
+		}
+		if !p.done && got < n {
+			p.done = true // range exhausted
+		}
+		if p.done {
+			if p.rows == 0 {
+				// An empty range, or no table at all.
+				if err := s.e.checkTable(ctx, s.acct, s.key); err != nil {
+					return storage.ScanResult{}, err
+				}
+			}
+			return p.res, nil
+		}
+	}
+	// Several statements: one snapshot for all of them.
+	var res storage.ScanResult
+	err := pgx.BeginTxFunc(ctx, s.e.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var p scanPass
+		start := req.Start
+		for first := true; ; first = false {
+			n := scanChunk
+			if req.Filter == nil {
+				n = min(scanChunk, req.Limit-len(p.res.Records)+1)
+			}
+			got, err := s.chunk(ctx, tx, &p, start, n, false)
+			if err != nil {
+				return err
+			}
+			if p.done {
+				break
+			}
+			if got < n {
+				if first && p.rows == 0 {
+					if err := s.e.checkTable(ctx, s.acct, s.key); err != nil {
+						return err
+					}
+				}
+				break // range exhausted
+			}
+			if expired(ctx, req.Deadline) {
+				// Stop between chunks: resume just after the last examined key.
+				p.res.Next = &storage.Key{PartitionKey: p.last.PartitionKey, RowKey: p.last.RowKey + "\x00"}
+				break
+			}
+			start = storage.Key{PartitionKey: p.last.PartitionKey, RowKey: p.last.RowKey + "\x00"}
+		}
+		res = p.res
+		return nil
+	})
+	return res, err
+}
+
+// chunk reads up to n rows from start and examines them; it returns how many rows the
+// statement produced (or would have, up to where it stopped reading: then p.done).
+func (s *scanner) chunk(ctx context.Context, q querier, p *scanPass, start storage.Key, n int, record bool) (int, error) {
+	req := s.req
+	var (
+		rows pgx.Rows
+		err  error
+	)
+	if req.End != nil {
+		rows, err = q.Query(ctx, s.e.q.scanTo, s.acct, s.key, []byte(start.PartitionKey), []byte(start.RowKey), n,
+			[]byte(req.End.PartitionKey), []byte(req.End.RowKey))
+	} else {
+		rows, err = q.Query(ctx, s.e.q.scan, s.acct, s.key, []byte(start.PartitionKey), []byte(start.RowKey), n)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	for _, fd := range rows.FieldDescriptions() {
+		if fd.Format != pgx.BinaryFormatCode {
+			return 0, fmt.Errorf("scan: column %s not in binary format", fd.Name)
+		}
+	}
+	got := 0
+	var pkEnc []byte // the previous row's PartitionKey, so one partition allocates one string
+	var pkStr string
+	for rows.Next() {
+		got++
+		p.rows++
+		raw := rows.RawValues()
+		if len(raw) != 4 || raw[0] == nil || raw[1] == nil || raw[3] == nil {
+			return got, fmt.Errorf("scan: unexpected row shape")
+		}
+		if pkEnc == nil || string(raw[0]) != string(pkEnc) {
+			pkEnc = append(pkEnc[:0], raw[0]...)
+			pkStr = string(raw[0])
+		}
+		k := storage.Key{PartitionKey: pkStr, RowKey: string(raw[1])}
+		if len(p.res.Records) == req.Limit || (p.examined > 0 && p.examined%scanCheckEvery == 0 && expired(ctx, req.Deadline)) {
+			p.res.Next = &k
+			p.done = true
+			return got, nil
+		}
+		p.examined++
+		p.last = k
+		if len(raw[2]) != 8 {
+			return got, fmt.Errorf("scan: version of %d bytes", len(raw[2]))
+		}
+		ver := int64(binary.BigEndian.Uint64(raw[2]))
+		if v, ok := s.verdicts[k]; ok && !record && v.version == ver {
+			if v.rec != nil {
+				p.res.Records = append(p.res.Records, *v.rec)
+			}
+			continue
+		}
+		props, err := entity.DecodeProps(raw[3])
+		if err != nil {
+			return got, fmt.Errorf("scan: decode entity: %w", err)
+		}
+		rec := storage.Record{Entity: entity.Entity{PartitionKey: k.PartitionKey, RowKey: k.RowKey, Props: props}, Version: ver}
+		if req.Filter != nil && !req.Filter(&rec) {
+			if record {
+				s.verdicts[k] = verdict{version: ver}
+			}
+			continue
+		}
+		if record && s.verdicts != nil {
+			s.verdicts[k] = verdict{version: ver, rec: &rec}
+		}
+		p.res.Records = append(p.res.Records, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return got, err
+	}
+	return got, nil
+}
+
+func expired(ctx context.Context, deadline time.Time) bool {
+	return ctx.Err() != nil || (!deadline.IsZero() && !time.Now().Before(deadline))
+}

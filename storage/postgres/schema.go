@@ -1,0 +1,122 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The schema. Every object carries the cerulean_ prefix so the engine can share a
+// database (or a schema chosen with search_path in the URL) with other applications.
+//
+//	cerulean_migrations  version → when applied; the schema version the database is at
+//	cerulean_table_ids   sequence of table ids; never reused, so a table deleted and
+//	                     created again gets a new id and cannot see the old rows
+//	cerulean_tables      (account, key) → name, id: the catalogue; key is
+//	                     storage.TableKey(name) as bytes, so listing is in byte order
+//	cerulean_entities    (table_id, pk, rk) → version, props: one row per entity; keys
+//	                     are BYTEA so every database orders them by bytes; props is the
+//	                     entity.AppendProps encoding, which keeps every EDM value exactly
+//	                     (NUL in strings, NaN and -0 bits, 100 ns DateTimes)
+//	cerulean_purges      ids of deleted tables whose rows are still being removed
+
+// migration is one step of the schema; steps run in order, each once, in a transaction
+// together with the row that records it.
+type migration struct {
+	version    int64
+	statements func(d dialect) []string
+}
+
+var migrations = []migration{
+	{1, func(d dialect) []string {
+		return []string{
+			`CREATE SEQUENCE cerulean_table_ids`,
+			`CREATE TABLE cerulean_tables (
+				account BYTEA NOT NULL,
+				key BYTEA NOT NULL,
+				name TEXT NOT NULL,
+				id BIGINT NOT NULL,
+				` + d.tablesPrimaryKey() + `)`,
+			`CREATE TABLE cerulean_entities (
+				table_id BIGINT NOT NULL,
+				pk BYTEA NOT NULL,
+				rk BYTEA NOT NULL,
+				version BIGINT NOT NULL,
+				props BYTEA NOT NULL,
+				` + d.entitiesPrimaryKey() + `)`,
+			`CREATE TABLE cerulean_purges (
+				table_id BIGINT PRIMARY KEY,
+				deleted_at TIMESTAMPTZ NOT NULL DEFAULT now())`,
+		}
+	}},
+}
+
+// migrate brings the schema up to date. Several front ends may start at once: the
+// migrations table is created with IF NOT EXISTS (retrying the races some databases
+// report for concurrent creation), and each step inserts its version row first, so a
+// second front end blocks on that row until the first commits and then skips the step.
+func migrate(ctx context.Context, pool *pgxpool.Pool, d dialect) error {
+	const create = `CREATE TABLE IF NOT EXISTS cerulean_migrations (
+		version BIGINT PRIMARY KEY,
+		applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`
+	for attempt := 0; ; attempt++ {
+		_, err := pool.Exec(ctx, create)
+		if err == nil {
+			break
+		}
+		var pe *pgconn.PgError
+		if attempt < 10 && errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07" || retryableCode(pe.Code)) {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		return fmt.Errorf("create cerulean_migrations: %w", err)
+	}
+	var newest int64
+	if err := pool.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM cerulean_migrations`).Scan(&newest); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if known := migrations[len(migrations)-1].version; newest > known {
+		return fmt.Errorf("database schema version %d is newer than this build's %d", newest, known)
+	}
+	for _, m := range migrations {
+		if m.version <= newest {
+			continue
+		}
+		for attempt := 0; ; attempt++ {
+			err := applyMigration(ctx, pool, d, m)
+			var pe *pgconn.PgError
+			if err != nil && attempt < 10 && errors.As(err, &pe) && retryableCode(pe.Code) {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("schema migration %d: %w", m.version, err)
+			}
+			break
+		}
+	}
+	return nil
+}
+
+func applyMigration(ctx context.Context, pool *pgxpool.Pool, d dialect, m migration) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO cerulean_migrations (version) VALUES ($1) ON CONFLICT (version) DO NOTHING`, m.version)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return nil // another front end applied it meanwhile
+		}
+		for _, s := range m.statements(d) {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return fmt.Errorf("%s: %w", s, err)
+			}
+		}
+		return nil
+	})
+}
