@@ -81,6 +81,9 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// Health reports whether the storage engine is answering, and if not, since when.
+func (s *Server) Health() (ok bool, since time.Time) { return s.tables.Health() }
+
 // request carries what every handler needs about one request.
 type request struct {
 	r         *http.Request

@@ -100,9 +100,10 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 		if next != nil {
 			p.NextPartitionKey = encodeToken(next.PartitionKey)
 			p.NextRowKey = encodeToken(next.RowKey)
-			return p, nil
+			break
 		}
 	}
+	s.markAvailable()
 	return p, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/ceruleandb/cerulean/azerr"
@@ -21,6 +22,32 @@ import (
 type Service struct {
 	eng storage.Engine
 	log *slog.Logger
+
+	// unavailableSince is when the engine last went from answering to failing with
+	// storage.ErrUnavailable (Unix nanoseconds), or 0 while it answers.
+	unavailableSince atomic.Int64
+}
+
+// Health reports whether the storage engine is answering, and if not, since when.
+// It changes on the first ErrUnavailable after a success and on the first success after
+// failures, and each change is logged once — not per request.
+func (s *Service) Health() (ok bool, since time.Time) {
+	if t := s.unavailableSince.Load(); t != 0 {
+		return false, time.Unix(0, t)
+	}
+	return true, time.Time{}
+}
+
+func (s *Service) markAvailable() {
+	if t := s.unavailableSince.Load(); t != 0 && s.unavailableSince.CompareAndSwap(t, 0) {
+		s.log.Info("storage reachable again", "down_for", time.Since(time.Unix(0, t)).Round(time.Millisecond))
+	}
+}
+
+func (s *Service) markUnavailable(err error) {
+	if s.unavailableSince.CompareAndSwap(0, time.Now().UnixNano()) {
+		s.log.Warn("storage unavailable; answering 503 ServerBusy until it recovers", "err", err)
+	}
 }
 
 // New returns a Service over eng.
@@ -206,6 +233,7 @@ func (s *Service) applyOne(ctx context.Context, account, table, pk string, m sto
 	if err != nil {
 		return 0, s.mapErr(err, entityScope)
 	}
+	s.markAvailable()
 	return vs[0], nil
 }
 
@@ -219,6 +247,10 @@ const (
 // mapErr turns an engine error into a service error. A missing table is TableNotFound
 // for entity operations but ResourceNotFound when the table itself is addressed.
 func (s *Service) mapErr(err error, sc scope) error {
+	if err == nil || !errors.Is(err, storage.ErrUnavailable) {
+		// Any answer other than "unavailable" means the engine is reachable.
+		s.markAvailable()
+	}
 	if err == nil {
 		return nil
 	}
@@ -241,6 +273,7 @@ func (s *Service) mapErr(err error, sc scope) error {
 	case errors.Is(err, storage.ErrVersionMismatch):
 		return azerr.New(azerr.UpdateConditionNotSatisfied)
 	case errors.Is(err, storage.ErrUnavailable):
+		s.markUnavailable(err)
 		return azerr.New(azerr.ServerBusy)
 	case errors.Is(err, context.DeadlineExceeded):
 		return azerr.New(azerr.OperationTimedOut)

@@ -97,6 +97,7 @@ func (s *Service) Transact(ctx context.Context, account, table string, ops []Bat
 		se, _ := azerr.As(s.mapErr(err, entityScope))
 		return nil, &BatchError{Index: index, Err: se}
 	}
+	s.markAvailable()
 	return versions, nil
 }
 

@@ -51,7 +51,7 @@ func parseServe(args []string) (serveOptions, error) {
 	fs.StringVar(&o.data, "data", env("CERULEAN_DATA", "./data"), "data directory (CERULEAN_DATA)")
 	fs.StringVar(&o.accounts, "accounts", env("CERULEAN_ACCOUNTS", ""), "accounts as name:base64key pairs separated by ';' (CERULEAN_ACCOUNTS); default the development account devstoreaccount1")
 	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error (CERULEAN_LOG_LEVEL)")
-	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve Go's pprof profiles on this address (CERULEAN_DEBUG_ADDR)")
+	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
 	fs.StringVar(&o.engine, "engine", env("CERULEAN_ENGINE", "pebble"), "storage engine: pebble (embedded, in --data) or postgres (--postgres-url) (CERULEAN_ENGINE)")
 	fs.StringVar(&o.postgresURL, "postgres-url", env("CERULEAN_POSTGRES_URL", ""), "PostgreSQL, YugabyteDB or CockroachDB connection URL for --engine postgres (CERULEAN_POSTGRES_URL)")
 	pool, err := envInt("CERULEAN_POSTGRES_POOL_SIZE", postgres.DefaultPoolSize)
@@ -180,6 +180,15 @@ func runServe(args []string) error {
 	printConnectionStrings(os.Stdout, ln.Addr().String(), accounts)
 
 	if o.debug != "" {
+		// /healthz answers 200 while the storage engine answers and 503 while it is
+		// unreachable, for load balancers in front of several Cerulean processes.
+		http.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			if ok, since := srv.Health(); !ok {
+				http.Error(w, "storage unavailable since "+since.UTC().Format(time.RFC3339), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
 		go func() {
 			// net/http/pprof registers on the default mux, which nothing else uses.
 			if err := http.ListenAndServe(o.debug, nil); err != nil {
