@@ -17,6 +17,12 @@ const (
 	AtomFormatNotSupported                  Code = "AtomFormatNotSupported"
 	AuthenticationFailed                    Code = "AuthenticationFailed"
 	AuthorizationFailure                    Code = "AuthorizationFailure"
+	AuthorizationPermissionMismatch         Code = "AuthorizationPermissionMismatch"
+	AuthorizationProtocolMismatch           Code = "AuthorizationProtocolMismatch"
+	AuthorizationResourceTypeMismatch       Code = "AuthorizationResourceTypeMismatch"
+	AuthorizationServiceMismatch            Code = "AuthorizationServiceMismatch"
+	AuthorizationSourceIPMismatch           Code = "AuthorizationSourceIPMismatch"
+	CorsPreflightFailure                    Code = "CorsPreflightFailure"
 	CommandsInBatchActOnDifferentPartitions Code = "CommandsInBatchActOnDifferentPartitions"
 	DuplicatePropertiesSpecified            Code = "DuplicatePropertiesSpecified"
 	EntityAlreadyExists                     Code = "EntityAlreadyExists"
@@ -30,6 +36,8 @@ const (
 	InvalidResourceName                     Code = "InvalidResourceName"
 	InvalidURI                              Code = "InvalidUri"
 	InvalidValueType                        Code = "InvalidValueType"
+	InvalidXMLDocument                      Code = "InvalidXmlDocument"
+	InvalidXMLNodeValue                     Code = "InvalidXmlNodeValue"
 	JSONFormatNotSupported                  Code = "JsonFormatNotSupported"
 	MediaTypeNotSupported                   Code = "MediaTypeNotSupported"
 	MethodNotAllowed                        Code = "MethodNotAllowed"
@@ -66,6 +74,12 @@ var catalogue = map[Code]entry{
 	AtomFormatNotSupported:                  {http.StatusUnsupportedMediaType, "Atom format is not supported."},
 	AuthenticationFailed:                    {http.StatusForbidden, "Server failed to authenticate the request. Make sure the value of the Authorization header is formed correctly including the signature."},
 	AuthorizationFailure:                    {http.StatusForbidden, "This request is not authorized to perform this operation."},
+	AuthorizationPermissionMismatch:         {http.StatusForbidden, "This request is not authorized to perform this operation using this permission."},
+	AuthorizationProtocolMismatch:           {http.StatusForbidden, "This request is not authorized to perform this operation using this protocol."},
+	AuthorizationResourceTypeMismatch:       {http.StatusForbidden, "This request is not authorized to perform this operation using this resource type."},
+	AuthorizationServiceMismatch:            {http.StatusForbidden, "This request is not authorized to perform this operation using this service."},
+	AuthorizationSourceIPMismatch:           {http.StatusForbidden, "This request is not authorized to perform this operation using this source IP."},
+	CorsPreflightFailure:                    {http.StatusForbidden, "CORS not enabled or no matching rule found for this request."},
 	CommandsInBatchActOnDifferentPartitions: {http.StatusBadRequest, "All commands in a batch must operate on same entity group."},
 	DuplicatePropertiesSpecified:            {http.StatusBadRequest, "A property is specified more than one time."},
 	EntityAlreadyExists:                     {http.StatusConflict, "The specified entity already exists."},
@@ -79,6 +93,8 @@ var catalogue = map[Code]entry{
 	InvalidResourceName:                     {http.StatusBadRequest, "The specifed resource name contains invalid characters."},
 	InvalidURI:                              {http.StatusBadRequest, "The requested URI does not represent any resource on the server."},
 	InvalidValueType:                        {http.StatusBadRequest, "The value specified is invalid."},
+	InvalidXMLDocument:                      {http.StatusBadRequest, "XML specified is not syntactically valid."},
+	InvalidXMLNodeValue:                     {http.StatusBadRequest, "The value for one of the XML nodes is not in the correct format."},
 	JSONFormatNotSupported:                  {http.StatusUnsupportedMediaType, "JSON format is not supported."},
 	MediaTypeNotSupported:                   {http.StatusUnsupportedMediaType, "None of the provided media types are supported."},
 	MethodNotAllowed:                        {http.StatusMethodNotAllowed, "The requested method is not allowed on the specified resource."},
