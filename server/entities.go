@@ -71,7 +71,7 @@ func (s *Server) insertEntity(rq *request) error {
 	}
 	rq.odataHeaders()
 	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
+	defer putBuf(bp)
 	*bp = edmjson.AppendEntity((*bp)[:0], &e, version, s.entityOptions(rq, true, nil))
 	rq.send(http.StatusCreated, edmjson.ContentType(rq.level), *bp)
 	return nil
@@ -142,7 +142,7 @@ func (s *Server) getEntity(rq *request) error {
 	rq.w.Header()["Etag"] = []string{entity.ETag(rec.Version)}
 	rq.odataHeaders()
 	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
+	defer putBuf(bp)
 	*bp = edmjson.AppendEntity((*bp)[:0], &rec.Entity, rec.Version, s.entityOptions(rq, true, sel))
 	rq.send(http.StatusOK, edmjson.ContentType(rq.level), *bp)
 	return nil
@@ -178,7 +178,7 @@ func (s *Server) queryEntities(rq *request) error {
 	opts := s.entityOptions(rq, false, sel)
 	rq.odataHeaders()
 	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
+	defer putBuf(bp)
 	b := edmjson.AppendCollectionStart((*bp)[:0], opts)
 	for i := range page.Records {
 		if i > 0 {

@@ -101,7 +101,16 @@ type request struct {
 // nowFunc is the clock for the times in error messages.
 var nowFunc = time.Now
 
+// bufPool recycles response buffers; see putBuf.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// putBuf returns a buffer to the pool unless it grew past 1 MiB (a large query page), so
+// the pool never pins big allocations.
+func putBuf(bp *[]byte) {
+	if cap(*bp) <= 1<<20 {
+		bufPool.Put(bp)
+	}
+}
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -386,7 +395,7 @@ func (s *Server) writeError(rq *request, err error) {
 		h["Retry-After"] = []string{"1"}
 	}
 	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
+	defer putBuf(bp)
 	body := edmjson.AppendError((*bp)[:0], string(e.Code), msg)
 	*bp = body
 	rq.send(e.Status, edmjson.ContentType(rq.level), body)

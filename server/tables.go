@@ -40,7 +40,7 @@ func (s *Server) createTable(rq *request) error {
 	opts := s.tableOptions(rq)
 	opts.Element = true
 	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
+	defer putBuf(bp)
 	*bp = edmjson.AppendTable((*bp)[:0], name, opts)
 	rq.send(http.StatusCreated, edmjson.ContentType(rq.level), *bp)
 	return nil
@@ -53,7 +53,7 @@ func (s *Server) getTable(rq *request) error {
 	}
 	rq.odataHeaders()
 	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
+	defer putBuf(bp)
 	opts := s.tableOptions(rq)
 	opts.Element = true
 	*bp = edmjson.AppendTable((*bp)[:0], ti.Name, opts)
@@ -92,7 +92,7 @@ func (s *Server) listTables(rq *request) error {
 	}
 	rq.odataHeaders()
 	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
+	defer putBuf(bp)
 	*bp = edmjson.AppendTables((*bp)[:0], names, s.tableOptions(rq))
 	rq.send(http.StatusOK, edmjson.ContentType(rq.level), *bp)
 	return nil
