@@ -161,6 +161,20 @@ type TableInfo struct {
 //     different partitions do not wait for each other.
 //   - DeleteTable is instant; the rows are purged in the background, and a table created
 //     again under the same name never shows them.
+//
+// Stored access policies (a table's ACL) and service properties are opaque bytes to the
+// engine: the server encodes and decodes them; an engine only keeps them. Contracts:
+//   - Set* returns only after the value is durable (synced or committed), and every later
+//     call — from any front end sharing the backing store — sees it at once: engines whose
+//     store is shared (PostgreSQL) keep no copy in process memory.
+//   - Setting nil or an empty slice clears the value; Get* then returns nil. Get* returns
+//     nil when nothing was ever set, and otherwise a copy the caller may keep.
+//   - Accounts are isolated: one account's ACLs and properties are never another's.
+//   - A table's ACL belongs to the table (its id), not its name: deleting the table
+//     removes it, and a table created again under the name starts with none. A
+//     SetTableACL racing DeleteTable either lands before the delete (and is removed with
+//     the table) or fails with ErrTableNotFound; it never attaches to a later table.
+//   - Callers bound the size (at most 64 KiB); engines work with larger values too.
 type Engine interface {
 	CreateTable(ctx context.Context, account, name string) error
 	GetTable(ctx context.Context, account, name string) (TableInfo, error)
@@ -174,6 +188,18 @@ type Engine interface {
 	Apply(ctx context.Context, account, table, partitionKey string, muts []Mutation) ([]int64, error)
 	Get(ctx context.Context, account, table, partitionKey, rowKey string) (Record, error)
 	Scan(ctx context.Context, account, table string, req ScanRequest) (ScanResult, error)
+
+	// GetTableACL returns the table's stored access policies as last set (nil when never
+	// set). ErrTableNotFound for a missing table. A table deleted and created again starts
+	// with none.
+	GetTableACL(ctx context.Context, account, table string) ([]byte, error)
+	// SetTableACL replaces them (nil or empty clears). ErrTableNotFound for a missing table.
+	SetTableACL(ctx context.Context, account, table string, acl []byte) error
+	// GetServiceProperties returns the account's service properties as last set (nil when
+	// never set).
+	GetServiceProperties(ctx context.Context, account string) ([]byte, error)
+	// SetServiceProperties replaces them (nil or empty clears).
+	SetServiceProperties(ctx context.Context, account string, props []byte) error
 
 	Close() error
 }

@@ -91,6 +91,12 @@ func Run(t *testing.T, h Harness) {
 		{"Concurrency/Partitions", testConcurrentPartitions},
 		{"Reopen/Durable", testReopen},
 		{"Reopen/DeletedStayDeleted", testReopenDeleted},
+		{"ACL/SetGetClear", testACL},
+		{"ACL/MissingTable", testACLMissingTable},
+		{"ACL/AccountsIsolated", testACLAccountsIsolated},
+		{"ACL/RacingDelete", testACLRacingDelete},
+		{"ServiceProperties/SetGetReplace", testServiceProperties},
+		{"Reopen/ACLAndServiceProperties", testReopenACL},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,6 +17,9 @@
 //   - Values of 256 bytes or more live in blob files beside the LSM (Pebble's value
 //     separation), so compactions do not rewrite them level after level; on a small
 //     machine that disk traffic, not the CPU, is what limits sustained inserts.
+//   - A table's stored access policies live under a key of its id (never reused), removed
+//     with the table; an account's service properties under a meta key of the account.
+//     Neither is cached: each Get is one point read, each Set one synced write.
 //   - Open reads only the catalogue and a few meta keys, so restart time does not grow
 //     with the data; memory is bounded by the block cache and memtable options.
 package pebble
@@ -458,6 +461,7 @@ func (e *Engine) DeleteTable(ctx context.Context, account, name string) error {
 	b := e.db.NewBatch()
 	defer b.Close()
 	_ = b.Delete(catalogKey(account, ref.key), nil)
+	_ = b.Delete(aclKey(t.id), nil)
 	_ = b.Set(purgeKey(t.id), nil, nil)
 	if err := b.Commit(pebbledb.Sync); err != nil {
 		return fmt.Errorf("delete table: %w", err)
@@ -467,6 +471,91 @@ func (e *Engine) DeleteTable(ctx context.Context, account, name string) error {
 	delete(e.tables, ref)
 	e.catMu.Unlock()
 	e.wakePurger()
+	return nil
+}
+
+// GetTableACL reads the table's stored access policies from the key of its id.
+func (e *Engine) GetTableACL(ctx context.Context, account, name string) ([]byte, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.exit()
+	t, err := e.lookup(account, name)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.dropped {
+		return nil, storage.ErrTableNotFound
+	}
+	return e.getBytes(aclKey(t.id), "get table acl")
+}
+
+// SetTableACL writes (or, for an empty acl, deletes) the key of the table's id in a
+// synced write. It holds the table shared, like Apply, so it either commits before a
+// concurrent DeleteTable (whose batch then removes the key) or sees the table dropped;
+// and a table created again has a new id, so nothing set on the old one reaches it.
+func (e *Engine) SetTableACL(ctx context.Context, account, name string, acl []byte) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.exit()
+	t, err := e.lookup(account, name)
+	if err != nil {
+		return err
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.dropped {
+		return storage.ErrTableNotFound
+	}
+	return e.setBytes(aclKey(t.id), acl, "set table acl")
+}
+
+// GetServiceProperties reads the account's service properties.
+func (e *Engine) GetServiceProperties(ctx context.Context, account string) ([]byte, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.exit()
+	return e.getBytes(svcPropsKey(account), "get service properties")
+}
+
+// SetServiceProperties writes (or, when empty, deletes) the account's service properties
+// in a synced write.
+func (e *Engine) SetServiceProperties(ctx context.Context, account string, props []byte) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.exit()
+	return e.setBytes(svcPropsKey(account), props, "set service properties")
+}
+
+// getBytes returns a copy of key's value, nil when it is absent.
+func (e *Engine) getBytes(key []byte, op string) ([]byte, error) {
+	v, closer, err := e.db.Get(key)
+	if errors.Is(err, pebbledb.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer closer.Close()
+	return bytes.Clone(v), nil
+}
+
+// setBytes sets key to v, or deletes it when v is empty, and syncs.
+func (e *Engine) setBytes(key, v []byte, op string) error {
+	var err error
+	if len(v) == 0 {
+		err = e.db.Delete(key, pebbledb.Sync)
+	} else {
+		err = e.db.Set(key, v, pebbledb.Sync)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
 	return nil
 }
 
@@ -888,6 +977,7 @@ func (e *Engine) purgePending(ctx context.Context) error {
 		}
 		b := e.db.NewBatch()
 		_ = b.DeleteRange(tablePrefix(id), tablePrefix(id+1), nil)
+		_ = b.Delete(aclKey(id), nil) // DeleteTable removed it; this covers older stores
 		_ = b.Delete(purgeKey(id), nil)
 		err := b.Commit(pebbledb.Sync)
 		b.Close()

@@ -543,3 +543,114 @@ func TestDeleteWaitsForApply(t *testing.T) {
 		t.Fatalf("%d orphan rows after delete and purge", n)
 	}
 }
+
+// TestACLKeys checks where ACLs and service properties live: acknowledged sets survive a
+// crash, a deleted table's ACL key is gone (by DeleteTable, or by the purge for a key an
+// older build left), and SetTableACL racing DeleteTable leaves no ACL key behind.
+func TestACLKeys(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewCrashableMem()
+	e, err := Open("db", Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, name := range []string{"T", "Dropped"} {
+		if err := e.CreateTable(ctx, "acct", name); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.SetTableACL(ctx, "acct", name, []byte("acl of "+name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.SetServiceProperties(ctx, "acct", []byte("props")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetServiceProperties(ctx, "acct\x00x", []byte("other")); err != nil { // NUL in an account
+		t.Fatal(err)
+	}
+	if err := e.DeleteTable(ctx, "acct", "Dropped"); err != nil {
+		t.Fatal(err)
+	}
+	if n := countPrefix(t, e, []byte{kindACL}); n != 1 {
+		t.Fatalf("%d ACL keys after DeleteTable, want 1", n)
+	}
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	e2 := openTest(t, "db", Options{FS: crashed})
+	if acl, err := e2.GetTableACL(ctx, "acct", "t"); err != nil || string(acl) != "acl of T" {
+		t.Fatalf("ACL after the crash = %q, %v", acl, err)
+	}
+	for acct, want := range map[string]string{"acct": "props", "acct\x00x": "other", "acct\x00": ""} {
+		if p, err := e2.GetServiceProperties(ctx, acct); err != nil || string(p) != want {
+			t.Fatalf("service properties of %q after the crash = %q, %v; want %q", acct, p, err, want)
+		}
+	}
+
+	// A stale ACL key of a deleted table (as a build before ACLs leaves it) is purged.
+	if err := e2.CreateTable(ctx, "acct", "Old"); err != nil {
+		t.Fatal(err)
+	}
+	old, err := e2.lookup("acct", "Old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e2.SetTableACL(ctx, "acct", "Old", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e2.DeleteTable(ctx, "acct", "Old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e2.db.Set(aclKey(old.id), []byte("stale"), pebbledb.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := e2.db.Set(purgeKey(old.id), nil, pebbledb.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := e2.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countPrefix(t, e2, []byte{kindACL}); n != 1 {
+		t.Fatalf("%d ACL keys after the purge, want 1 (T's)", n)
+	}
+
+	// Setters racing the delete: no ACL key of the deleted table remains, before any purge.
+	for round := range 20 {
+		name := fmt.Sprintf("Race%d", round)
+		if err := e2.CreateTable(ctx, "acct", name); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					err := e2.SetTableACL(ctx, "acct", name, []byte(fmt.Sprint(w, i)))
+					if errors.Is(err, storage.ErrTableNotFound) {
+						return
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		time.Sleep(time.Duration(round%4) * time.Millisecond)
+		if err := e2.DeleteTable(ctx, "acct", name); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+	}
+	if n := countPrefix(t, e2, []byte{kindACL}); n != 1 {
+		t.Fatalf("%d ACL keys after deleting tables with setters racing, want 1 (T's)", n)
+	}
+
+	if err := e2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e2.GetTableACL(ctx, "acct", "T"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("GetTableACL after Close = %v, want ErrClosed", err)
+	}
+	if err := e2.SetServiceProperties(ctx, "acct", []byte("x")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("SetServiceProperties after Close = %v, want ErrClosed", err)
+	}
+}

@@ -13,8 +13,10 @@ import (
 // Key space. Every key starts with one kind byte, so the kinds never interleave:
 //
 //	0x01 meta name                      → meta value (format, next table id, clock mark)
+//	0x01 "svcprops" esc(account)        → the account's service properties (opaque bytes)
 //	0x02 esc(account) esc(TableKey)     → table id (8 bytes BE) | display name
 //	0x03 table id (8 bytes BE)          → (empty) a deleted table whose rows await purging
+//	0x04 table id (8 bytes BE)          → the table's stored access policies (opaque bytes)
 //	0x10 table id (8 bytes BE) esc(PK) esc(RK)
 //	                                    → entity value (see appendValue)
 //
@@ -24,10 +26,15 @@ import (
 // and a string's encoding is never a prefix of a different string's encoding. A table id
 // is never reused, so dropping a table is removing a catalogue entry and range-deleting
 // [0x10 id, 0x10 id+1) later; a table created again under the name gets a fresh span.
+// The ACL key goes with the id too: DeleteTable and the purge remove it, and a table
+// created again has a new id and so no ACL. Kinds 0x04 and the svcprops meta keys came
+// after format 1 without a format change: a build that does not know them never reads
+// them, and at worst leaves an unreachable ACL key of a table it deleted.
 const (
 	kindMeta    byte = 0x01
 	kindCatalog byte = 0x02
 	kindPurge   byte = 0x03
+	kindACL     byte = 0x04
 	kindData    byte = 0x10
 )
 
@@ -151,6 +158,16 @@ func prefixEnd(p []byte) []byte {
 
 func purgeKey(id uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{kindPurge}, id)
+}
+
+// aclKey is the key of table id's stored access policies.
+func aclKey(id uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{kindACL}, id)
+}
+
+// svcPropsKey is the key of an account's service properties.
+func svcPropsKey(account string) []byte {
+	return appendEscaped([]byte{kindMeta, 's', 'v', 'c', 'p', 'r', 'o', 'p', 's'}, account)
 }
 
 // catalogValue encodes a catalogue entry: table id and display name.

@@ -18,6 +18,10 @@
 //     writes.
 //   - DeleteTable moves the table's id from the catalogue to a purge queue in one
 //     statement; a background loop in every front end deletes the rows in bounded chunks.
+//   - A table's stored access policies are a column of its catalogue row (they go with the
+//     row when the table is deleted), service properties a row per account; each Get and
+//     Set is one statement, and nothing is cached, so every front end sees a change at
+//     once. See tables.go.
 //   - A database that cannot be reached makes every call fail with
 //     storage.ErrUnavailable (503 ServerBusy with Retry-After for clients); the pool
 //     reconnects by itself when the database is back.

@@ -416,3 +416,50 @@ func TestUnavailable(t *testing.T) {
 		t.Fatal("Open of an unreachable database succeeded")
 	}
 }
+
+// TestACLFrontEnds checks that stored access policies and service properties set
+// through one front end are what every other front end reads next: nothing is cached.
+func TestACLFrontEnds(t *testing.T) {
+	engines := []*postgres.Engine{open(t, postgres.Options{}), open(t, postgres.Options{}), open(t, postgres.Options{})}
+	ctx, acct := t.Context(), newAccount()
+	if err := engines[0].CreateTable(ctx, acct, "Shared"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		w, r := engines[i%3], engines[(i+1)%3]
+		want := []byte(fmt.Sprintf("policy %d", i))
+		if i%5 == 4 {
+			want = nil // cleared
+		}
+		if err := w.SetTableACL(ctx, acct, "shared", want); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := r.GetTableACL(ctx, acct, "Shared"); err != nil || string(got) != string(want) || (want == nil) != (got == nil) {
+			t.Fatalf("step %d: ACL through another front end = %q, %v; want %q", i, got, err, want)
+		}
+		if err := w.SetServiceProperties(ctx, acct, want); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := r.GetServiceProperties(ctx, acct); err != nil || string(got) != string(want) || (want == nil) != (got == nil) {
+			t.Fatalf("step %d: service properties through another front end = %q, %v; want %q", i, got, err, want)
+		}
+	}
+	// Deleted through one front end, created again through another: no ACL.
+	if err := engines[0].SetTableACL(ctx, acct, "Shared", []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := engines[1].DeleteTable(ctx, acct, "Shared"); err != nil {
+		t.Fatal(err)
+	}
+	if err := engines[0].SetTableACL(ctx, acct, "Shared", []byte("late")); !errors.Is(err, storage.ErrTableNotFound) {
+		t.Fatalf("SetTableACL through another front end after DeleteTable = %v, want ErrTableNotFound", err)
+	}
+	if err := engines[2].CreateTable(ctx, acct, "Shared"); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range engines {
+		if got, err := e.GetTableACL(ctx, acct, "Shared"); err != nil || got != nil {
+			t.Fatalf("ACL of the table created again = %q, %v; want nil", got, err)
+		}
+	}
+}

@@ -32,6 +32,11 @@ type queries struct {
 
 	createTable, getTable, listTables, deleteTable string
 	purgeList, purgeChunk, purgeDone               string
+
+	// Stored access policies and service properties: one statement each, no cache.
+	getACL, setACL           string
+	getSvcProps, setSvcProps string
+	clearSvcProps            string
 }
 
 // tableID resolves the table inside a statement, so that no front end caches the
@@ -138,6 +143,16 @@ func buildQueries(d dialect) queries {
 		(SELECT pk, rk FROM cerulean_entities WHERE table_id = $1 ORDER BY pk, rk LIMIT $2)`
 	q.purgeDone = `DELETE FROM cerulean_purges WHERE table_id = $1
 		AND NOT EXISTS (SELECT 1 FROM cerulean_entities WHERE table_id = $1)`
+
+	q.getACL = `SELECT acl FROM cerulean_tables WHERE account = $1 AND key = $2`
+	// $3 the ACL, NULL to clear. The update locks the catalogue row, so it orders with a
+	// concurrent DeleteTable: either it lands first and leaves with the row, or it finds
+	// no row (ErrTableNotFound); a table created again is a new row without an ACL.
+	q.setACL = `UPDATE cerulean_tables SET acl = $3::BYTEA WHERE account = $1 AND key = $2`
+	q.getSvcProps = `SELECT props FROM cerulean_service_properties WHERE account = $1`
+	q.setSvcProps = `INSERT INTO cerulean_service_properties (account, props) VALUES ($1, $2::BYTEA)
+		ON CONFLICT (account) DO UPDATE SET props = excluded.props`
+	q.clearSvcProps = `DELETE FROM cerulean_service_properties WHERE account = $1`
 
 	for _, p := range []*string{&q.insert1, &q.upsert1, &q.replace1, &q.delete1, &q.insertB, &q.upsertB, &q.replaceB,
 		&q.deleteB, &q.insertMany, &q.upsertMany, &q.readRows, &q.readRowsProps} {

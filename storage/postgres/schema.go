@@ -24,6 +24,13 @@ import (
 //	                     entity.AppendProps encoding, which keeps every EDM value exactly
 //	                     (NUL in strings, NaN and -0 bits, 100 ns DateTimes)
 //	cerulean_purges      ids of deleted tables whose rows are still being removed
+//	cerulean_tables.acl  (version 2) the table's stored access policies, opaque bytes,
+//	                     NULL when none; it goes with the catalogue row, so a table
+//	                     deleted and created again starts without
+//	cerulean_service_properties
+//	                     (version 2) account → props: each account's service
+//	                     properties, opaque bytes; account is BYTEA like the
+//	                     catalogue's, so any account string is stored exactly
 
 // migration is one step of the schema; steps run in order, each once, in a transaction
 // together with the row that records it.
@@ -54,6 +61,15 @@ var migrations = []migration{
 				deleted_at TIMESTAMPTZ NOT NULL DEFAULT now())`,
 		}
 	}},
+	{2, func(d dialect) []string {
+		return []string{
+			// Nullable without a default: no table rewrite on PostgreSQL.
+			`ALTER TABLE cerulean_tables ADD COLUMN acl BYTEA`,
+			`CREATE TABLE cerulean_service_properties (
+				account BYTEA PRIMARY KEY,
+				props BYTEA NOT NULL)`,
+		}
+	}},
 }
 
 // migrate brings the schema up to date. Several front ends may start at once: the
@@ -61,6 +77,11 @@ var migrations = []migration{
 // report for concurrent creation), and each step inserts its version row first, so a
 // second front end blocks on that row until the first commits and then skips the step.
 func migrate(ctx context.Context, pool *pgxpool.Pool, d dialect) error {
+	return migrateSteps(ctx, pool, d, migrations)
+}
+
+// migrateSteps is migrate with the steps given (tests start from an older schema).
+func migrateSteps(ctx context.Context, pool *pgxpool.Pool, d dialect, migrations []migration) error {
 	const create = `CREATE TABLE IF NOT EXISTS cerulean_migrations (
 		version BIGINT PRIMARY KEY,
 		applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`

@@ -96,6 +96,72 @@ func (e *Engine) DeleteTable(ctx context.Context, account, name string) error {
 	return err
 }
 
+// GetTableACL reads the table's stored access policies from its catalogue row.
+func (e *Engine) GetTableACL(ctx context.Context, account, name string) ([]byte, error) {
+	var acl []byte
+	err := e.retry(ctx, "get table acl", func() error {
+		acl = nil
+		err := e.pool.QueryRow(ctx, e.q.getACL, []byte(account), []byte(storage.TableKey(name))).Scan(&acl)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return storage.ErrTableNotFound
+		}
+		return err
+	})
+	if err != nil || len(acl) == 0 {
+		return nil, err
+	}
+	return acl, nil
+}
+
+// SetTableACL writes the table's stored access policies into its catalogue row (NULL
+// for an empty acl), committed when the statement returns.
+func (e *Engine) SetTableACL(ctx context.Context, account, name string, acl []byte) error {
+	if len(acl) == 0 {
+		acl = nil // NULL
+	}
+	return e.retry(ctx, "set table acl", func() error {
+		tag, err := e.pool.Exec(ctx, e.q.setACL, []byte(account), []byte(storage.TableKey(name)), acl)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return storage.ErrTableNotFound
+		}
+		return nil
+	})
+}
+
+// GetServiceProperties reads the account's service properties.
+func (e *Engine) GetServiceProperties(ctx context.Context, account string) ([]byte, error) {
+	var props []byte
+	err := e.retry(ctx, "get service properties", func() error {
+		props = nil
+		err := e.pool.QueryRow(ctx, e.q.getSvcProps, []byte(account)).Scan(&props)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err != nil || len(props) == 0 {
+		return nil, err
+	}
+	return props, nil
+}
+
+// SetServiceProperties upserts the account's service properties (deletes them when
+// props is empty), committed when the statement returns.
+func (e *Engine) SetServiceProperties(ctx context.Context, account string, props []byte) error {
+	return e.retry(ctx, "set service properties", func() error {
+		var err error
+		if len(props) == 0 {
+			_, err = e.pool.Exec(ctx, e.q.clearSvcProps, []byte(account))
+		} else {
+			_, err = e.pool.Exec(ctx, e.q.setSvcProps, []byte(account), props)
+		}
+		return err
+	})
+}
+
 // Purge deletes the rows of every deleted table now, instead of waiting for the
 // background purger, and returns when done. Purge entries older than the grace period
 // are dropped once their table's rows are gone. It is a maintenance hook.
