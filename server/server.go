@@ -96,6 +96,11 @@ type request struct {
 	level edmjson.Level
 	res   Resource
 	query url.Values
+	// pathStyle is whether the account is the first path segment.
+	pathStyle bool
+	// xml marks the XML endpoints (ACL, service properties, stats, preflight), whose
+	// errors are storage XML rather than OData JSON.
+	xml bool
 }
 
 // nowFunc is the clock for the times in error messages.
@@ -131,6 +136,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h["Cache-Control"] = []string{"no-cache"}
 	h["X-Content-Type-Options"] = []string{"nosniff"}
 	h["Server"] = []string{"Cerulean"}
+	rq.pathStyle = s.address(rq)
+	if r.Method == http.MethodOptions {
+		// CORS preflight is unauthenticated by design: browsers send no credentials.
+		if err := s.preflight(rq); err != nil {
+			s.writeError(rq, err)
+		}
+		return
+	}
+	if origin := r.Header.Get("Origin"); origin != "" {
+		// CORS headers go on every response to a browser, errors included, as the
+		// service does; the rules are public to any origin that asks by preflight.
+		s.addCORS(rq, origin)
+	}
 	if err := s.serve(rq); err != nil {
 		s.writeError(rq, err)
 	}
@@ -138,7 +156,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serve(rq *request) error {
 	r := rq.r
-	pathStyle := s.address(rq)
+	pathStyle := rq.pathStyle
 	// Authenticate before looking at the resource, so an unauthenticated caller learns
 	// nothing about what exists; an unknown account fails like a bad signature.
 	if err := s.verifier.Authenticate(r, rq.account); err != nil {
@@ -161,7 +179,8 @@ func (s *Server) serve(rq *request) error {
 	if err != nil {
 		return err
 	}
-	if res.Kind != KindService {
+	acl := res.Kind == KindEntities && rq.query.Has("comp")
+	if res.Kind != KindService && !acl {
 		lvl, err := negotiate(r, rq.query)
 		if err != nil {
 			return err
@@ -184,8 +203,8 @@ func (s *Server) serve(rq *request) error {
 			return s.deleteTable(rq)
 		}
 	case KindEntities:
-		if rq.query.Has("comp") {
-			return azerr.Newf(azerr.NotImplemented, "Table ACLs are not supported yet.")
+		if acl {
+			return s.aclRequest(rq, method)
 		}
 		switch method {
 		case http.MethodGet:
@@ -209,7 +228,7 @@ func (s *Server) serve(rq *request) error {
 			return s.postBatch(rq)
 		}
 	case KindService:
-		return azerr.Newf(azerr.NotImplemented, "Service properties and statistics are not supported yet.")
+		return s.serviceRequest(rq, method)
 	}
 	return azerr.New(azerr.MethodNotAllowed)
 }
@@ -396,6 +415,11 @@ func (s *Server) writeError(rq *request, err error) {
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)
+	if rq.xml {
+		*bp = appendXMLError((*bp)[:0], string(e.Code), msg)
+		rq.sendXML(e.Status, *bp)
+		return
+	}
 	body := edmjson.AppendError((*bp)[:0], string(e.Code), msg)
 	*bp = body
 	rq.send(e.Status, edmjson.ContentType(rq.level), body)

@@ -1,0 +1,143 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/ceruleandb/cerulean/azerr"
+	"github.com/ceruleandb/cerulean/svcprops"
+)
+
+// maxXMLBody bounds ACL and service-properties bodies.
+const maxXMLBody = 1 << 20
+
+// serviceRequest serves the service root: Get/Set Table Service Properties and, on the
+// secondary endpoint only, Get Table Service Stats.
+func (s *Server) serviceRequest(rq *request, method string) error {
+	rq.xml = true
+	if rq.query.Get("restype") != "service" {
+		return azerr.New(azerr.InvalidQueryParameterValue)
+	}
+	switch comp := rq.query.Get("comp"); {
+	case comp == "properties" && method == http.MethodGet:
+		p, err := s.tables.ServiceProperties(rq.r.Context(), rq.account)
+		if err != nil {
+			return err
+		}
+		rq.sendXML(http.StatusOK, svcprops.AppendProperties(nil, p))
+		return nil
+	case comp == "properties" && method == http.MethodPut:
+		if rq.secondary {
+			return azerr.Newf(azerr.InvalidQueryParameterValue, "The secondary endpoint is read-only.")
+		}
+		body, err := readBody(rq.r, maxXMLBody)
+		if err != nil {
+			return err
+		}
+		u, err := svcprops.ParseProperties(body)
+		if err != nil {
+			return err
+		}
+		if err := s.tables.UpdateServiceProperties(rq.r.Context(), rq.account, u); err != nil {
+			return err
+		}
+		rq.w.WriteHeader(http.StatusAccepted)
+		return nil
+	case comp == "stats" && method == http.MethodGet:
+		if !rq.secondary {
+			return azerr.Newf(azerr.InvalidQueryParameterValue, "Get Table Service Stats is only served on the secondary endpoint (<account>-secondary).")
+		}
+		// One node has no replication lag: the secondary is the primary, live now.
+		rq.sendXML(http.StatusOK, svcprops.AppendStats(nil, nowFunc()))
+		return nil
+	case comp == "properties" || comp == "stats":
+		return azerr.New(azerr.MethodNotAllowed)
+	}
+	return azerr.New(azerr.InvalidQueryParameterValue)
+}
+
+// aclRequest serves Get and Set Table ACL (stored access policies).
+func (s *Server) aclRequest(rq *request, method string) error {
+	rq.xml = true
+	if rq.query.Get("comp") != "acl" {
+		return azerr.New(azerr.InvalidQueryParameterValue)
+	}
+	switch method {
+	case http.MethodGet:
+		ids, err := s.tables.TableACL(rq.r.Context(), rq.account, rq.res.Table)
+		if err != nil {
+			return err
+		}
+		rq.sendXML(http.StatusOK, svcprops.AppendACL(nil, ids))
+		return nil
+	case http.MethodPut:
+		body, err := readBody(rq.r, maxXMLBody)
+		if err != nil {
+			return err
+		}
+		ids, err := svcprops.ParseACL(body)
+		if err != nil {
+			return err
+		}
+		if err := s.tables.SetTableACL(rq.r.Context(), rq.account, rq.res.Table, ids); err != nil {
+			return err
+		}
+		rq.noContent()
+		return nil
+	}
+	return azerr.New(azerr.MethodNotAllowed)
+}
+
+// preflight answers a CORS preflight (OPTIONS): unauthenticated, evaluated against the
+// account's stored CORS rules.
+func (s *Server) preflight(rq *request) error {
+	rq.xml = true
+	p, err := s.tables.ServiceProperties(rq.r.Context(), rq.account)
+	if err != nil {
+		return err
+	}
+	r := rq.r
+	res, err := svcprops.Preflight(p.Cors, r.Header.Get("Origin"), r.Header.Get("Access-Control-Request-Method"),
+		svcprops.SplitHeaderList(r.Header.Values("Access-Control-Request-Headers")...))
+	if err != nil {
+		return err
+	}
+	res.SetHeaders(rq.w.Header())
+	rq.w.Header()["Content-Length"] = []string{"0"}
+	rq.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// addCORS puts the CORS headers of an actual (non-preflight) request from a browser on
+// its response, success or error. It costs a properties read only for requests carrying
+// Origin.
+func (s *Server) addCORS(rq *request, origin string) {
+	p, err := s.tables.ServiceProperties(rq.r.Context(), rq.account)
+	if err != nil || len(p.Cors) == 0 {
+		return
+	}
+	h := rq.w.Header()
+	for k, v := range svcprops.ActualRequestHeaders(p.Cors, origin, rq.r.Method) {
+		h[k] = v
+	}
+}
+
+// sendXML writes an XML response body.
+func (rq *request) sendXML(status int, body []byte) {
+	rq.send(status, "application/xml", body)
+}
+
+// appendXMLError renders the storage service's XML error body.
+func appendXMLError(dst []byte, code, message string) []byte {
+	dst = append(dst, `<?xml version="1.0" encoding="utf-8"?><Error><Code>`...)
+	dst = appendXMLText(dst, code)
+	dst = append(dst, "</Code><Message>"...)
+	dst = appendXMLText(dst, message)
+	return append(dst, "</Message></Error>"...)
+}
+
+var xmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;")
+
+func appendXMLText(dst []byte, s string) []byte {
+	return append(dst, xmlEscaper.Replace(s)...)
+}
