@@ -50,6 +50,12 @@ func (s *Server) postBatch(rq *request) error {
 		if err == nil && i > 0 && !table.SameTable(name, tableName) {
 			err = azerr.Newf(azerr.InvalidInput, "All operations in a batch must address the same table.")
 		}
+		if err == nil && rq.grant != nil {
+			// A SAS must allow each operation, on its table and inside its key range.
+			if err = rq.grant.Check(entityOp(o.Method, ops[i].op.Cond), name); err == nil {
+				err = rq.grant.CheckKeys(ops[i].op.Entity.PartitionKey, ops[i].op.Entity.RowKey)
+			}
+		}
 		if err != nil {
 			ae, _ := azerr.As(err)
 			return s.batchFailure(rq, i, o.ContentID, ae)

@@ -52,6 +52,9 @@ func (s *Server) insertEntity(rq *request) error {
 	if !keys.PartitionKey || !keys.RowKey {
 		return azerr.New(azerr.PropertiesNeedValue)
 	}
+	if err := rq.grant.CheckKeys(e.PartitionKey, e.RowKey); err != nil {
+		return err
+	}
 	pref := preference(rq.r)
 	if pref != "" {
 		rq.w.Header()["Preference-Applied"] = []string{pref}
@@ -103,6 +106,9 @@ func (s *Server) writeEntity(rq *request, mode table.Mode) error {
 	// The URL addresses the entity; keys in the body are ignored (the Go SDK's EDMEntity
 	// even doubles quotes in them).
 	e.PartitionKey, e.RowKey = rq.res.PartitionKey, rq.res.RowKey
+	if err := rq.grant.CheckKeys(e.PartitionKey, e.RowKey); err != nil {
+		return err
+	}
 	version, err := s.tables.WriteEntity(rq.r.Context(), rq.account, rq.res.Table, &e, mode, cond)
 	if err != nil {
 		return err
@@ -117,6 +123,9 @@ func (s *Server) deleteEntity(rq *request) error {
 	if err != nil {
 		return err
 	}
+	if err := rq.grant.CheckKeys(rq.res.PartitionKey, rq.res.RowKey); err != nil {
+		return err
+	}
 	if err := s.tables.DeleteEntity(rq.r.Context(), rq.account, rq.res.Table, rq.res.PartitionKey, rq.res.RowKey, cond); err != nil {
 		return err
 	}
@@ -129,6 +138,9 @@ func (s *Server) getEntity(rq *request) error {
 		return err
 	}
 	if err := entity.ValidateKey("RowKey", rq.res.RowKey); err != nil {
+		return err
+	}
+	if err := rq.grant.CheckKeys(rq.res.PartitionKey, rq.res.RowKey); err != nil {
 		return err
 	}
 	rec, err := s.tables.GetEntity(rq.r.Context(), rq.account, rq.res.Table, rq.res.PartitionKey, rq.res.RowKey)
@@ -161,6 +173,9 @@ func (s *Server) queryEntities(rq *request) error {
 	}
 	if query.Filter, err = odata.Parse(q.Get("$filter")); err != nil {
 		return err
+	}
+	if start, end, ok := grantBound(rq.grant); ok {
+		query.Bound = &odata.KeyRange{Start: start, End: end}
 	}
 	sel, err := odata.ParseSelect(q.Get("$select"))
 	if err != nil {

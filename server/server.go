@@ -101,6 +101,8 @@ type request struct {
 	// xml marks the XML endpoints (ACL, service properties, stats, preflight), whose
 	// errors are storage XML rather than OData JSON.
 	xml bool
+	// grant is what a shared access signature allows (nil for shared key: everything).
+	grant *auth.Grant
 }
 
 // nowFunc is the clock for the times in error messages.
@@ -159,7 +161,11 @@ func (s *Server) serve(rq *request) error {
 	pathStyle := rq.pathStyle
 	// Authenticate before looking at the resource, so an unauthenticated caller learns
 	// nothing about what exists; an unknown account fails like a bad signature.
-	if err := s.verifier.Authenticate(r, rq.account); err != nil {
+	// The XML endpoints (ACL, service properties, stats) answer errors in XML, including
+	// authentication failures; the query alone tells them apart.
+	rq.xml = rq.query.Has("comp") || rq.query.Get("restype") == "service"
+	sas, err := s.authenticate(rq)
+	if err != nil {
 		return err
 	}
 	scheme := "http"
@@ -178,6 +184,12 @@ func (s *Server) serve(rq *request) error {
 	method, err := effectiveMethod(r)
 	if err != nil {
 		return err
+	}
+	if sas != nil {
+		cond, _ := ifMatch(r) // a bad If-Match is reported by the handler
+		if err := s.authorizeSAS(rq, sas, sasOperation(res, method, rq.query, cond)); err != nil {
+			return err
+		}
 	}
 	acl := res.Kind == KindEntities && rq.query.Has("comp")
 	if res.Kind != KindService && !acl {
