@@ -28,6 +28,9 @@ type Query struct {
 	Top int
 	// NextPartitionKey and NextRowKey are the continuation tokens of the previous page.
 	NextPartitionKey, NextRowKey string
+	// Bound, if set, confines the query to a key range whatever its filter says (the range
+	// of a shared access signature).
+	Bound *odata.KeyRange
 }
 
 // Page is one page of query results. NextPartitionKey/NextRowKey are both non-empty when
@@ -58,8 +61,11 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 			return Page{}, azerr.Newf(azerr.InvalidInput, "The continuation token is not valid.")
 		}
 		ranges = odata.ClipRanges(ranges, storage.Key{PartitionKey: pk, RowKey: rk})
-	} else if pk, rk, ok := q.Filter.IsPoint(); ok {
+	} else if pk, rk, ok := q.Filter.IsPoint(); ok && (q.Bound == nil || q.Bound.Contains(storage.Key{PartitionKey: pk, RowKey: rk})) {
 		return s.pointQuery(ctx, account, table, q.Filter, pk, rk)
+	}
+	if q.Bound != nil {
+		ranges = intersect(ranges, *q.Bound)
 	}
 	var residual func(*storage.Record) bool
 	var encoded func(pk, rk string, version int64, props []byte) (bool, error)
@@ -105,6 +111,25 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 	}
 	s.markAvailable()
 	return p, nil
+}
+
+// intersect clips sorted, disjoint ranges to bound.
+func intersect(rs []odata.KeyRange, bound odata.KeyRange) []odata.KeyRange {
+	rs = odata.ClipRanges(rs, bound.Start)
+	if bound.End == nil {
+		return rs
+	}
+	out := make([]odata.KeyRange, 0, len(rs))
+	for _, r := range rs {
+		if !r.Start.Less(*bound.End) {
+			break
+		}
+		if r.End == nil || bound.End.Less(*r.End) {
+			r.End = bound.End
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // pointQuery serves "PartitionKey eq … and RowKey eq …" as a Get, so it costs no more.
