@@ -565,13 +565,10 @@ var testHookBeforeCommit func()
 
 // row is the state of one entity during an Apply.
 type row struct {
-	key     []byte
-	stripe  uint32
-	stored  bool // exists in the database before the Apply
-	exists  bool // exists after the mutations applied so far
-	dirty   bool // written by the Apply
-	version int64
-	props   []entity.Property
+	storage.Row
+	key    []byte
+	stripe uint32
+	stored bool // exists in the database before the Apply
 }
 
 // Apply runs the mutations in order against the rows' current state, read under their
@@ -632,46 +629,11 @@ func (e *Engine) Apply(ctx context.Context, account, tableName, pk string, muts 
 	}
 	versions := make([]int64, len(muts))
 	for i := range muts {
-		m := &muts[i]
-		r := &rows[rowOf[i]]
-		switch m.Op {
-		case storage.Insert:
-			if r.exists {
-				return nil, &storage.ApplyError{Index: i, Err: storage.ErrExists}
-			}
-			r.props = m.Props
-		case storage.InsertOrReplace:
-			r.props = m.Props
-		case storage.InsertOrMerge:
-			if !r.exists {
-				r.props = m.Props
-				break
-			}
-			if err := r.merge(pk, m); err != nil {
-				return nil, &storage.ApplyError{Index: i, Err: err}
-			}
-		case storage.Replace, storage.Merge, storage.Delete:
-			if !r.exists {
-				return nil, &storage.ApplyError{Index: i, Err: storage.ErrNotFound}
-			}
-			if m.IfMatch != 0 && m.IfMatch != r.version {
-				return nil, &storage.ApplyError{Index: i, Err: storage.ErrVersionMismatch}
-			}
-			switch m.Op {
-			case storage.Replace:
-				r.props = m.Props
-			case storage.Merge:
-				if err := r.merge(pk, m); err != nil {
-					return nil, &storage.ApplyError{Index: i, Err: err}
-				}
-			case storage.Delete:
-				r.exists, r.dirty, r.props = false, true, nil
-				continue // versions[i] stays 0; r.version stays, so a re-insert exceeds it
-			}
+		v, err := storage.Step(pk, &muts[i], &rows[rowOf[i]].Row, e.clock.Next)
+		if err != nil {
+			return nil, &storage.ApplyError{Index: i, Err: err}
 		}
-		r.exists, r.dirty = true, true
-		r.version = e.clock.Next(r.version)
-		versions[i] = r.version
+		versions[i] = v
 	}
 
 	b := e.db.NewBatch()
@@ -680,9 +642,9 @@ func (e *Engine) Apply(ctx context.Context, account, tableName, pk string, muts 
 	for j := range rows {
 		r := &rows[j]
 		switch {
-		case !r.dirty:
-		case r.exists:
-			buf = appendValue(buf[:0], r.version, r.props)
+		case !r.Dirty:
+		case r.Exists:
+			buf = appendValue(buf[:0], r.Version, r.Props)
 			_ = b.Set(r.key, buf, nil) // copies
 		case r.stored:
 			_ = b.Delete(r.key, nil)
@@ -698,16 +660,6 @@ func (e *Engine) Apply(ctx context.Context, account, tableName, pk string, muts 
 		return nil, fmt.Errorf("apply: %w", err)
 	}
 	return versions, nil
-}
-
-// merge overlays m's properties on the row's and checks the result's shape.
-func (r *row) merge(pk string, m *storage.Mutation) error {
-	merged := entity.Merge(r.props, m.Props)
-	if err := entity.ValidateShape(&entity.Entity{PartitionKey: pk, RowKey: m.RowKey, Props: merged}); err != nil {
-		return err
-	}
-	r.props = merged
-	return nil
 }
 
 // lockRows locks the rows' stripes in ascending order, each once, so two Applies with
@@ -755,16 +707,16 @@ func (e *Engine) loadRows(rows []row, needProps bool) error {
 		}
 		v, err := it.ValueAndErr()
 		if err == nil {
-			if needProps {
-				r.version, r.props, err = decodeValue(v)
-			} else {
-				r.version, err = valueVersion(v)
+			r.Version, err = valueVersion(v)
+			if err == nil && needProps {
+				// Decoded only if a merge needs it; the copy outlives the iterator.
+				r.Encoded = append([]byte(nil), v[valueHeader:]...)
 			}
 		}
 		if err != nil {
 			return fmt.Errorf("read entity: %w", err)
 		}
-		r.stored, r.exists = true, true
+		r.stored, r.Exists = true, true
 	}
 	return nil
 }

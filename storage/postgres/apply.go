@@ -281,20 +281,20 @@ func (e *Engine) diagnose(ctx context.Context, a *applyArgs) error {
 		var ferr error
 		switch m.Op {
 		case storage.Insert:
-			if r.exists {
+			if r.Exists {
 				ferr = storage.ErrExists
 			}
-			r.exists = true
+			r.Exists = true
 		case storage.Replace, storage.Merge, storage.Delete:
-			if !r.exists {
+			if !r.Exists {
 				ferr = storage.ErrNotFound
-			} else if m.IfMatch != 0 && m.IfMatch != r.version {
+			} else if m.IfMatch != 0 && m.IfMatch != r.Version {
 				ferr = storage.ErrVersionMismatch
 			}
-			r.exists = m.Op != storage.Delete
-			r.version = 0 // a later mutation of the row in this batch would see a new one
+			r.Exists = m.Op != storage.Delete
+			r.Version = 0 // a later mutation of the row in this batch would see a new one
 		default:
-			r.exists = true
+			r.Exists = true
 		}
 		if ferr != nil {
 			return &storage.ApplyError{Index: i, Err: ferr}
@@ -306,13 +306,9 @@ func (e *Engine) diagnose(ctx context.Context, a *applyArgs) error {
 
 // rowState is one entity as an Apply sees it.
 type rowState struct {
+	storage.Row
 	stored  bool  // exists in the database as read
 	storedV int64 // its version as read
-	exists  bool  // exists after the mutations applied so far
-	dirty   bool  // written by the Apply
-	version int64 // version after the mutations applied so far
-	props   []entity.Property
-	blob    []byte // stored properties, decoded on first need
 }
 
 type readState struct {
@@ -356,7 +352,7 @@ func (e *Engine) readRows(ctx context.Context, a *applyArgs, query string, withN
 		}
 		st.tableID, st.now = tid, max(st.now, now)
 		if ver != nil {
-			st.rows[string(rk)] = rowState{stored: true, storedV: *ver, exists: true, version: *ver, blob: blob}
+			st.rows[string(rk)] = rowState{stored: true, storedV: *ver, Row: storage.Row{Exists: true, Version: *ver, Encoded: blob}}
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -385,49 +381,15 @@ func (e *Engine) applyRMW(ctx context.Context, a *applyArgs) ([]int64, error) {
 		return nil, err
 	}
 	versions := make([]int64, len(a.muts))
+	next := func(prev int64) int64 { return max(st.now, prev+1) }
 	for i := range a.muts {
 		m := &a.muts[i]
 		r := st.rows[m.RowKey]
-		switch m.Op {
-		case storage.Insert:
-			if r.exists {
-				return nil, &storage.ApplyError{Index: i, Err: storage.ErrExists}
-			}
-			r.props = m.Props
-		case storage.InsertOrReplace:
-			r.props = m.Props
-		case storage.InsertOrMerge:
-			if !r.exists {
-				r.props = m.Props
-				break
-			}
-			if err := r.merge(a.pk, m); err != nil {
-				return nil, &storage.ApplyError{Index: i, Err: err}
-			}
-		case storage.Replace, storage.Merge, storage.Delete:
-			if !r.exists {
-				return nil, &storage.ApplyError{Index: i, Err: storage.ErrNotFound}
-			}
-			if m.IfMatch != 0 && m.IfMatch != r.version {
-				return nil, &storage.ApplyError{Index: i, Err: storage.ErrVersionMismatch}
-			}
-			switch m.Op {
-			case storage.Replace:
-				r.props = m.Props
-			case storage.Merge:
-				if err := r.merge(a.pk, m); err != nil {
-					return nil, &storage.ApplyError{Index: i, Err: err}
-				}
-			case storage.Delete:
-				// The version stays, so a re-insert in this Apply exceeds it.
-				r.exists, r.dirty, r.props, r.blob = false, true, nil, nil
-				st.rows[m.RowKey] = r
-				continue
-			}
+		v, err := storage.Step(a.pk, m, &r.Row, next)
+		if err != nil {
+			return nil, &storage.ApplyError{Index: i, Err: err}
 		}
-		r.exists, r.dirty, r.blob = true, true, nil
-		r.version = max(st.now, r.version+1)
-		versions[i] = r.version
+		versions[i] = v
 		st.rows[m.RowKey] = r
 	}
 
@@ -437,7 +399,7 @@ func (e *Engine) applyRMW(ctx context.Context, a *applyArgs) ([]int64, error) {
 	}
 	var writes []write
 	for rk, r := range st.rows {
-		if r.dirty && (r.stored || r.exists) {
+		if r.Dirty && (r.stored || r.Exists) {
 			writes = append(writes, write{rk, r})
 		}
 	}
@@ -449,12 +411,12 @@ func (e *Engine) applyRMW(ctx context.Context, a *applyArgs) ([]int64, error) {
 	queue := func(b *pgx.Batch, w *write, single bool) {
 		rk := []byte(w.rk)
 		switch {
-		case w.r.stored && w.r.exists:
+		case w.r.stored && w.r.Exists:
 			q := e.q.casUpdateB
 			if single {
 				q = e.q.casUpdate
 			}
-			b.Queue(q, st.tableID, pk, rk, w.r.storedV, w.r.version, entity.AppendProps(nil, w.r.props))
+			b.Queue(q, st.tableID, pk, rk, w.r.storedV, w.r.Version, entity.AppendProps(nil, w.r.Props))
 		case w.r.stored:
 			q := e.q.casDeleteB
 			if single {
@@ -466,7 +428,7 @@ func (e *Engine) applyRMW(ctx context.Context, a *applyArgs) ([]int64, error) {
 			if single {
 				q = e.q.casInsert
 			}
-			b.Queue(q, st.tableID, pk, rk, int64(0), w.r.version, entity.AppendProps(nil, w.r.props), a.acct, a.key)
+			b.Queue(q, st.tableID, pk, rk, int64(0), w.r.Version, entity.AppendProps(nil, w.r.Props), a.acct, a.key)
 		}
 	}
 	b := &pgx.Batch{}
@@ -492,21 +454,4 @@ func (e *Engine) applyRMW(ctx context.Context, a *applyArgs) ([]int64, error) {
 		return nil, err
 	}
 	return versions, nil
-}
-
-// merge overlays m's properties on the row's and checks the result's shape.
-func (r *rowState) merge(pk string, m *storage.Mutation) error {
-	if r.blob != nil {
-		props, err := entity.DecodeProps(r.blob)
-		if err != nil {
-			return fmt.Errorf("decode stored entity: %w", err)
-		}
-		r.props, r.blob = props, nil
-	}
-	merged := entity.Merge(r.props, m.Props)
-	if err := entity.ValidateShape(&entity.Entity{PartitionKey: pk, RowKey: m.RowKey, Props: merged}); err != nil {
-		return err
-	}
-	r.props = merged
-	return nil
 }
