@@ -1,0 +1,34 @@
+package e2e
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestCompatCLI runs the Azure CLI compatibility suite (compat/cli/test_cli.sh: az storage
+// table … and az storage entity … with --connection-string) against a cerulean server started
+// by the harness, so it runs on whichever engine CERULEAN_TEST_ENGINE_ARGS selects.
+//
+// Install: apt-get install -y azure-cli (Debian's package; it also provides /usr/bin/python3,
+// which the script uses to check JSON output). Without az the test skips, except under CI=true.
+func TestCompatCLI(t *testing.T) {
+	root := compatRepoRoot(t)
+	az, err := exec.LookPath("az")
+	if err != nil {
+		compatUnavailable(t, "az is not installed (apt-get install -y azure-cli): %v", err)
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		compatUnavailable(t, "bash is not installed: %v", err)
+	}
+	if _, err := exec.LookPath(debianPython); err != nil {
+		compatUnavailable(t, "%s is missing (the script checks JSON with it): %v", debianPython, err)
+	}
+	if out, err := exec.Command(az, "version", "--query", `"azure-cli"`, "-o", "tsv").Output(); err == nil {
+		t.Logf("azure-cli %s", strings.TrimSpace(string(out)))
+	}
+
+	srv := startServer(t)
+	compatRun(t, root, compatConnectionString(srv), []string{"PYTHON=" + debianPython}, bash, "compat/cli/test_cli.sh")
+}
