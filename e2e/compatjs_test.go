@@ -24,22 +24,9 @@ const compatJSTimeout = 5 * time.Minute
 // It needs `node` and the suite's npm packages (`cd compat/js && npm ci`). Without them it
 // skips, except under CI=true, where a missing client is a failure.
 func TestCompatJS(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatalf("repo root: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("repo root %s has no go.mod: %v", root, err)
-	}
+	root := compatRepoRoot(t)
 	suiteDir := filepath.Join(root, "compat", "js")
-
-	unavailable := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true: "+format, args...)
-		}
-		t.Skipf(format, args...)
-	}
+	unavailable := func(format string, args ...any) { t.Helper(); compatUnavailable(t, format, args...) }
 	node, err := exec.LookPath("node")
 	if err != nil {
 		unavailable("node is not installed: %v", err)
@@ -55,9 +42,7 @@ func TestCompatJS(t *testing.T) {
 	sort.Strings(files)
 
 	srv := startServer(t)
-	a := srv.Default()
-	cs := "DefaultEndpointsProtocol=http;AccountName=" + a.Name + ";AccountKey=" + a.Key +
-		";TableEndpoint=" + srv.Endpoint(a.Name) + ";"
+	cs := compatConnectionString(srv)
 
 	ctx, cancel := context.WithTimeout(context.Background(), compatJSTimeout)
 	defer cancel()
