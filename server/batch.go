@@ -175,11 +175,7 @@ func partPath(rq *request, o *batch.Operation) string {
 // batchFailure answers 202 with a changeset holding only the failing operation's error,
 // its message prefixed with the operation's index, as every SDK parses it.
 func (s *Server) batchFailure(rq *request, index int, contentID string, e *azerr.Error) error {
-	msg := strconv.Itoa(index) + ":" + e.Message
-	if e.Detail != "" {
-		msg += "\n" + e.Detail
-	}
-	msg += "\nRequestId:" + rq.id + "\nTime:" + entity.FormatTicks(entity.TimeToTicks(nowFunc()))
+	msg := strconv.Itoa(index) + ":" + errorMessage(rq, e)
 	body := edmjson.AppendError(nil, string(e.Code), msg)
 	res := batch.Result{
 		Status:    e.Status,
@@ -224,8 +220,7 @@ func (s *Server) batchRetrieve(rq *request, o *batch.Operation) error {
 	}
 	if err != nil {
 		e, _ := azerr.As(err)
-		msg := e.Message + "\nRequestId:" + rq.id + "\nTime:" + entity.FormatTicks(entity.TimeToTicks(nowFunc()))
-		result = batch.Result{Status: e.Status, Header: http.Header{"Content-Type": {edmjson.ContentType(rq.level)}}, Body: edmjson.AppendError(nil, string(e.Code), msg)}
+		result = batch.Result{Status: e.Status, Header: http.Header{"Content-Type": {edmjson.ContentType(rq.level)}}, Body: edmjson.AppendError(nil, string(e.Code), errorMessage(rq, e))}
 	}
 	result.ContentID = o.ContentID
 	var buf bytes.Buffer

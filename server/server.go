@@ -415,11 +415,7 @@ func (s *Server) writeError(rq *request, err error) {
 	if e.Status >= 500 && known {
 		s.log.Warn("request failed", "request_id", rq.id, "code", e.Code, "err", err)
 	}
-	msg := e.Message
-	if e.Detail != "" {
-		msg += "\n" + e.Detail
-	}
-	msg += "\nRequestId:" + rq.id + "\nTime:" + entity.FormatTicks(entity.TimeToTicks(nowFunc()))
+	msg := errorMessage(rq, e)
 	h := rq.w.Header()
 	h["X-Ms-Error-Code"] = []string{string(e.Code)}
 	if e.Code == azerr.ServerBusy {
@@ -435,6 +431,16 @@ func (s *Server) writeError(rq *request, err error) {
 	body := edmjson.AppendError((*bp)[:0], string(e.Code), msg)
 	*bp = body
 	rq.send(e.Status, edmjson.ContentType(rq.level), body)
+}
+
+// errorMessage is the service's error text: the message, any detail, and the request id
+// and time the client quotes when reporting a problem.
+func errorMessage(rq *request, e *azerr.Error) string {
+	msg := e.Message
+	if e.Detail != "" {
+		msg += "\n" + e.Detail
+	}
+	return msg + "\nRequestId:" + rq.id + "\nTime:" + entity.FormatTicks(entity.TimeToTicks(nowFunc()))
 }
 
 // Shutdown helper for callers running the server with net/http.
