@@ -99,8 +99,10 @@ func (s *Service) DeleteTable(ctx context.Context, account, name string) error {
 
 // ListTables returns up to top tables matching filter (nil: all), from the resume point
 // (a NextTableName token or ""), in case-insensitive name order, and the token of the next
-// page ("" when there is none). The catalogue is read from the filter's lower bound and
-// no further than its upper bound; the page ends early after PageBudget.
+// page ("" when there is none). top is as Query.Top: 0 means MaxPageSize and TopNone
+// ($top=0) answers an empty, final page after checking the token. The catalogue is read
+// from the filter's lower bound and no further than its upper bound; the page ends early
+// after PageBudget.
 func (s *Service) ListTables(ctx context.Context, account string, filter *odata.Filter, next string, top int) ([]storage.TableInfo, string, error) {
 	from, to := filter.TableKeyRange()
 	if next != "" {
@@ -110,7 +112,10 @@ func (s *Service) ListTables(ctx context.Context, account string, filter *odata.
 		}
 		from = max(from, storage.TableKey(k))
 	}
-	if top <= 0 || top > MaxPageSize {
+	if top < 0 {
+		return nil, "", nil // $top=0 (TopNone): an empty, final page
+	}
+	if top == 0 || top > MaxPageSize {
 		top = MaxPageSize
 	}
 	deadline := time.Now().Add(PageBudget)
