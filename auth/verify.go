@@ -32,6 +32,9 @@ const (
 
 const secondarySuffix = "-secondary"
 
+// dateExample shows the RFC 1123 date format in error messages.
+const dateExample = "Mon, 02 Jan 2006 15:04:05 GMT"
+
 // strictB64 rejects non-canonical encodings (stray bits in the last character), so that a
 // signature has exactly one accepted spelling, as in the service.
 var strictB64 = base64.StdEncoding.Strict()
@@ -180,7 +183,11 @@ func (v *Verifier) Authenticate(r *http.Request, account string) error {
 		dateValue, dateName = date, "Date"
 	}
 	if dateValue == "" {
-		return authFailed("Request date header not specified: send x-ms-date (or Date) in RFC 1123 format.")
+		// The service requires the date for both schemes; hand-written clients often omit it
+		// with SharedKeyLite, so say exactly what to send.
+		return authFailed("Request date header not specified: SharedKey and SharedKeyLite requests must carry " +
+			"x-ms-date (or Date) with the current time in RFC 1123 format, e.g. 'x-ms-date: " + dateExample +
+			"', and sign that same value (the first line of a SharedKeyLite string to sign).")
 	}
 	now := v.now()
 	if e := checkDate(dateName, dateValue, now); e != nil {
@@ -253,7 +260,7 @@ func putScratch(s *scratch) {
 func checkDate(name, value string, now time.Time) *azerr.Error {
 	t, err := http.ParseTime(value)
 	if err != nil {
-		return authFailed(fmt.Sprintf("The %s header value '%s' is not a valid RFC 1123 date (for example 'Mon, 02 Jan 2006 15:04:05 GMT').", name, value))
+		return authFailed(fmt.Sprintf("The %s header value '%s' is not a valid RFC 1123 date (for example '%s').", name, value, dateExample))
 	}
 	if d := now.Sub(t); d > MaxClockSkew {
 		return authFailed(fmt.Sprintf("Request date header too old: '%s' (server time %s; allowed skew %v).", value, now.UTC().Format(http.TimeFormat), MaxClockSkew))

@@ -103,6 +103,9 @@ type request struct {
 	xml bool
 	// grant is what a shared access signature allows (nil for shared key: everything).
 	grant *auth.Grant
+	// keyRefused is why the request's Authorization header did not verify when its SAS
+	// is used instead (see authenticate), for the SAS's error detail.
+	keyRefused error
 }
 
 // nowFunc is the clock for the times in error messages.
