@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -158,12 +159,16 @@ type Condition struct {
 }
 
 // ParseCondition interprets an If-Match header value. present says whether the header was
-// sent; an empty value never matches (412); a value that is not an ETag at all is 400.
+// sent. "*" matches any existing entity; an empty value never matches (412, as Azurite); a
+// value that is one entity-tag is a precondition that holds only when it names the
+// entity's version (entity.ParseETag: "W/" or "w/", ':' or "%3A"); anything else — not an
+// entity-tag, or a list of them — is 400 InvalidInput with the service's message. Surrounding
+// whitespace is ignored.
 func ParseCondition(value string, present bool) (Condition, error) {
 	if !present {
 		return Condition{}, nil
 	}
-	switch value {
+	switch strings.Trim(value, " \t") {
 	case "*":
 		return Condition{Present: true, Any: true}, nil
 	case "":
