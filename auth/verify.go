@@ -32,6 +32,9 @@ const (
 
 const secondarySuffix = "-secondary"
 
+// dateExample shows the RFC 1123 date format in error messages.
+const dateExample = "Mon, 02 Jan 2006 15:04:05 GMT"
+
 // strictB64 rejects non-canonical encodings (stray bits in the last character), so that a
 // signature has exactly one accepted spelling, as in the service.
 var strictB64 = base64.StdEncoding.Strict()
@@ -153,8 +156,16 @@ func (v *Verifier) Account(name string) (Account, bool) {
 // non-empty, else Date; that value must be RFC 1123 (http.ParseTime) and within
 // MaxClockSkew. For SharedKey the Date header is also tried in the date slot, provided it
 // is itself within the skew window (Python signs x-ms-date there, Azurite prefers Date).
-// For a path-style secondary request ("/acct-secondary/..."), the path with the suffix
-// removed is also tried (Azurite accepts both spellings).
+// For a path-style secondary request ("/acct-secondary/x"), two more spellings of the
+// path are tried: with the suffix removed ("/acct/x", so CanonicalizedResource
+// "/acct/acct/x"; Azurite accepts it), and without the "/acct-secondary" segment
+// (CanonicalizedResource "/acct/x"). The second is what the Python SDK, and so the Azure
+// CLI, signs: its credential policy signs the primary URL ("http://host/acct/..."), and
+// the StorageHosts policy that runs after it moves the request to the secondary by
+// replacing the host with "host/acct-secondary", so "/acct-secondary/acct/..." goes on the
+// wire signed as "/acct/acct/..." (azure-data-tables 12.4.2, _base_client.py
+// _configure_policies and _policies.py StorageHosts). Both name the same resource of the
+// same account as the request, so no signature covers more than it did.
 func (v *Verifier) Authenticate(r *http.Request, account string) error {
 	vals := r.Header[hdrAuthorization]
 	if len(vals) == 0 {
@@ -180,7 +191,11 @@ func (v *Verifier) Authenticate(r *http.Request, account string) error {
 		dateValue, dateName = date, "Date"
 	}
 	if dateValue == "" {
-		return authFailed("Request date header not specified: send x-ms-date (or Date) in RFC 1123 format.")
+		// The service requires the date for both schemes; hand-written clients often omit it
+		// with SharedKeyLite, so say exactly what to send.
+		return authFailed("Request date header not specified: SharedKey and SharedKeyLite requests must carry " +
+			"x-ms-date (or Date) with the current time in RFC 1123 format, e.g. 'x-ms-date: " + dateExample +
+			"', and sign that same value (the first line of a SharedKeyLite string to sign).")
 	}
 	now := v.now()
 	if e := checkDate(dateName, dateValue, now); e != nil {
@@ -206,11 +221,19 @@ func (v *Verifier) Authenticate(r *http.Request, account string) error {
 		nDates = 2
 	}
 	path := requestPath(r)
-	paths := [2]pathCandidate{{rest: path}}
+	paths := [3]pathCandidate{{rest: path}}
 	nPaths := 1
 	if tail, ok := secondaryTail(path, account); ok {
-		paths[1] = pathCandidate{doubleAccount: true, rest: tail}
-		nPaths = 2
+		// "/acct-secondary/x": Azurite's spelling "/acct/acct/x", and the Python SDK's
+		// "/acct/x" (the secondary segment gone, see the doc comment).
+		if tail == "" {
+			paths[1] = pathCandidate{doubleAccount: true}
+			paths[2] = pathCandidate{rest: "/"}
+		} else {
+			paths[1] = pathCandidate{doubleAccount: true, rest: tail}
+			paths[2] = pathCandidate{rest: tail}
+		}
+		nPaths = 3
 	}
 
 	s := scratchPool.Get().(*scratch)
@@ -253,7 +276,7 @@ func putScratch(s *scratch) {
 func checkDate(name, value string, now time.Time) *azerr.Error {
 	t, err := http.ParseTime(value)
 	if err != nil {
-		return authFailed(fmt.Sprintf("The %s header value '%s' is not a valid RFC 1123 date (for example 'Mon, 02 Jan 2006 15:04:05 GMT').", name, value))
+		return authFailed(fmt.Sprintf("The %s header value '%s' is not a valid RFC 1123 date (for example '%s').", name, value, dateExample))
 	}
 	if d := now.Sub(t); d > MaxClockSkew {
 		return authFailed(fmt.Sprintf("Request date header too old: '%s' (server time %s; allowed skew %v).", value, now.UTC().Format(http.TimeFormat), MaxClockSkew))

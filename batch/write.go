@@ -84,23 +84,42 @@ func WriteFailure(w io.Writer, index int, res Result) (contentType string, err e
 	if res.Status < 400 || res.Status > 599 {
 		return "", errors.New("batch: WriteFailure status " + strconv.Itoa(res.Status) + " is not an error")
 	}
-	if len(res.Body) > 0 {
-		if bytes.ContainsAny(res.Body, "\r\n") {
-			return "", errors.New("batch: WriteFailure body must be one line")
-		}
-		if !bytes.Contains(res.Body, []byte(`"value":"`+strconv.Itoa(index)+":")) {
-			return "", errors.New(`batch: WriteFailure body's message must start with "` + strconv.Itoa(index) + `:" in compact JSON`)
-		}
+	if err := checkFailureBody("WriteFailure", index, res.Body); err != nil {
+		return "", err
 	}
 	return writeChangeset(w, []Result{res})
+}
+
+// checkFailureBody enforces what the SDKs' batch parsers need of a failed operation's body
+// (see WriteFailure): empty, or one line whose message value starts with "<index>:".
+func checkFailureBody(fn string, index int, body []byte) error {
+	if len(body) == 0 {
+		return nil
+	}
+	if bytes.ContainsAny(body, "\r\n") {
+		return errors.New("batch: " + fn + " body must be one line")
+	}
+	if !bytes.Contains(body, []byte(`"value":"`+strconv.Itoa(index)+":")) {
+		return errors.New("batch: " + fn + ` body's message must start with "` + strconv.Itoa(index) + `:" in compact JSON`)
+	}
+	return nil
 }
 
 // WriteRetrieve writes the 202 body answering a retrieve request (Request.Retrieve): one
 // application/http part directly in the batch, with no changeset, holding the query's
 // result (200 with the entity, or its error). It returns the outer Content-Type.
+//
+// A failed retrieve (status >= 400) follows WriteFailure's rule for operation 0: its body
+// is empty or one line of compact JSON whose message value starts with "0:", so that every
+// batch failure carries its operation's index the same way.
 func WriteRetrieve(w io.Writer, res Result) (contentType string, err error) {
 	if res.Status < 100 || res.Status > 599 {
 		return "", errors.New("batch: WriteRetrieve status " + strconv.Itoa(res.Status) + " is not valid")
+	}
+	if res.Status >= 400 {
+		if err := checkFailureBody("WriteRetrieve", 0, res.Body); err != nil {
+			return "", err
+		}
 	}
 	batchID := newBoundary(batchResponsePrefix)
 	bp := bufPool.Get().(*[]byte)

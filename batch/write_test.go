@@ -171,6 +171,51 @@ func TestWriteRetrieveGolden(t *testing.T) {
 	}
 }
 
+// A failed retrieve carries the "0:" prefix of every batch failure: .NET (both index
+// extractions) and Python read index 0 from it, and WriteRetrieve refuses an error body
+// without it, as WriteFailure does.
+func TestWriteRetrieveFailure(t *testing.T) {
+	var buf bytes.Buffer
+	ct, err := batch.WriteRetrieve(&buf, failureResult(0, azerr.New(azerr.ResourceNotFound), ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCRLF(t, buf.Bytes())
+	_, err = dotnetSubmit(202, ct, buf.Bytes())
+	var dn *dotnetTransactionFailed
+	if !errors.As(err, &dn) || dn.errorCode != "ResourceNotFound" || dn.index == nil || *dn.index != 0 || dn.regexIdx == nil || *dn.regexIdx != 0 {
+		t.Errorf(".NET: %v %+v", err, dn)
+	}
+	_, err = pythonSubmit(202, ct, buf.Bytes())
+	var py *pythonTransactionError
+	if !errors.As(err, &py) || py.index != 0 || py.code != "ResourceNotFound" || py.status != 404 {
+		t.Errorf("Python: %v", err)
+	}
+
+	for name, res := range map[string]batch.Result{
+		"no prefix":    {Status: 404, Body: []byte(`{"odata.error":{"code":"ResourceNotFound","message":{"lang":"en-US","value":"The specified resource does not exist."}}}`)},
+		"other index":  failureResult(1, azerr.New(azerr.ResourceNotFound), ""),
+		"multi-line":   {Status: 404, Body: []byte("{\"odata.error\":{\"message\":{\"value\":\"0:x\"}}}\n")},
+		"pretty json":  {Status: 404, Body: []byte(`{"odata.error":{"message":{"value": "0:x"}}}`)},
+		"bad status":   {Status: 99},
+		"too large st": {Status: 600},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if _, err := batch.WriteRetrieve(&buf, res); err == nil {
+				t.Fatal("accepted")
+			}
+			if buf.Len() != 0 {
+				t.Errorf("wrote %d bytes on error", buf.Len())
+			}
+		})
+	}
+	// An empty error body is allowed, and a success body needs no prefix.
+	if _, err := batch.WriteRetrieve(&bytes.Buffer{}, batch.Result{Status: 404}); err != nil {
+		t.Errorf("empty 404: %v", err)
+	}
+}
+
 // Success responses of 1, 2 and 100 operations read correctly by every SDK's parser.
 func TestWriteResponseSDKs(t *testing.T) {
 	for _, n := range []int{1, 2, 7, batch.MaxOperations} {

@@ -531,6 +531,10 @@ func TestBatchRawHandBuilt(t *testing.T) {
 			t.Errorf("retrieve of a missing entity: status %d, want 404", s.Status)
 		}
 		checkErrorBody(t, s.Body, "ResourceNotFound")
+		// Like every batch failure, it names its operation, 0, the way .NET and Python read it.
+		if m := egtIndexRe.FindSubmatch(s.Body); m == nil || string(m[1]) != "0" {
+			t.Errorf(`retrieve failure lacks the "0:" prefix of batch failures: %s`, s.Body)
+		}
 	})
 
 	// The body limit is 4 MiB: exactly 4 MiB is processed (padded with a preamble), one

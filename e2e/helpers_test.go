@@ -308,6 +308,7 @@ type rawReq struct {
 	SignPath string // canonicalized resource override (default "/" + Account + Path)
 	NoAuth   bool
 	Date     time.Time // x-ms-date (default now)
+	NoDate   bool      // send neither x-ms-date nor Date (the signature covers an empty date)
 }
 
 // rawResp is a response with its body read.
@@ -367,7 +368,11 @@ func (srv *server) do(t testing.TB, r rawReq) rawResp {
 		date = time.Now()
 	}
 	dateStr := date.UTC().Format(http.TimeFormat)
-	req.Header.Set("x-ms-date", dateStr)
+	if r.NoDate {
+		dateStr = ""
+	} else {
+		req.Header.Set("x-ms-date", dateStr)
+	}
 	if !r.NoAuth {
 		acct := r.Account
 		key := r.Key

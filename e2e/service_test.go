@@ -1,8 +1,9 @@
 package e2e
 
 // Black-box tests of the XML service endpoints (protocol.md §3.12–3.13, §10): table ACLs
-// (stored access policies), service properties, service stats on the secondary endpoint,
-// CORS preflight and CORS headers on actual requests, and their isolation between accounts.
+// (stored access policies), service properties, service stats (on the secondary and the
+// path-style primary endpoint), CORS preflight and CORS headers on actual requests, and
+// their isolation between accounts.
 // The Go SDK is used wherever it offers the call; raw SharedKeyLite requests check the wire.
 
 import (
@@ -903,14 +904,70 @@ func TestServiceStats(t *testing.T) {
 		requireXMLErr(t, r, http.StatusBadRequest, "InvalidQueryParameterValue")
 	})
 
-	t.Run("PrimaryRefused", func(t *testing.T) {
-		_, err := newServiceClient(t, srv).GetStatistics(ctx(t), nil)
-		requireSDKXMLErr(t, err, http.StatusBadRequest, "InvalidQueryParameterValue")
+	// The printed connection string's endpoint is path-style primary: Go and JS call
+	// it for stats (JS cannot derive a secondary for an IP address), and this one node's
+	// primary is its own secondary, so stats are served there. A host-style primary keeps
+	// the service's 400 (HostStyle above).
+	t.Run("PrimaryPathStyleServed", func(t *testing.T) {
+		for name, sc := range map[string]*aztables.ServiceClient{
+			"endpoint":          newServiceClient(t, srv),
+			"connection string": serviceClientFromConnectionString(t, compatConnectionString(srv)),
+		} {
+			resp, err := sc.GetStatistics(ctx(t), nil)
+			if err != nil {
+				t.Fatalf("GetStatistics (%s): %v", name, err)
+			}
+			if resp.GeoReplication == nil || deref(resp.GeoReplication.Status) != aztables.GeoReplicationStatusLive ||
+				resp.GeoReplication.LastSyncTime == nil || resp.GeoReplication.LastSyncTime.Before(before) {
+				t.Errorf("GetStatistics (%s): %+v", name, resp.GeoReplication)
+			}
+		}
 		for _, path := range []string{"/" + acct + "/", "/" + acct} {
 			r := srv.do(t, xmlReq(http.MethodGet, path, statsQuery(), nil))
-			requireXMLErr(t, r, http.StatusBadRequest, "InvalidQueryParameterValue")
+			requireStatus(t, r, http.StatusOK, "GET stats at "+path)
+			var st xmlStats
+			if err := xml.Unmarshal(r.Body, &st); err != nil || st.Geo.Status != "live" {
+				t.Errorf("%s: stats body %s (%v)", path, truncate(r.Body), err)
+			}
 		}
 	})
+
+	// The Python SDK (and az) sends /<acct>-secondary/<acct>/?restype=service&comp=stats
+	// signed as the primary URL /<acct>/ (it swaps the host after signing).
+	t.Run("PythonSecondaryShape", func(t *testing.T) {
+		r := srv.do(t, rawReq{Method: http.MethodGet, Path: "/" + acct + "-secondary/" + acct + "/", Query: statsQuery(),
+			Header: xmlHeaders, SignPath: "/" + acct + "/" + acct + "/?comp=stats"})
+		requireStatus(t, r, http.StatusOK, "Python-shaped secondary stats")
+		var st xmlStats
+		if err := xml.Unmarshal(r.Body, &st); err != nil || st.Geo.Status != "live" {
+			t.Errorf("stats body %s (%v)", truncate(r.Body), err)
+		}
+		// A signature of another resource does not pass for it.
+		r = srv.do(t, rawReq{Method: http.MethodGet, Path: "/" + acct + "-secondary/" + acct + "/", Query: statsQuery(),
+			Header: xmlHeaders, SignPath: "/" + acct + "/" + acct + "/Tables?comp=stats"})
+		requireXMLErr(t, r, http.StatusForbidden, "AuthenticationFailed")
+		// A table named like the account is still a table on the secondary ("acct()" has
+		// no '/' after the name, so nothing is skipped).
+		if _, err := newServiceClient(t, srv).CreateTable(ctx(t), acct, nil); err != nil {
+			t.Fatalf("CreateTable(%s): %v", acct, err)
+		}
+		r = srv.do(t, rawReq{Method: http.MethodGet, Path: "/" + acct + "-secondary/" + acct + "()"})
+		requireStatus(t, r, http.StatusOK, "query of table "+acct+" on the secondary")
+		if !strings.Contains(string(r.Body), `"value":[]`) {
+			t.Errorf("query of table %s on the secondary: %s", acct, truncate(r.Body))
+		}
+	})
+}
+
+// serviceClientFromConnectionString is the Go SDK client a user builds from the printed
+// connection string.
+func serviceClientFromConnectionString(t testing.TB, cs string) *aztables.ServiceClient {
+	t.Helper()
+	c, err := aztables.NewServiceClientFromConnectionString(cs, clientOptions(nil))
+	if err != nil {
+		t.Fatalf("NewServiceClientFromConnectionString: %v", err)
+	}
+	return c
 }
 
 // ---------------------------------------------------------------------------------------

@@ -25,26 +25,75 @@ func AppendETag(dst []byte, version int64) []byte {
 	return append(dst, `'"`...)
 }
 
-// ErrBadETag reports an If-Match value that is not an ETag at all.
+// ErrBadETag reports an If-Match value that is not one entity-tag: not an entity-tag at
+// all, or a list of them (the service answers 400 InvalidInput "The etag value '…' … is not
+// valid. Please make sure only one etag value is specified and is valid.").
 var ErrBadETag = errors.New("entity: malformed etag")
 
-// ParseETag returns the version an ETag names. It accepts ':' or '%3A' in the timestamp
-// (clients sometimes decode it). A well-formed weak ETag that does not name a version of
-// ours (ok == false, err == nil) can never match; a value that is not a weak ETag at all
-// returns ErrBadETag.
+// ParseETag interprets one entity-tag from If-Match and returns the version it names.
+//
+// Only a value that is not a single entity-tag is malformed (ErrBadETag): anything else is
+// a precondition, which fails (412) unless it names the entity's version. The syntax is
+// RFC 9110's entity-tag as .NET's EntityTagHeaderValue (the service's stack) reads it:
+// optional whitespace around, an optional weak prefix "W/" or "w/" ("the RFC defines 'W/'
+// as prefix, but we'll be flexible and also accept lower-case 'w'"), optional whitespace
+// after it, then one quoted string, in which a backslash escapes the next character.
+//
+// A well-formed tag names a version (ok) only if it is weak, as every ETag this server
+// hands out, and its opaque part is exactly the service's datetime'<Timestamp>' with each
+// ':' of the timestamp written as ':', "%3A" or "%3a" (clients sometimes decode it, and
+// percent-encoding is case-insensitive). Otherwise (ok == false, err == nil) it can never
+// match: a strong tag (.NET compares IsWeak too; RFC 9110's strong comparison never matches
+// a weak tag), a foreign tag, or a timestamp not in the canonical 7-digit form the server
+// writes (ETags are opaque strings a client echoes, not dates it may reformat).
 func ParseETag(s string) (version int64, ok bool, err error) {
-	if !strings.HasPrefix(s, `W/"`) || !strings.HasSuffix(s, `"`) || len(s) < 4 {
+	s = trimOWS(s)
+	weak := false
+	if len(s) >= 2 && (s[0] == 'W' || s[0] == 'w') && s[1] == '/' {
+		weak = true
+		s = trimOWS(s[2:])
+	}
+	if len(s) < 2 || s[0] != '"' {
 		return 0, false, ErrBadETag
 	}
-	inner := s[3 : len(s)-1]
-	if !strings.HasPrefix(inner, "datetime'") || !strings.HasSuffix(inner, "'") || len(inner) < 10 {
+	end := -1
+	for i := 1; i < len(s); i++ {
+		if s[i] == '\\' {
+			i++ // quoted-pair
+			continue
+		}
+		if s[i] == '"' {
+			end = i
+			break
+		}
+	}
+	if end < 0 || trimOWS(s[end+1:]) != "" {
+		return 0, false, ErrBadETag // unterminated, or something after it (a list)
+	}
+	if !weak {
 		return 0, false, nil
 	}
-	ts := strings.ReplaceAll(inner[9:len(inner)-1], "%3A", ":")
-	ts = strings.ReplaceAll(ts, "%3a", ":")
+	inner := s[1:end]
+	ts, found := strings.CutPrefix(inner, "datetime'")
+	if !found || !strings.HasSuffix(ts, "'") {
+		return 0, false, nil
+	}
+	ts = ts[:len(ts)-1]
+	if strings.Contains(ts, "%") {
+		ts = strings.ReplaceAll(strings.ReplaceAll(ts, "%3A", ":"), "%3a", ":")
+	}
 	v, perr := ParseDateTime(ts)
 	if perr != nil {
 		return 0, false, nil
 	}
+	var buf [32]byte
+	if string(AppendTicks(buf[:0], v)) != ts {
+		return 0, false, nil
+	}
 	return v, true, nil
+}
+
+// trimOWS removes HTTP optional whitespace (spaces and tabs) at both ends.
+func trimOWS(s string) string {
+	return strings.Trim(s, " \t")
 }

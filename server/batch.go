@@ -219,8 +219,13 @@ func (s *Server) batchRetrieve(rq *request, o *batch.Operation) error {
 		}
 	}
 	if err != nil {
+		// The retrieve is operation 0, and its failure carries the "0:" prefix of every
+		// other batch failure (batchFailure): the parsers that read an index (Python's
+		// TableTransactionError, .NET) then find 0 instead of guessing, and the legacy .NET
+		// library, the one client that sends a retrieve, reads a 404 by its status alone.
 		e, _ := azerr.As(err)
-		result = batch.Result{Status: e.Status, Header: http.Header{"Content-Type": {edmjson.ContentType(rq.level)}}, Body: edmjson.AppendError(nil, string(e.Code), errorMessage(rq, e))}
+		msg := "0:" + errorMessage(rq, e)
+		result = batch.Result{Status: e.Status, Header: http.Header{"Content-Type": {edmjson.ContentType(rq.level)}}, Body: edmjson.AppendError(nil, string(e.Code), msg)}
 	}
 	result.ContentID = o.ContentID
 	var buf bytes.Buffer

@@ -80,18 +80,18 @@ func (s *Server) insertEntity(rq *request) error {
 	return nil
 }
 
+// ifMatch reads the If-Match condition of a request or batch part (table.ParseCondition).
+// Several If-Match lines are one comma-separated list (RFC 9110 §5.3), which the service
+// refuses like any list: it takes exactly one entity-tag or "*".
 func ifMatch(r *http.Request) (table.Condition, error) {
 	if len(r.Header.Values("If-None-Match")) > 0 {
 		return table.Condition{}, azerr.Newf(azerr.InvalidInput, "If-None-Match HTTP header is not allowed on this request.")
 	}
 	vs := r.Header.Values("If-Match")
-	if len(vs) > 1 {
-		return table.Condition{}, azerr.Newf(azerr.InvalidInput, "Only one If-Match value may be specified.")
-	}
 	if len(vs) == 0 {
 		return table.ParseCondition("", false)
 	}
-	return table.ParseCondition(strings.TrimSpace(vs[0]), true)
+	return table.ParseCondition(strings.Join(vs, ", "), true)
 }
 
 func (s *Server) writeEntity(rq *request, mode table.Mode) error {

@@ -5,31 +5,79 @@ import (
 	"net/http"
 
 	"github.com/ceruleandb/cerulean/auth"
+	"github.com/ceruleandb/cerulean/azerr"
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/svcprops"
 	"github.com/ceruleandb/cerulean/table"
 )
 
-// authenticate checks the request's credentials: a shared access signature in the query
-// when there is no Authorization header, shared key otherwise. For a SAS it strips the SAS
-// parameters from rq.query, so they never reach $filter or comp, and returns the parsed
-// signature for authorizeSAS once the operation is known.
+// authenticate checks the request's credentials and returns the shared access signature
+// that authorizes it, or nil when a shared key does (the account owner: everything is
+// allowed). A returned SAS is verified and checked against the operation by authorizeSAS
+// once the operation is known.
+//
+// A request may carry both a shared key (Authorization) and a SAS (sig in the query). No
+// service document says which wins; Azurite tries SharedKeyLite, SharedKey, account SAS and
+// table SAS in turn and lets the first that verifies authorize the request
+// (src/table/TableRequestListenerFactory.ts, middleware/AuthenticationMiddlewareFactory.ts).
+// Cerulean does the same, and never combines the two:
+//
+//   - the shared key verifies: the request is the owner's, and the SAS is ignored, its
+//     restrictions (permissions, table, key range, expiry, IP) included;
+//   - the shared key fails and the SAS is well formed: the SAS alone decides, as if the
+//     Authorization header were absent; its refusal (with the key's failure noted in the
+//     detail) is the answer;
+//   - the shared key fails and the SAS is malformed: the key's refusal, the SAS's noted.
+//
+// Whenever the query holds a sig, the SAS parameters are removed from rq.query, whichever
+// credential authorizes, so they never reach $filter, $select, comp or the continuation.
 func (s *Server) authenticate(rq *request) (*auth.SAS, error) {
-	if rq.r.Header.Get("Authorization") == "" {
-		sas, err := auth.ParseSAS(rq.query)
-		if err != nil {
-			return nil, err
-		}
-		if sas != nil {
-			for k := range rq.query {
-				if auth.IsSASParam(k) {
-					delete(rq.query, k)
-				}
+	sas, sasErr := auth.ParseSAS(rq.query)
+	if sas != nil || sasErr != nil {
+		for k := range rq.query {
+			if auth.IsSASParam(k) {
+				delete(rq.query, k)
 			}
-			return sas, nil
 		}
 	}
-	return nil, s.verifier.Authenticate(rq.r, rq.account)
+	if len(rq.r.Header["Authorization"]) == 0 {
+		if sasErr != nil {
+			return nil, sasErr
+		}
+		if sas != nil {
+			return sas, nil
+		}
+		return nil, s.verifier.Authenticate(rq.r, rq.account) // 401 NoAuthenticationInformation
+	}
+	keyErr := s.verifier.Authenticate(rq.r, rq.account)
+	switch {
+	case keyErr == nil:
+		return nil, nil
+	case sas != nil:
+		rq.keyRefused = keyErr
+		return sas, nil
+	case sasErr != nil:
+		return nil, noteRefusal(keyErr, "The shared access signature in the query was refused too", sasErr)
+	}
+	return nil, keyErr
+}
+
+// noteRefusal adds to err's detail why the other credential of the request was refused.
+func noteRefusal(err error, what string, other error) error {
+	e, ok := azerr.As(err)
+	if !ok {
+		return err
+	}
+	o, _ := azerr.As(other)
+	why := o.Detail
+	if why == "" {
+		why = o.Message
+	}
+	note := what + ": " + string(o.Code) + ": " + why
+	if e.Detail != "" {
+		note = e.Detail + " " + note
+	}
+	return e.WithDetail(note)
 }
 
 // sasOperation names what a routed request does, for SAS permission checks.
@@ -120,6 +168,9 @@ func (s *Server) authorizeSAS(rq *request, sas *auth.SAS, kind auth.OpKind) erro
 	op := auth.Operation{Kind: kind, Table: rq.res.Table, HTTPS: rq.r.TLS != nil, ClientIP: ip}
 	g, err := s.verifier.AuthorizeSAS(rq.account, sas, op, nowFunc(), lookup)
 	if err != nil {
+		if rq.keyRefused != nil {
+			return noteRefusal(err, "The Authorization header was not used, it did not verify", rq.keyRefused)
+		}
 		return err
 	}
 	rq.grant = g

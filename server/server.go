@@ -103,6 +103,9 @@ type request struct {
 	xml bool
 	// grant is what a shared access signature allows (nil for shared key: everything).
 	grant *auth.Grant
+	// keyRefused is why the request's Authorization header did not verify when its SAS
+	// is used instead (see authenticate), for the SAS's error detail.
+	keyRefused error
 }
 
 // nowFunc is the clock for the times in error messages.
@@ -270,11 +273,22 @@ func (s *Server) address(rq *request) bool {
 	return pathStyle
 }
 
-// resourcePath is the decoded path after the account.
+// resourcePath is the decoded path after the account. On the path-style secondary
+// endpoint, a second segment naming the account again and followed by '/' is skipped:
+// the Python SDK (and so the Azure CLI) builds its secondary URL by putting
+// "host/<account>-secondary" in place of the primary's host, keeping the primary's own
+// "/<account>" path, e.g. /devstoreaccount1-secondary/devstoreaccount1/?comp=stats. No
+// table resource is followed by '/', so a table named like its account ("acct()",
+// "acct(PartitionKey=...)") is never mistaken for it.
 func (s *Server) resourcePath(rq *request, pathStyle bool) string {
 	p := strings.TrimPrefix(rq.r.URL.Path, "/")
 	if pathStyle {
 		_, p, _ = strings.Cut(p, "/")
+		if rq.secondary {
+			if rest, ok := strings.CutPrefix(p, rq.account+"/"); ok {
+				p = rest
+			}
+		}
 	}
 	return p
 }

@@ -11,8 +11,18 @@ import (
 // maxXMLBody bounds ACL and service-properties bodies.
 const maxXMLBody = 1 << 20
 
-// serviceRequest serves the service root: Get/Set Table Service Properties and, on the
-// secondary endpoint only, Get Table Service Stats.
+// serviceRequest serves the service root: Get/Set Table Service Properties and Get Table
+// Service Stats.
+//
+// Stats are served on the secondary endpoint (<account>-secondary, either URL style), as
+// by the service, and also on the primary path-style endpoint (http://127.0.0.1:10002/
+// <account>, the development-storage address every printed connection string uses). There
+// the SDKs cannot reach a secondary: Go's GetStatistics and JS's getStatistics() call the
+// endpoint they were given (JS's rewrite of the first host label cannot apply to an IP
+// address), so on this one node, whose secondary is its primary, refusing would only
+// break them. A primary host-style endpoint (<account>.table.example) keeps the service's
+// answer, 400 InvalidQueryParameterValue: there JS and Python derive the
+// <account>-secondary host themselves, and code written against Azure sees Azure's rule.
 func (s *Server) serviceRequest(rq *request, method string) error {
 	rq.xml = true
 	if rq.query.Get("restype") != "service" {
@@ -44,8 +54,8 @@ func (s *Server) serviceRequest(rq *request, method string) error {
 		rq.w.WriteHeader(http.StatusAccepted)
 		return nil
 	case comp == "stats" && method == http.MethodGet:
-		if !rq.secondary {
-			return azerr.Newf(azerr.InvalidQueryParameterValue, "Get Table Service Stats is only served on the secondary endpoint (<account>-secondary).")
+		if !rq.secondary && !rq.pathStyle {
+			return azerr.Newf(azerr.InvalidQueryParameterValue, "Get Table Service Stats is only served on the secondary endpoint (<account>-secondary) or on a path-style endpoint.")
 		}
 		// One node has no replication lag: the secondary is the primary, live now.
 		rq.sendXML(http.StatusOK, svcprops.AppendStats(nil, nowFunc()))

@@ -2,11 +2,11 @@ package server
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/ceruleandb/cerulean/azerr"
 	"github.com/ceruleandb/cerulean/edmjson"
 	"github.com/ceruleandb/cerulean/odata"
+	"github.com/ceruleandb/cerulean/table"
 )
 
 func (s *Server) createTable(rq *request) error {
@@ -102,15 +102,36 @@ func (s *Server) tableOptions(rq *request) edmjson.TableOptions {
 	return edmjson.TableOptions{Level: rq.level, ServiceRoot: rq.root, Account: rq.account}
 }
 
-// parseTop reads $top: empty means the default page size; otherwise a positive count.
+// parseTop reads $top as the table layer's page size (table.Query.Top).
+//
+//   - absent or empty: no $top (0), a page of up to table.MaxPageSize;
+//   - "0": table.TopNone, an empty and final page (MS-ODATA §2.2.3.6.1.8 allows any integer
+//     >= 0, Storage Explorer sends 0 and the service answers no entities);
+//   - 1–1000: the page size; anything larger, however many digits, is served 1,000 at a
+//     time with a continuation (no response holds more than 1,000 items, "Query Timeout
+//     and Pagination"), so an SDK's pager still gets everything;
+//   - anything but ASCII digits ("-1", "+5", " 5", "1.5", "abc"): 400
+//     InvalidQueryParameterValue. MS-ODATA's grammar is "$top=" 1*DIGIT and calls a
+//     negative value malformed.
 func parseTop(v string) (int, error) {
 	if v == "" {
 		return 0, nil
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		return 0, azerr.Newf(azerr.InvalidQueryParameterValue, "The value '%s' of query parameter '$top' is not valid.", v)
+	n := 0
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < '0' || c > '9' {
+			return 0, azerr.Newf(azerr.InvalidQueryParameterValue, "The value '%s' of query parameter '$top' is not valid: it must be a non-negative integer.", v)
+		}
+		if n <= table.MaxPageSize {
+			n = n*10 + int(c-'0')
+		}
 	}
-	// $top is a page size; larger values are served 1,000 at a time with continuation.
-	return min(n, 1000), nil
+	switch {
+	case n == 0:
+		return table.TopNone, nil
+	case n > table.MaxPageSize:
+		return table.MaxPageSize, nil
+	}
+	return n, nil
 }

@@ -16,6 +16,13 @@ import (
 // MaxPageSize is the most entities or tables one page holds.
 const MaxPageSize = 1000
 
+// TopNone is the page size of a query that asks for no entities at all ($top=0, which
+// MS-ODATA §2.2.3.6.1.8 allows: "an integer greater than or equal to zero"). Its page is
+// empty and final: it carries no continuation, since a continuation from a page that may
+// hold nothing could never advance and an SDK pager would follow it forever. The table,
+// and any continuation token sent, are still checked as for any other page.
+const TopNone = -1
+
 // PageBudget is how long one query page may run before it returns what it has and a
 // continuation (the service's 5 s rule).
 const PageBudget = 5 * time.Second
@@ -24,7 +31,7 @@ const PageBudget = 5 * time.Second
 type Query struct {
 	// Filter is the parsed $filter; nil selects every entity.
 	Filter *odata.Filter
-	// Top is the page size (1–1000); 0 means 1000.
+	// Top is the page size: 1–1000; 0 (no $top) means 1000; TopNone is $top=0.
 	Top int
 	// NextPartitionKey and NextRowKey are the continuation tokens of the previous page.
 	NextPartitionKey, NextRowKey string
@@ -49,7 +56,7 @@ type Page struct {
 // query yields each matching entity once, in order, whatever is written in between.
 func (s *Service) QueryEntities(ctx context.Context, account, table string, q Query) (Page, error) {
 	top := q.Top
-	if top <= 0 || top > MaxPageSize {
+	if top == 0 || top > MaxPageSize {
 		top = MaxPageSize
 	}
 	ranges := q.Filter.KeyRanges()
@@ -61,7 +68,16 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 			return Page{}, azerr.Newf(azerr.InvalidInput, "The continuation token is not valid.")
 		}
 		ranges = odata.ClipRanges(ranges, storage.Key{PartitionKey: pk, RowKey: rk})
-	} else if pk, rk, ok := q.Filter.IsPoint(); ok && (q.Bound == nil || q.Bound.Contains(storage.Key{PartitionKey: pk, RowKey: rk})) {
+	}
+	if top < 0 {
+		// $top=0: nothing to return, but the table must exist.
+		if _, err := s.eng.GetTable(ctx, account, table); err != nil {
+			return Page{}, s.mapErr(err, entityScope)
+		}
+		s.markAvailable()
+		return Page{}, nil
+	}
+	if pk, rk, ok := q.Filter.IsPoint(); ok && !resuming && (q.Bound == nil || q.Bound.Contains(storage.Key{PartitionKey: pk, RowKey: rk})) {
 		return s.pointQuery(ctx, account, table, q.Filter, pk, rk)
 	}
 	if q.Bound != nil {

@@ -108,6 +108,10 @@ func runQuerySuite(t *testing.T, open engineFactory) {
 		t.Parallel()
 		testQueryErrors(t, open(t))
 	})
+	t.Run("TopNone", func(t *testing.T) {
+		t.Parallel()
+		testTopNone(t, open(t))
+	})
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1273,6 +1277,63 @@ func testListTablesDifferential(t *testing.T, eng storage.Engine, seed uint64) {
 	}
 	if nonEmpty < filters/4 {
 		t.Errorf("only %d of %d table filters matched anything", nonEmpty, filters)
+	}
+}
+
+// ---------------------------------------------------------------------------------------
+// $top=0
+
+// testTopNone: $top=0 (TopNone) answers an empty page without continuation, whatever the
+// table holds and wherever a continuation points, so a pager makes one request and stops;
+// a missing table and a forged continuation token are still refused.
+func testTopNone(t *testing.T, eng storage.Engine) {
+	const account = "topnone"
+	ctx := context.Background()
+	svc := table.New(eng, nil)
+	if err := svc.CreateTable(ctx, account, "full"); err != nil {
+		t.Fatal(err)
+	}
+	for _, pk := range []string{"a", "b"} {
+		if _, err := eng.Apply(ctx, account, "full", pk, []storage.Mutation{{Op: storage.Insert, RowKey: "r"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := svc.QueryEntities(ctx, account, "full", table.Query{Top: 1})
+	if err != nil || first.NextPartitionKey == "" {
+		t.Fatalf("$top=1 page: %+v, %v", first, err)
+	}
+	for _, q := range []table.Query{
+		{Top: table.TopNone},
+		{Top: table.TopNone, Filter: odata.MustParse("PartitionKey eq 'a'")},
+		{Top: table.TopNone, Filter: odata.MustParse("PartitionKey eq 'a' and RowKey eq 'r'")},
+		{Top: table.TopNone, NextPartitionKey: first.NextPartitionKey, NextRowKey: first.NextRowKey},
+		{Top: table.TopNone, Bound: &odata.KeyRange{Start: storage.Key{PartitionKey: "a"}}},
+	} {
+		page, err := svc.QueryEntities(ctx, account, "full", q)
+		if err != nil || len(page.Records) != 0 || page.NextPartitionKey != "" || page.NextRowKey != "" {
+			t.Errorf("TopNone query %+v: %d records, next (%q, %q), %v; want an empty final page",
+				q, len(page.Records), page.NextPartitionKey, page.NextRowKey, err)
+		}
+	}
+	code := func(err error) azerr.Code {
+		var ae *azerr.Error
+		if errors.As(err, &ae) {
+			return ae.Code
+		}
+		return ""
+	}
+	if _, err := svc.QueryEntities(ctx, account, "nosuchtable", table.Query{Top: table.TopNone}); code(err) != azerr.TableNotFound {
+		t.Errorf("TopNone on a missing table: %v, want TableNotFound", err)
+	}
+	if _, err := svc.QueryEntities(ctx, account, "full", table.Query{Top: table.TopNone, NextPartitionKey: "garbage", NextRowKey: "x"}); code(err) != azerr.InvalidInput {
+		t.Errorf("TopNone with a forged continuation: %v, want InvalidInput", err)
+	}
+	tables, next, err := svc.ListTables(ctx, account, nil, "", table.TopNone)
+	if err != nil || len(tables) != 0 || next != "" {
+		t.Errorf("ListTables TopNone: %v, next %q, %v; want an empty final page", tables, next, err)
+	}
+	if _, _, err := svc.ListTables(ctx, account, nil, "not a token", table.TopNone); code(err) != azerr.InvalidInput {
+		t.Errorf("ListTables TopNone with a forged token: %v, want InvalidInput", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -99,8 +100,10 @@ func (s *Service) DeleteTable(ctx context.Context, account, name string) error {
 
 // ListTables returns up to top tables matching filter (nil: all), from the resume point
 // (a NextTableName token or ""), in case-insensitive name order, and the token of the next
-// page ("" when there is none). The catalogue is read from the filter's lower bound and
-// no further than its upper bound; the page ends early after PageBudget.
+// page ("" when there is none). top is as Query.Top: 0 means MaxPageSize and TopNone
+// ($top=0) answers an empty, final page after checking the token. The catalogue is read
+// from the filter's lower bound and no further than its upper bound; the page ends early
+// after PageBudget.
 func (s *Service) ListTables(ctx context.Context, account string, filter *odata.Filter, next string, top int) ([]storage.TableInfo, string, error) {
 	from, to := filter.TableKeyRange()
 	if next != "" {
@@ -110,7 +113,10 @@ func (s *Service) ListTables(ctx context.Context, account string, filter *odata.
 		}
 		from = max(from, storage.TableKey(k))
 	}
-	if top <= 0 || top > MaxPageSize {
+	if top < 0 {
+		return nil, "", nil // $top=0 (TopNone): an empty, final page
+	}
+	if top == 0 || top > MaxPageSize {
 		top = MaxPageSize
 	}
 	deadline := time.Now().Add(PageBudget)
@@ -153,12 +159,16 @@ type Condition struct {
 }
 
 // ParseCondition interprets an If-Match header value. present says whether the header was
-// sent; an empty value never matches (412); a value that is not an ETag at all is 400.
+// sent. "*" matches any existing entity; an empty value never matches (412, as Azurite); a
+// value that is one entity-tag is a precondition that holds only when it names the
+// entity's version (entity.ParseETag: "W/" or "w/", ':' or "%3A"); anything else — not an
+// entity-tag, or a list of them — is 400 InvalidInput with the service's message. Surrounding
+// whitespace is ignored.
 func ParseCondition(value string, present bool) (Condition, error) {
 	if !present {
 		return Condition{}, nil
 	}
-	switch value {
+	switch strings.Trim(value, " \t") {
 	case "*":
 		return Condition{Present: true, Any: true}, nil
 	case "":

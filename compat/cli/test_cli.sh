@@ -97,6 +97,12 @@ marker=$(jget "$out" '[t["nextMarker"] for t in d if "nextMarker" in t][0]')
 out=$(az_ storage table list --num-results 1 --marker "$marker")
 check "$out" 'len([t for t in d if "name" in t]) == 1'
 
+step "table stats (secondary endpoint derived from the connection string)"
+# azure-data-tables signs the primary URL and sends /<account>-secondary/<account>/?comp=stats.
+out=$(az_ storage table stats)
+check "$out" 'd["geoReplication"]["status"] == "live"'
+check "$out" 'bool(d["geoReplication"]["lastSyncTime"])'
+
 # ---------------------------------------------------------------- entities
 step "entity insert (typed values)"
 out=$(az_ storage entity insert -t "$T1" --entity PartitionKey=p RowKey=r Count=5 Count@odata.type=Edm.Int64 \

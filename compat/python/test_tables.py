@@ -116,6 +116,23 @@ class TestTables(unittest.TestCase):
         service.delete_table(names[0])
 
 
+@unittest.skipUnless(CONN, "CERULEAN_CONNECTION_STRING not set")
+class TestServiceStats(unittest.TestCase):
+    def test_get_service_stats(self):
+        # The SDK signs the primary URL, then sends the request to the secondary it derives
+        # from the connection string: /<account>-secondary/<account>/?restype=service&comp=stats.
+        service = TableServiceClient.from_connection_string(CONN)
+        seen = []
+        stats = service.get_service_stats(raw_request_hook=lambda req: seen.append(req.http_request.url))
+        self.assertEqual(stats["geo_replication"]["status"], "live")
+        last = stats["geo_replication"]["last_sync_time"]
+        self.assertIsInstance(last, datetime.datetime)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        self.assertLess(abs((now - last).total_seconds()), 300)
+        account = conn_parts()["AccountName"]
+        self.assertIn("/%s-secondary/%s/" % (account, account), seen[-1])
+
+
 class TestEntities(Base):
     def test_create_get_select(self):
         e = {"PartitionKey": "p1", "RowKey": "r1", "Name": "alice", "Age": 30, "Tall": True}
