@@ -129,7 +129,13 @@ type Error struct {
 	Message string
 	// Detail is extra diagnostic text (for example AuthenticationErrorDetail); optional.
 	Detail string
+	// Fields are named values the service adds to some error bodies, after the message
+	// (HeaderName and HeaderValue for a bad header); optional.
+	Fields []Field
 }
+
+// Field is one named value of an error body.
+type Field struct{ Name, Value string }
 
 func (e *Error) Error() string {
 	if e.Detail != "" {
@@ -165,6 +171,14 @@ func (e *Error) WithDetail(detail string) *Error {
 // "The '<name>' parameter of value '<value>' is out of range."
 func OutOfRange(name, value string) *Error {
 	return Newf(OutOfRangeInput, "The '%s' parameter of value '%s' is out of range.", name, value)
+}
+
+// InvalidHeader is 400 InvalidHeaderValue naming the header and the value refused, as the
+// service reports them: <HeaderName> and <HeaderValue> after the message.
+func InvalidHeader(name, value string) *Error {
+	e := New(InvalidHeaderValue)
+	e.Fields = []Field{{"HeaderName", name}, {"HeaderValue", value}}
+	return e
 }
 
 // As extracts an *Error from err's chain; anything else becomes InternalError, which is a bug.

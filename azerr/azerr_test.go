@@ -26,3 +26,14 @@ func TestAsWrapsUnknownAsInternal(t *testing.T) {
 type errTest struct{}
 
 func (errTest) Error() string { return "x" }
+
+func TestInvalidHeaderNamesHeader(t *testing.T) {
+	e := InvalidHeader("x-ms-version", "bogus")
+	if e.Code != InvalidHeaderValue || e.Status != 400 || e.Message != "The value for one of the HTTP headers is not in the correct format." {
+		t.Fatalf("InvalidHeader = %+v", e)
+	}
+	want := []Field{{"HeaderName", "x-ms-version"}, {"HeaderValue", "bogus"}}
+	if len(e.Fields) != 2 || e.Fields[0] != want[0] || e.Fields[1] != want[1] {
+		t.Fatalf("fields %v, want %v", e.Fields, want)
+	}
+}

@@ -214,6 +214,17 @@ func ParseFlags(args []string) (Options, error) {
 	return parseFlags(args, os.Stderr)
 }
 
+// ParseFlagsTo is ParseFlags writing flag errors and the -h text to w instead
+// of stderr, for a caller that reports them itself.
+func ParseFlagsTo(args []string, w io.Writer) (Options, error) {
+	return parseFlags(args, w)
+}
+
+// Usage writes the -h text of `cerulean bench` (workloads and flags) to w.
+func Usage(w io.Writer) {
+	_, _ = parseFlags([]string{"-h"}, w)
+}
+
 // parseFlags is ParseFlags with the usage destination as a parameter, so
 // tests can keep it quiet.
 func parseFlags(args []string, usage io.Writer) (Options, error) {

@@ -27,7 +27,7 @@ type batchOp struct {
 // processing at all (body too large, malformed multipart) are ordinary error responses;
 // an operation's failure is a 202 whose changeset holds only that operation's error.
 func (s *Server) postBatch(rq *request) error {
-	body, err := readBody(rq.r, batch.MaxBodyBytes)
+	body, err := s.readBody(rq, batch.MaxBodyBytes)
 	if err != nil {
 		return err
 	}
@@ -175,6 +175,7 @@ func partPath(rq *request, o *batch.Operation) string {
 // batchFailure answers 202 with a changeset holding only the failing operation's error,
 // its message prefixed with the operation's index, as every SDK parses it.
 func (s *Server) batchFailure(rq *request, index int, contentID string, e *azerr.Error) error {
+	rq.noteError(e)
 	msg := strconv.Itoa(index) + ":" + errorMessage(rq, e)
 	body := edmjson.AppendError(nil, string(e.Code), msg)
 	res := batch.Result{

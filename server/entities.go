@@ -37,7 +37,7 @@ func (s *Server) decodeEntity(rq *request) (entity.Entity, edmjson.Keys, error) 
 	if err := checkContentType(rq.r); err != nil {
 		return entity.Entity{}, edmjson.Keys{}, err
 	}
-	body, err := readBody(rq.r, maxEntityBody)
+	body, err := s.readBody(rq, maxEntityBody)
 	if err != nil {
 		return entity.Entity{}, edmjson.Keys{}, err
 	}

@@ -5,11 +5,9 @@
 package server
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -28,9 +26,6 @@ import (
 	"github.com/ceruleandb/cerulean/table"
 )
 
-// DefaultVersion is the x-ms-version answered when a request names none.
-const DefaultVersion = "2019-02-02"
-
 // Body size limits. An entity is at most 1 MiB under the service's formula, but its JSON
 // (base64 binaries, escaped strings) is larger; 4 MiB is the batch limit and bounds both.
 const (
@@ -45,6 +40,9 @@ type Options struct {
 	Logger   *slog.Logger
 	// Now is the clock for request-date checks; nil means time.Now.
 	Now func() time.Time
+	// Limits bound what clients can make the server hold; zero fields take the defaults
+	// of DefaultLimits.
+	Limits Limits
 }
 
 // Server serves the Azure Table REST API over one engine.
@@ -52,9 +50,22 @@ type Server struct {
 	tables   *table.Service
 	verifier *auth.Verifier
 	log      *slog.Logger
+	limits   Limits
+	budget   *bodyBudget
+	// keepAlive is the Keep-Alive header value of responses on connections kept open.
+	keepAlive string
 
 	idPrefix string
 	idSeq    atomic.Uint64
+
+	// active counts the requests being served.
+	active atomic.Int64
+	// closing is set when shutdown begins; bodies holds the bodies being received, whose
+	// read deadlines shutdown tightens up to graceEnd.
+	closing  atomic.Bool
+	bodiesMu sync.Mutex
+	bodies   map[*bodyRead]struct{}
+	graceEnd time.Time
 }
 
 // New returns a server; it owns nothing it must close (the engine is the caller's).
@@ -72,11 +83,16 @@ func New(opts Options) (*Server, error) {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	h := hex.EncodeToString(rnd[:])
+	limits := opts.Limits.withDefaults()
 	s := &Server{
-		tables:   table.New(opts.Engine, log),
-		verifier: auth.NewVerifier(opts.Accounts, opts.Now),
-		log:      log,
-		idPrefix: h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-",
+		tables:    table.New(opts.Engine, log),
+		verifier:  auth.NewVerifier(opts.Accounts, opts.Now),
+		log:       log,
+		limits:    limits,
+		budget:    newBodyBudget(limits.MaxBodyMemory),
+		keepAlive: keepAliveValue(limits.IdleTimeout),
+		idPrefix:  h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-",
+		bodies:    map[*bodyRead]struct{}{},
 	}
 	return s, nil
 }
@@ -86,8 +102,11 @@ func (s *Server) Health() (ok bool, since time.Time) { return s.tables.Health() 
 
 // request carries what every handler needs about one request.
 type request struct {
-	r         *http.Request
+	r *http.Request
+	// w is the response writer handlers use (rw); rc controls the connection's deadlines.
 	w         http.ResponseWriter
+	rw        responseWriter
+	rc        *http.ResponseController
 	id        string
 	account   string
 	secondary bool
@@ -106,6 +125,15 @@ type request struct {
 	// keyRefused is why the request's Authorization header did not verify when its SAS
 	// is used instead (see authenticate), for the SAS's error detail.
 	keyRefused error
+
+	// The body: whether it was read to its end, whether it counts as large, how much of
+	// the body budget the request holds, and its size.
+	bodyDone  bool
+	bodyLarge bool
+	bodyHeld  int64
+	bytesIn   int64
+	// err is the error the request was answered with, for the log line.
+	err *azerr.Error
 }
 
 // nowFunc is the clock for the times in error messages.
@@ -124,17 +152,24 @@ func putBuf(bp *[]byte) {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rq := &request{r: r, w: w, id: s.nextRequestID(), level: edmjson.MinimalMetadata, query: url.Values{}}
+	start := time.Now()
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	rq := &request{r: r, id: s.nextRequestID(), level: edmjson.MinimalMetadata, query: url.Values{}}
+	rq.rc = http.NewResponseController(w)
+	rq.rw = responseWriter{ResponseWriter: w, s: s, rq: rq}
+	rq.w = &rq.rw
+	// A write deadline left from the connection's previous request must not fail this one
+	// (net/http writes 100 Continue on its own); responseWriter sets this request's.
+	_ = rq.rc.SetWriteDeadline(time.Time{})
+	defer s.logRequest(rq, start)
+	defer s.releaseBody(rq)
 	if r.URL.RawQuery != "" {
 		rq.query = r.URL.Query()
 	}
 	h := w.Header()
 	h["X-Ms-Request-Id"] = []string{rq.id}
-	if v := r.Header.Get("x-ms-version"); v != "" {
-		h["X-Ms-Version"] = []string{v}
-	} else {
-		h["X-Ms-Version"] = []string{DefaultVersion}
-	}
+	h["X-Ms-Version"] = []string{DefaultVersion}
 	if v := r.Header.Get("x-ms-client-request-id"); v != "" && len(v) <= 1024 {
 		h["X-Ms-Client-Request-Id"] = []string{v}
 	}
@@ -143,7 +178,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h["Server"] = []string{"Cerulean"}
 	rq.pathStyle = s.address(rq)
 	if r.Method == http.MethodOptions {
-		// CORS preflight is unauthenticated by design: browsers send no credentials.
+		// CORS preflight is unauthenticated by design: browsers send no credentials, and
+		// no x-ms-version either (it is listed in Access-Control-Request-Headers).
 		if err := s.preflight(rq); err != nil {
 			s.writeError(rq, err)
 		}
@@ -167,6 +203,11 @@ func (s *Server) serve(rq *request) error {
 	// The XML endpoints (ACL, service properties, stats) answer errors in XML, including
 	// authentication failures; the query alone tells them apart.
 	rq.xml = rq.query.Has("comp") || rq.query.Get("restype") == "service"
+	version, err := requestVersion(r, rq.query)
+	if err != nil {
+		return err
+	}
+	rq.w.Header()["X-Ms-Version"] = []string{version}
 	sas, err := s.authenticate(rq)
 	if err != nil {
 		return err
@@ -319,14 +360,37 @@ func effectiveMethod(r *http.Request) (string, error) {
 	return "", azerr.New(azerr.XMethodIncorrectValue)
 }
 
-// negotiate picks the JSON metadata level: $format wins over Accept.
+// negotiate picks the JSON metadata level: $format wins over Accept. Asking only for
+// Atom or XML is 415 AtomFormatNotSupported, as the service answers since 2015-12-11; asking
+// only for anything else (text/html...) is 415 MediaTypeNotSupported, the service's answer
+// when no acceptable media type is offered (azure-sdk-for-python#13514).
 func negotiate(r *http.Request, q url.Values) (edmjson.Level, error) {
-	format := q.Get("$format")
-	lvl, ok := edmjson.NegotiateLevel(format, r.Header.Get("Accept"))
+	format, accept := q.Get("$format"), r.Header.Get("Accept")
+	lvl, ok := edmjson.NegotiateLevel(format, accept)
 	if !ok {
-		return 0, azerr.New(azerr.AtomFormatNotSupported)
+		asked := accept
+		if strings.TrimSpace(format) != "" {
+			asked = format
+		}
+		if asksForAtom(asked) {
+			return 0, azerr.New(azerr.AtomFormatNotSupported)
+		}
+		return 0, azerr.New(azerr.MediaTypeNotSupported)
 	}
 	return lvl, nil
+}
+
+// asksForAtom reports whether a media-range list (Accept, or a $format value) names one of
+// the Atom/XML formats the Table service served before JSON.
+func asksForAtom(list string) bool {
+	for _, rng := range strings.Split(list, ",") {
+		typ, _, _ := strings.Cut(rng, ";")
+		switch strings.ToLower(strings.TrimSpace(typ)) {
+		case "application/atom+xml", "application/xml", "text/xml", "atom", "xml":
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) nextRequestID() string {
@@ -343,32 +407,6 @@ func (s *Server) nextRequestID() string {
 	out = append(out, '-')
 	out = append(out, tail[4:]...)
 	return string(out)
-}
-
-// readBody reads the request body up to limit bytes; a larger body is 413.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
-	if r.ContentLength > limit {
-		return nil, azerr.New(azerr.RequestBodyTooLarge)
-	}
-	buf := make([]byte, 0, max(r.ContentLength, 0)+1)
-	lr := &io.LimitedReader{R: r.Body, N: limit + 1}
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := lr.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, azerr.Newf(azerr.InvalidInput, "The request body could not be read.")
-		}
-	}
-	if int64(len(buf)) > limit {
-		return nil, azerr.New(azerr.RequestBodyTooLarge)
-	}
-	return buf, nil
 }
 
 // checkContentType refuses XML/Atom entity payloads with a clear 415.
@@ -424,11 +462,10 @@ func (rq *request) odataHeaders() {
 func (s *Server) writeError(rq *request, err error) {
 	e, known := azerr.As(err)
 	if !known {
-		s.log.Error("internal error", "request_id", rq.id, "method", rq.r.Method, "url", rq.r.URL.String(), "err", err)
+		// The path only: the query string may carry a SAS signature.
+		s.log.Error("internal error", "request_id", rq.id, "method", rq.r.Method, "path", rq.r.URL.Path, "err", err)
 	}
-	if e.Status >= 500 && known {
-		s.log.Warn("request failed", "request_id", rq.id, "code", e.Code, "err", err)
-	}
+	rq.noteError(e)
 	msg := errorMessage(rq, e)
 	h := rq.w.Header()
 	h["X-Ms-Error-Code"] = []string{string(e.Code)}
@@ -438,11 +475,11 @@ func (s *Server) writeError(rq *request, err error) {
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)
 	if rq.xml {
-		*bp = appendXMLError((*bp)[:0], string(e.Code), msg)
+		*bp = appendXMLError((*bp)[:0], string(e.Code), msg, e.Fields)
 		rq.sendXML(e.Status, *bp)
 		return
 	}
-	body := edmjson.AppendError((*bp)[:0], string(e.Code), msg)
+	body := appendJSONFields(edmjson.AppendError((*bp)[:0], string(e.Code), msg), e.Fields)
 	*bp = body
 	rq.send(e.Status, edmjson.ContentType(rq.level), body)
 }
@@ -455,24 +492,4 @@ func errorMessage(rq *request, e *azerr.Error) string {
 		msg += "\n" + e.Detail
 	}
 	return msg + "\nRequestId:" + rq.id + "\nTime:" + entity.FormatTicks(entity.TimeToTicks(nowFunc()))
-}
-
-// Shutdown helper for callers running the server with net/http.
-func Serve(ctx context.Context, srv *http.Server, ln net.Listener) error {
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return err
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -40,7 +42,7 @@ func (s *Server) serviceRequest(rq *request, method string) error {
 		if rq.secondary {
 			return azerr.Newf(azerr.InvalidQueryParameterValue, "The secondary endpoint is read-only.")
 		}
-		body, err := readBody(rq.r, maxXMLBody)
+		body, err := s.readBody(rq, maxXMLBody)
 		if err != nil {
 			return err
 		}
@@ -81,7 +83,7 @@ func (s *Server) aclRequest(rq *request, method string) error {
 		rq.sendXML(http.StatusOK, svcprops.AppendACL(nil, ids))
 		return nil
 	case http.MethodPut:
-		body, err := readBody(rq.r, maxXMLBody)
+		body, err := s.readBody(rq, maxXMLBody)
 		if err != nil {
 			return err
 		}
@@ -137,13 +139,42 @@ func (rq *request) sendXML(status int, body []byte) {
 	rq.send(status, "application/xml", body)
 }
 
-// appendXMLError renders the storage service's XML error body.
-func appendXMLError(dst []byte, code, message string) []byte {
+// appendXMLError renders the storage service's XML error body; fields follow the message,
+// as in <HeaderName>x-ms-version</HeaderName><HeaderValue>…</HeaderValue>.
+func appendXMLError(dst []byte, code, message string, fields []azerr.Field) []byte {
 	dst = append(dst, `<?xml version="1.0" encoding="utf-8"?><Error><Code>`...)
 	dst = appendXMLText(dst, code)
 	dst = append(dst, "</Code><Message>"...)
 	dst = appendXMLText(dst, message)
-	return append(dst, "</Message></Error>"...)
+	dst = append(dst, "</Message>"...)
+	for _, f := range fields {
+		dst = append(dst, '<')
+		dst = append(dst, f.Name...)
+		dst = append(dst, '>')
+		dst = appendXMLText(dst, f.Value)
+		dst = append(dst, "</"...)
+		dst = append(dst, f.Name...)
+		dst = append(dst, '>')
+	}
+	return append(dst, "</Error>"...)
+}
+
+// appendJSONFields adds an error's fields to an odata.error body, after the message (as
+// Azurite renders them: {"odata.error":{"code":…,"message":{…},"HeaderName":…}}).
+func appendJSONFields(body []byte, fields []azerr.Field) []byte {
+	if len(fields) == 0 || !bytes.HasSuffix(body, []byte("}}")) {
+		return body
+	}
+	body = body[:len(body)-2]
+	for _, f := range fields {
+		name, _ := json.Marshal(f.Name)
+		value, _ := json.Marshal(f.Value)
+		body = append(body, ',')
+		body = append(body, name...)
+		body = append(body, ':')
+		body = append(body, value...)
+	}
+	return append(body, "}}"...)
 }
 
 var xmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;")

@@ -13,7 +13,7 @@ func (s *Server) createTable(rq *request) error {
 	if err := checkContentType(rq.r); err != nil {
 		return err
 	}
-	body, err := readBody(rq.r, maxSmallBody)
+	body, err := s.readBody(rq, maxSmallBody)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -10,10 +13,15 @@ import (
 	"github.com/ceruleandb/cerulean/bench"
 )
 
+func benchUsage(w io.Writer) { bench.Usage(w) }
+
 func runBench(args []string) error {
-	opts, err := bench.ParseFlags(args)
+	opts, err := bench.ParseFlagsTo(args, io.Discard)
 	if err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
 	}
 	if opts.Progress == nil && !opts.JSON {
 		opts.Progress = os.Stderr

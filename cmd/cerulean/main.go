@@ -1,43 +1,117 @@
 // Command cerulean is a self-hosted table service that speaks the Azure Table Storage REST
 // API. `cerulean` (or `cerulean serve`) runs the server; `cerulean bench` load-tests any
-// Azure Table endpoint through the official Go SDK.
+// Azure Table endpoint through the official Go SDK; `cerulean version` prints the build.
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 )
 
-func main() {
-	args := os.Args[1:]
-	cmd := "serve"
-	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
-	}
-	var err error
-	switch cmd {
-	case "serve":
-		err = runServe(args)
-	case "bench":
-		err = runBench(args)
-	case "help":
-		usage()
-		return
-	default:
-		fmt.Fprintf(os.Stderr, "cerulean: unknown command %q\n", cmd)
-		usage()
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cerulean:", err)
-		os.Exit(1)
-	}
+// command is one subcommand.
+type command struct {
+	name string
+	// flags writes the command's own part of the help: its synopsis and flags.
+	flags func(w io.Writer)
+	run   func(args []string) error
 }
 
-func usage() {
-	fmt.Fprint(os.Stderr, `usage:
-  cerulean [serve] [flags]   serve the Azure Table API (default: 127.0.0.1:10002, ./data)
-  cerulean bench [flags]     load-test an Azure Table endpoint through the Go SDK
-  cerulean <command> -h      flags of a command
+var commands = []command{
+	{"serve", serveUsage, runServe},
+	{"bench", benchUsage, runBench},
+	{"version", func(io.Writer) {}, runVersion},
+}
+
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// usageError is a command-line mistake: reported with the usage, exit status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line and returns the exit status: 0, 1 for a failure, 2 for a
+// command-line mistake. Help asked for (-h, --help, help) goes to stdout with status 0.
+func run(args []string, stdout, stderr io.Writer) int {
+	name := "serve"
+	if len(args) > 0 {
+		switch a := args[0]; {
+		case a == "--version" || a == "-version":
+			name, args = "version", args[1:]
+		case a != "" && a[0] != '-':
+			name, args = a, args[1:]
+		}
+	}
+	if name == "help" {
+		if len(args) == 0 {
+			help(stdout, lookup("serve"))
+			return 0
+		}
+		c := lookup(args[0])
+		if c == nil || len(args) > 1 {
+			if c == nil {
+				fmt.Fprintf(stderr, "cerulean help: unknown command %q\n\n", args[0])
+			} else {
+				fmt.Fprintf(stderr, "cerulean help: unexpected arguments: %s\n\n", strings.Join(args[1:], " "))
+			}
+			help(stderr, nil)
+			return 2
+		}
+		help(stdout, c)
+		return 0
+	}
+	c := lookup(name)
+	if c == nil {
+		fmt.Fprintf(stderr, "cerulean: unknown command %q\n\n", name)
+		help(stderr, nil)
+		return 2
+	}
+	err := c.run(args)
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		help(stdout, c)
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "cerulean %s: %v\n\n", c.name, err)
+		help(stderr, c)
+		return 2
+	}
+	fmt.Fprintln(stderr, "cerulean:", err)
+	return 1
+}
+
+// help writes the command list and, for a command, its own usage.
+func help(w io.Writer, c *command) {
+	fmt.Fprint(w, `Usage:
+  cerulean [serve] [flags]   serve the Azure Table API (default 127.0.0.1:10002, data in ./data)
+  cerulean bench [flags]     load-test an Azure Table endpoint through the official Go SDK
+  cerulean version           print the module version and VCS revision (also --version)
+  cerulean help [command]    print this help, with the flags of a command (default serve)
+
 `)
+	if c != nil {
+		c.flags(w)
+	}
 }

@@ -3,14 +3,17 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	_ "net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,6 +38,10 @@ type serveOptions struct {
 	postgresURL      string
 	postgresPool     int
 	postgresStmtTime time.Duration
+
+	limits server.Limits
+	// slowRequest is --slow-request as given (0 disables the lines).
+	slowRequest time.Duration
 }
 
 func env(name, def string) string {
@@ -44,9 +51,43 @@ func env(name, def string) string {
 	return def
 }
 
+// serveUsage writes the flags of `cerulean serve`.
+func serveUsage(w io.Writer) {
+	fs, _, err := serveFlags()
+	if err != nil {
+		fmt.Fprintf(w, "(flags unavailable: %v)\n", err)
+		return
+	}
+	fmt.Fprint(w, "Flags of cerulean serve (each also set by the environment variable named):\n")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
 func parseServe(args []string) (serveOptions, error) {
-	var o serveOptions
+	fs, o, err := serveFlags()
+	if err != nil {
+		return *o, usageError{err}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return *o, err
+		}
+		return *o, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return *o, usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if err := o.check(); err != nil {
+		return *o, usageError{err}
+	}
+	return *o, nil
+}
+
+// serveFlags defines the flags of `cerulean serve`, with defaults from the environment.
+func serveFlags() (*flag.FlagSet, *serveOptions, error) {
+	o := &serveOptions{}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.addr, "addr", env("CERULEAN_ADDR", "127.0.0.1:10002"), "listen address (CERULEAN_ADDR)")
 	fs.StringVar(&o.data, "data", env("CERULEAN_DATA", "./data"), "data directory (CERULEAN_DATA)")
 	fs.StringVar(&o.accounts, "accounts", env("CERULEAN_ACCOUNTS", ""), "accounts as name:base64key pairs separated by ';' (CERULEAN_ACCOUNTS); default the development account devstoreaccount1")
@@ -56,36 +97,80 @@ func parseServe(args []string) (serveOptions, error) {
 	fs.StringVar(&o.postgresURL, "postgres-url", env("CERULEAN_POSTGRES_URL", ""), "PostgreSQL, YugabyteDB or CockroachDB connection URL for --engine postgres (CERULEAN_POSTGRES_URL)")
 	pool, err := envInt("CERULEAN_POSTGRES_POOL_SIZE", postgres.DefaultPoolSize)
 	if err != nil {
-		return o, err
+		return fs, o, err
 	}
 	fs.IntVar(&o.postgresPool, "postgres-pool-size", pool, "most database connections for --engine postgres (CERULEAN_POSTGRES_POOL_SIZE)")
 	stmt, err := envDuration("CERULEAN_POSTGRES_STATEMENT_TIMEOUT", postgres.DefaultStatementTimeout)
 	if err != nil {
-		return o, err
+		return fs, o, err
 	}
 	fs.DurationVar(&o.postgresStmtTime, "postgres-statement-timeout", stmt, "server-side timeout of each statement for --engine postgres; 0 disables it (CERULEAN_POSTGRES_STATEMENT_TIMEOUT)")
-	if err := fs.Parse(args); err != nil {
-		return o, err
+
+	d := server.DefaultLimits
+	mem, err := envSize("CERULEAN_MAX_BODY_MEMORY", d.MaxBodyMemory)
+	if err != nil {
+		return fs, o, err
 	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	o.limits.MaxBodyMemory = mem
+	fs.Var((*byteSize)(&o.limits.MaxBodyMemory), "max-body-memory", "most request-body bytes held in memory by all requests together, e.g. 64MiB; past it requests get 503 ServerBusy with Retry-After (CERULEAN_MAX_BODY_MEMORY)")
+	for _, f := range []struct {
+		name, env, usage string
+		p                *time.Duration
+		def              time.Duration
+	}{
+		{"body-timeout", "CERULEAN_BODY_TIMEOUT", "longest a client may take to send one request body", &o.limits.BodyTimeout, d.BodyTimeout},
+		{"stall-timeout", "CERULEAN_STALL_TIMEOUT", "longest a client may pause while sending a request body or reading a response", &o.limits.StallTimeout, d.StallTimeout},
+		{"write-timeout", "CERULEAN_WRITE_TIMEOUT", "longest the sending of one response may take", &o.limits.WriteTimeout, d.WriteTimeout},
+		{"idle-timeout", "CERULEAN_IDLE_TIMEOUT", "how long an idle keep-alive connection stays open (advertised in Keep-Alive: timeout=N)", &o.limits.IdleTimeout, d.IdleTimeout},
+		{"shutdown-grace", "CERULEAN_SHUTDOWN_GRACE", "on SIGINT/SIGTERM, how long running requests may take to finish", &o.limits.ShutdownGrace, d.ShutdownGrace},
+		{"slow-request", "CERULEAN_SLOW_REQUEST", "log requests slower than this at info level; 0 disables", &o.slowRequest, d.SlowRequest},
+	} {
+		v, err := envDuration(f.env, f.def)
+		if err != nil {
+			return fs, o, err
+		}
+		fs.DurationVar(f.p, f.name, v, f.usage+" ("+f.env+")")
 	}
+	return fs, o, nil
+}
+
+// check validates option combinations the flag package cannot.
+func (o *serveOptions) check() error {
 	switch o.engine {
 	case "pebble":
 	case "postgres":
 		if o.postgresURL == "" {
-			return o, fmt.Errorf("--engine postgres needs --postgres-url (or CERULEAN_POSTGRES_URL)")
+			return fmt.Errorf("--engine postgres needs --postgres-url (or CERULEAN_POSTGRES_URL)")
 		}
 		if o.postgresPool <= 0 {
-			return o, fmt.Errorf("--postgres-pool-size must be positive")
+			return fmt.Errorf("--postgres-pool-size must be positive")
 		}
 		if o.postgresStmtTime < 0 {
-			return o, fmt.Errorf("--postgres-statement-timeout must not be negative")
+			return fmt.Errorf("--postgres-statement-timeout must not be negative")
 		}
 	default:
-		return o, fmt.Errorf("--engine %q: want pebble or postgres", o.engine)
+		return fmt.Errorf("--engine %q: want pebble or postgres", o.engine)
 	}
-	return o, nil
+	l := o.limits
+	if l.MaxBodyMemory < 8<<20 {
+		return fmt.Errorf("--max-body-memory %d: want at least 8MiB (a batch body alone may be 4 MiB)", l.MaxBodyMemory)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"body-timeout", l.BodyTimeout}, {"stall-timeout", l.StallTimeout}, {"write-timeout", l.WriteTimeout}, {"idle-timeout", l.IdleTimeout}, {"shutdown-grace", l.ShutdownGrace}} {
+		if d.v <= 0 {
+			return fmt.Errorf("--%s must be positive", d.name)
+		}
+	}
+	if o.slowRequest < 0 {
+		return fmt.Errorf("--slow-request must not be negative")
+	}
+	o.limits.SlowRequest = o.slowRequest
+	if o.slowRequest == 0 {
+		o.limits.SlowRequest = -1 // server.Limits: negative disables
+	}
+	return nil
 }
 
 func envInt(name string, def int) (int, error) {
@@ -112,6 +197,64 @@ func envDuration(name string, def time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
+// envSize reads a byte size from the environment (see byteSize).
+func envSize(name string, def int64) (int64, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def, nil
+	}
+	n, err := parseSize(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: %w", name, v, err)
+	}
+	return n, nil
+}
+
+// byteSize is a flag holding a byte count written as a number with an optional binary
+// unit: 67108864, 65536KiB, 64MiB, 1GiB.
+type byteSize int64
+
+func (b *byteSize) String() string { return formatSize(int64(*b)) }
+
+func (b *byteSize) Set(s string) error {
+	n, err := parseSize(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+func parseSize(s string) (int64, error) {
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"B", 1}} {
+		if n, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("not a size (want bytes, or a number with KiB, MiB or GiB)")
+	}
+	return n * mult, nil
+}
+
+func formatSize(n int64) string {
+	switch {
+	case n != 0 && n%(1<<30) == 0:
+		return strconv.FormatInt(n>>30, 10) + "GiB"
+	case n != 0 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + "MiB"
+	case n != 0 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + "KiB"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
 // openEngine opens the engine the options choose and describes where its data lives
 // (for the start-up log line; never the database password).
 func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error) {
@@ -136,6 +279,14 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 		return nil, "", fmt.Errorf("data directory: %w", err)
 	}
 	eng, err := pebble.Open(o.data, pebble.Options{Logger: pebbleLogger{log.With("component", "pebble")}})
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		// Pebble's LOCK file is held: flock(2) refuses with EWOULDBLOCK.
+		dir := o.data
+		if abs, aerr := filepath.Abs(dir); aerr == nil {
+			dir = abs
+		}
+		return nil, "", fmt.Errorf("data directory %s is in use by another process (another cerulean serving it?): %w", dir, err)
+	}
 	if err != nil {
 		return nil, "", err
 	}
@@ -162,19 +313,20 @@ func runServe(args []string) error {
 		}
 	}
 	start := time.Now()
+	// Listen first: a busy address fails before anything is created on disk.
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
 	eng, where, err := openEngine(o, log)
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
 	}
-	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log})
+	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits})
 	if err != nil {
 		eng.Close()
 		return err
-	}
-	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
-		eng.Close()
-		return fmt.Errorf("listen: %w", err)
 	}
 	log.Info("cerulean serving", "addr", ln.Addr().String(), "engine", o.engine, "data", where, "startup", time.Since(start).Round(time.Millisecond))
 	printConnectionStrings(os.Stdout, ln.Addr().String(), accounts)
@@ -198,16 +350,14 @@ func runServe(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	serveErr := srv.Serve(ctx, ln)
+	if errors.Is(serveErr, server.ErrRequestsRunning) {
+		// Closing the engine under running requests could fail them mid-write; every
+		// acknowledged write is already synced, so leaving it unclosed loses nothing.
+		return serveErr
 	}
-	serveErr := server.Serve(ctx, hs, ln)
-	log.Info("shutting down")
-	// In-flight requests have finished (or the shutdown timed out); close the engine so
-	// every acknowledged write is on disk and the directory is cleanly released.
+	// No request is running any more: close the engine, so every acknowledged write is on
+	// disk and the directory is cleanly released.
 	if err := eng.Close(); err != nil {
 		return fmt.Errorf("close engine: %w", err)
 	}

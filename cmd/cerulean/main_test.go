@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRunHelpAndMistakes(t *testing.T) {
+	for _, c := range []struct {
+		args       []string
+		status     int
+		out, err   string // substrings of stdout and stderr ("" means empty)
+		emptyOther bool
+	}{
+		{[]string{"-h"}, 0, "-stall-timeout", "", true},
+		{[]string{"--help"}, 0, "cerulean bench [flags]", "", true},
+		{[]string{"help"}, 0, "-max-body-memory", "", true},
+		{[]string{"help", "bench"}, 0, "-workers", "", true},
+		{[]string{"bench", "-h"}, 0, "Workloads, run in this order", "", true},
+		{[]string{"serve", "--help"}, 0, "CERULEAN_SLOW_REQUEST", "", true},
+		{[]string{"version", "--help"}, 0, "cerulean version", "", true},
+		{[]string{"frob"}, 2, "", `unknown command "frob"`, true},
+		{[]string{"help", "frob"}, 2, "", `unknown command "frob"`, true},
+		{[]string{"help", "serve", "x"}, 2, "", "unexpected arguments: x", true},
+		{[]string{"serve", "--nope"}, 2, "", "flag provided but not defined: -nope", true},
+		{[]string{"bench", "--nope"}, 2, "", "Workloads, run in this order", true},
+		{[]string{"serve", "--engine", "oracle"}, 2, "", `--engine "oracle"`, true},
+		{[]string{"serve", "--max-body-memory", "1MiB"}, 2, "", "want at least 8MiB", true},
+		{[]string{"serve", "--stall-timeout", "0s"}, 2, "", "--stall-timeout must be positive", true},
+		{[]string{"version", "x"}, 2, "", "unexpected arguments: x", true},
+	} {
+		var out, errb bytes.Buffer
+		status := run(c.args, &out, &errb)
+		if status != c.status {
+			t.Errorf("%q: status %d, want %d (stderr %q)", c.args, status, c.status, errb.String())
+		}
+		check := func(name, got, want string) {
+			if want == "" {
+				if c.emptyOther && got != "" {
+					t.Errorf("%q: %s = %q, want nothing", c.args, name, got)
+				}
+				return
+			}
+			if !strings.Contains(got, want) || !strings.Contains(got, "cerulean help [command]") {
+				t.Errorf("%q: %s lacks %q or the command list:\n%s", c.args, name, want, got)
+			}
+		}
+		check("stdout", out.String(), c.out)
+		check("stderr", errb.String(), c.err)
+	}
+}
+
+func TestParseServeLimits(t *testing.T) {
+	t.Setenv("CERULEAN_MAX_BODY_MEMORY", "128MiB")
+	t.Setenv("CERULEAN_STALL_TIMEOUT", "7s")
+	o, err := parseServe([]string{"--body-timeout", "2m", "--slow-request", "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := o.limits
+	if l.MaxBodyMemory != 128<<20 || l.StallTimeout != 7*time.Second || l.BodyTimeout != 2*time.Minute || l.SlowRequest >= 0 {
+		t.Errorf("limits %+v", l)
+	}
+	// A flag wins over its environment variable.
+	o, err = parseServe([]string{"--stall-timeout", "3s", "--max-body-memory", "16777216"})
+	if err != nil || o.limits.StallTimeout != 3*time.Second || o.limits.MaxBodyMemory != 16<<20 {
+		t.Errorf("flags over env: %+v, %v", o.limits, err)
+	}
+	t.Setenv("CERULEAN_BODY_TIMEOUT", "soon")
+	var ue usageError
+	if _, err := parseServe(nil); !errors.As(err, &ue) || !strings.Contains(err.Error(), "CERULEAN_BODY_TIMEOUT") {
+		t.Errorf("bad environment value: %v", err)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "1024": 1024, "64MiB": 64 << 20, "512KiB": 512 << 10, "2GiB": 2 << 30, "100B": 100, " 8 MiB ": 8 << 20} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "lots", "-1", "1.5MiB", "64MB", "99999999999GiB"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) accepted", in)
+		}
+	}
+	if s := formatSize(64 << 20); s != "64MiB" {
+		t.Errorf("formatSize = %q", s)
+	}
+}
+
+func TestFormatVersion(t *testing.T) {
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/ceruleandb/cerulean", Version: "v1.2.3"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},
+			{Key: "vcs.time", Value: "2026-01-02T03:04:05Z"}, {Key: "vcs.modified", Value: "true"}}}
+	got := formatVersion(bi)
+	for _, want := range []string{"cerulean github.com/ceruleandb/cerulean v1.2.3\n",
+		"revision 0123456789abcdef0123456789abcdef01234567 (2026-01-02T03:04:05Z) with uncommitted changes\n", "go1.26.8 "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("version text lacks %q:\n%s", want, got)
+		}
+	}
+	bi.Settings = nil
+	if got := formatVersion(bi); !strings.Contains(got, "revision unknown") {
+		t.Errorf("without VCS information:\n%s", got)
+	}
+}

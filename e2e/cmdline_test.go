@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runCLI runs the binary with args and returns its exit status and output.
+func runCLI(t *testing.T, args ...string) (status int, stdout, stderr string) {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(c, binaryPath, args...)
+	cmd.Env = filterEnv(os.Environ())
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), out.String(), errb.String()
+	} else if err != nil {
+		t.Fatalf("cerulean %q: %v", args, err)
+	}
+	return 0, out.String(), errb.String()
+}
+
+// -h, --help and help print the whole usage (the command list and the command's flags) on
+// stdout with status 0, for every command; version and --version print the build; mistakes
+// exit 2 with the usage on stderr.
+func TestCommandLineHelp(t *testing.T) {
+	const commandList = "cerulean bench [flags]"
+	for _, c := range []struct {
+		args []string
+		flag string // a flag of the command whose help this is
+	}{
+		{[]string{"-h"}, "-stall-timeout"},
+		{[]string{"--help"}, "-stall-timeout"},
+		{[]string{"help"}, "-stall-timeout"},
+		{[]string{"serve", "-h"}, "-max-body-memory"},
+		{[]string{"serve", "--help"}, "-slow-request"},
+		{[]string{"help", "serve"}, "-addr"},
+		{[]string{"bench", "-h"}, "-workers"},
+		{[]string{"bench", "--help"}, "-workers"},
+		{[]string{"help", "bench"}, "-hot-partition"},
+		{[]string{"version", "-h"}, "cerulean version"},
+		{[]string{"help", "version"}, "cerulean version"},
+	} {
+		status, out, errOut := runCLI(t, c.args...)
+		if status != 0 || !strings.Contains(out, commandList) || !strings.Contains(out, c.flag) || errOut != "" {
+			t.Errorf("cerulean %s: status %d, stdout %d bytes (command list %v, %s %v), stderr %q",
+				strings.Join(c.args, " "), status, len(out), strings.Contains(out, commandList), c.flag, strings.Contains(out, c.flag), errOut)
+		}
+	}
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		status, out, _ := runCLI(t, args...)
+		if status != 0 || !strings.HasPrefix(out, "cerulean github.com/ceruleandb/cerulean ") ||
+			!strings.Contains(out, "revision ") || !strings.Contains(out, "go1.") {
+			t.Errorf("cerulean %s: status %d, output %q", args[0], status, out)
+		}
+	}
+	for _, args := range [][]string{{"--bogus"}, {"serve", "--bogus"}, {"bench", "--bogus"}, {"frobnicate"},
+		{"help", "frobnicate"}, {"serve", "extra"}, {"version", "extra"}, {"serve", "--max-body-memory", "lots"}} {
+		status, out, errOut := runCLI(t, args...)
+		if status != 2 || out != "" || !strings.Contains(errOut, "Usage:") || !strings.Contains(errOut, commandList) {
+			t.Errorf("cerulean %s: status %d, stdout %q, stderr %q; want 2 with the usage on stderr", strings.Join(args, " "), status, out, errOut)
+		}
+	}
+}
+
+// A busy --addr fails before the data directory is created.
+func TestBusyAddrCreatesNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	data := filepath.Join(t.TempDir(), "data")
+	status, _, errOut := runCLI(t, "serve", "--addr", ln.Addr().String(), "--data", data)
+	if status != 1 || !strings.Contains(errOut, "address already in use") {
+		t.Errorf("busy address: status %d, stderr %q", status, errOut)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Errorf("the data directory was created for a server that could not listen (%v)", err)
+	}
+}
+
+// A second server on the same data directory says another process holds it.
+func TestDataDirInUse(t *testing.T) {
+	if strings.Contains(os.Getenv("CERULEAN_TEST_ENGINE_ARGS"), "postgres") {
+		t.Skip("the data directory is the pebble engine's")
+	}
+	srv := startServer(t)
+	status, _, errOut := runCLI(t, "serve", "--addr", "127.0.0.1:0", "--data", srv.DataDir)
+	if status != 1 || !strings.Contains(errOut, "in use by another process") || !strings.Contains(errOut, srv.DataDir) {
+		t.Errorf("second server on %s: status %d, stderr %q; want a message that another process holds the directory", srv.DataDir, status, errOut)
+	}
+}

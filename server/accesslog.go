@@ -1,0 +1,143 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/ceruleandb/cerulean/azerr"
+)
+
+// logRequest writes the request's log line: at debug level one for every request, and at
+// info level (as warnings) every request answered 5xx, plus every request slower than
+// Options.SlowRequest. The line carries what an operator needs to find the request again
+// (request ids, operation, account, table), never a credential: no Authorization header and
+// no query string (a SAS signature travels in it).
+func (s *Server) logRequest(rq *request, start time.Time) {
+	elapsed := time.Since(start)
+	status := rq.rw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	failStatus := status
+	if rq.err != nil && rq.err.Status > failStatus {
+		failStatus = rq.err.Status // a batch answers 202 for a failed operation
+	}
+	level, msg := slog.LevelDebug, "request"
+	switch {
+	case failStatus >= 500:
+		level, msg = slog.LevelWarn, "request failed"
+	case s.limits.SlowRequest > 0 && elapsed >= s.limits.SlowRequest:
+		level, msg = slog.LevelInfo, "slow request"
+	}
+	ctx := context.Background()
+	if !s.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 14)
+	attrs = append(attrs,
+		slog.String("op", s.operation(rq)),
+		slog.Int("status", status),
+	)
+	if code := rq.w.Header().Get("X-Ms-Error-Code"); code != "" {
+		attrs = append(attrs, slog.String("code", code))
+	}
+	attrs = append(attrs,
+		slog.Duration("latency", elapsed),
+		slog.String("request_id", rq.id),
+	)
+	if v := rq.w.Header().Get("X-Ms-Client-Request-Id"); v != "" {
+		attrs = append(attrs, slog.String("client_request_id", v))
+	}
+	attrs = append(attrs, slog.String("account", rq.account))
+	if rq.res.Table != "" {
+		attrs = append(attrs, slog.String("table", rq.res.Table))
+	}
+	attrs = append(attrs,
+		slog.Int64("bytes_in", rq.bytesIn),
+		slog.Int64("bytes_out", rq.rw.bytesOut),
+		slog.String("remote", rq.r.RemoteAddr),
+	)
+	if failStatus >= 500 && rq.err != nil {
+		attrs = append(attrs, slog.String("err", rq.err.Message))
+	}
+	s.log.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// operation names what the request asked for, with the names Azure's Storage Analytics
+// logs use for the Table service ("Storage Analytics logged operations and status
+// messages", https://learn.microsoft.com/rest/api/storageservices/storage-analytics-logged-operations-and-status-messages).
+// A request too malformed to name is "Unknown".
+func (s *Server) operation(rq *request) string {
+	r := rq.r
+	if r.Method == http.MethodOptions {
+		return "TablePreflightRequest"
+	}
+	res := rq.res
+	if res.Kind == 0 { // not routed yet (an authentication failure)
+		var err error
+		if res, err = ParseResource(s.resourcePath(rq, rq.pathStyle)); err != nil {
+			return "Unknown"
+		}
+	}
+	method, err := effectiveMethod(r)
+	if err != nil {
+		return "Unknown"
+	}
+	q := r.URL.Query()
+	conditional := r.Header.Get("If-Match") != ""
+	switch res.Kind {
+	case KindService:
+		switch {
+		case q.Get("comp") == "stats":
+			return "GetTableServiceStats"
+		case method == http.MethodPut:
+			return "SetTableServiceProperties"
+		}
+		return "GetTableServiceProperties"
+	case KindTables:
+		if method == http.MethodPost {
+			return "CreateTable"
+		}
+		return "QueryTables"
+	case KindTable:
+		if method == http.MethodDelete {
+			return "DeleteTable"
+		}
+		return "QueryTable"
+	case KindBatch:
+		return "EntityGroupTransaction"
+	case KindEntities:
+		switch {
+		case q.Has("comp") && method == http.MethodPut:
+			return "SetTableACL"
+		case q.Has("comp"):
+			return "GetTableACL"
+		case method == http.MethodPost:
+			return "InsertEntity"
+		}
+		return "QueryEntities"
+	case KindEntity:
+		switch method {
+		case http.MethodGet:
+			return "QueryEntity"
+		case http.MethodPut:
+			if conditional {
+				return "UpdateEntity"
+			}
+			return "InsertOrReplaceEntity"
+		case "MERGE", http.MethodPatch:
+			if conditional {
+				return "MergeEntity"
+			}
+			return "InsertOrMergeEntity"
+		case http.MethodDelete:
+			return "DeleteEntity"
+		}
+	}
+	return "Unknown"
+}
+
+// noteError keeps the error a request is answered with, for its log line.
+func (rq *request) noteError(e *azerr.Error) { rq.err = e }

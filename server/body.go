@@ -1,0 +1,275 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ceruleandb/cerulean/azerr"
+)
+
+// Request bodies are the one place a client decides how much memory the server holds and for
+// how long, so they are read under three bounds:
+//
+//   - Memory grows only as bytes arrive: a body is read into fixed-size chunks, never into a
+//     buffer sized from the declared Content-Length.
+//   - Every chunk is taken from a server-wide budget of body bytes (Options.MaxBodyMemory).
+//     When the budget is spent the request is answered 503 ServerBusy with Retry-After,
+//     which every SDK retries, instead of buffering without bound. Bodies declared larger
+//     than smallBody (or of unknown length) may use only half of the budget, so uploads of
+//     large batches, stalled or not, cannot starve the ordinary small writes.
+//   - Reading is timed: a client may pause at most Options.StallTimeout between bytes and
+//     take at most Options.BodyTimeout for the whole body; past either it is answered 500
+//     OperationTimedOut (the service's code for a timed-out request) and its connection is
+//     closed. During shutdown the pause allowed shrinks to shutdownStall.
+
+const (
+	// bodyChunk is the unit in which bodies are read and budgeted.
+	bodyChunk = 32 << 10
+	// smallBody is the largest declared Content-Length that may use the whole budget.
+	smallBody = 64 << 10
+	// shutdownStall is the pause allowed to a body being received once shutdown begins: an
+	// upload that is still moving may finish within the grace period, a stalled one is cut.
+	shutdownStall = time.Second
+)
+
+// chunkPool recycles body chunks, so uploads refused or cut off leave no garbage behind for
+// the next ones to pile onto.
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, bodyChunk); return &b }}
+
+// bodyBudget counts the request-body bytes held by all requests together.
+type bodyBudget struct {
+	limit int64 // every body together
+	large int64 // bodies declared larger than smallBody, or of unknown length, together
+	used  atomic.Int64
+	inBig atomic.Int64
+}
+
+func newBodyBudget(limit int64) *bodyBudget {
+	return &bodyBudget{limit: limit, large: limit / 2}
+}
+
+// acquire takes n bytes for a small or a large body; false means the budget is spent.
+func (b *bodyBudget) acquire(n int64, large bool) bool {
+	if large {
+		for {
+			u := b.inBig.Load()
+			if u+n > b.large {
+				return false
+			}
+			if b.inBig.CompareAndSwap(u, u+n) {
+				break
+			}
+		}
+	}
+	for {
+		u := b.used.Load()
+		if u+n > b.limit {
+			if large {
+				b.inBig.Add(-n)
+			}
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
+}
+
+func (b *bodyBudget) release(n int64, large bool) {
+	b.used.Add(-n)
+	if large {
+		b.inBig.Add(-n)
+	}
+}
+
+// bodyRead is one body being received; the server keeps it in a set so that shutdown can
+// tighten its deadlines.
+type bodyRead struct {
+	rc *http.ResponseController
+
+	mu       sync.Mutex
+	stall    time.Duration
+	deadline time.Time // the whole body must have arrived by then
+	progress time.Time // when the last bytes arrived
+	cut      bool      // shutdown tightened the limits
+}
+
+// arm sets the connection's read deadline for the next read: the stall allowance from the
+// last progress, but never past the body's deadline.
+func (b *bodyRead) arm() {
+	b.mu.Lock()
+	d := b.progress.Add(b.stall)
+	if d.After(b.deadline) {
+		d = b.deadline
+	}
+	b.mu.Unlock()
+	_ = b.rc.SetReadDeadline(d)
+}
+
+// tighten applies the shutdown limits: the body must keep moving (shutdownStall) and be
+// complete by the end of the grace period.
+func (b *bodyRead) tighten(graceEnd time.Time) {
+	b.mu.Lock()
+	b.cut = true
+	b.stall = min(b.stall, shutdownStall)
+	if graceEnd.Before(b.deadline) {
+		b.deadline = graceEnd
+	}
+	b.mu.Unlock()
+	b.arm()
+}
+
+func (b *bodyRead) wasCut() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cut
+}
+
+// startBody registers a body read; the caller must call endBody.
+func (s *Server) startBody(rq *request) *bodyRead {
+	now := time.Now()
+	b := &bodyRead{rc: rq.rc, stall: s.limits.StallTimeout, deadline: now.Add(s.limits.BodyTimeout), progress: now}
+	s.bodiesMu.Lock()
+	s.bodies[b] = struct{}{}
+	graceEnd, closing := s.graceEnd, s.closing.Load()
+	s.bodiesMu.Unlock()
+	if closing {
+		b.tighten(graceEnd)
+	}
+	return b
+}
+
+func (s *Server) endBody(b *bodyRead) {
+	s.bodiesMu.Lock()
+	delete(s.bodies, b)
+	s.bodiesMu.Unlock()
+}
+
+// tightenBodies applies the shutdown limits to every body being received, and to those that
+// start later.
+func (s *Server) tightenBodies(graceEnd time.Time) {
+	s.bodiesMu.Lock()
+	s.graceEnd = graceEnd
+	s.closing.Store(true)
+	bodies := make([]*bodyRead, 0, len(s.bodies))
+	for b := range s.bodies {
+		bodies = append(bodies, b)
+	}
+	s.bodiesMu.Unlock()
+	for _, b := range bodies {
+		b.tighten(graceEnd)
+	}
+}
+
+// readBody reads the request body, at most limit bytes (a larger one is 413), under the
+// memory budget and the read timeouts described at the top of this file. The budget it
+// takes is held until the request ends (see releaseBody).
+func (s *Server) readBody(rq *request, limit int64) ([]byte, error) {
+	r := rq.r
+	if r.ContentLength > limit {
+		return nil, azerr.New(azerr.RequestBodyTooLarge)
+	}
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		rq.bodyDone = true
+		return []byte{}, nil
+	}
+	rq.bodyLarge = r.ContentLength < 0 || r.ContentLength > smallBody
+	br := s.startBody(rq)
+	defer s.endBody(br)
+
+	var chunks []*[]byte
+	defer func() {
+		for _, c := range chunks {
+			chunkPool.Put(c)
+		}
+	}()
+	var total int64 // bytes read
+	defer func() { rq.bytesIn = total }()
+	for {
+		if total == int64(len(chunks))*bodyChunk {
+			if !s.hold(rq, bodyChunk) {
+				return nil, s.bodyFailed(rq, azerr.New(azerr.ServerBusy))
+			}
+			chunks = append(chunks, chunkPool.Get().(*[]byte))
+		}
+		c := *chunks[len(chunks)-1]
+		off := total % bodyChunk
+		br.arm()
+		n, err := r.Body.Read(c[off:])
+		total += int64(n)
+		if n > 0 {
+			br.mu.Lock()
+			br.progress = time.Now()
+			br.mu.Unlock()
+		}
+		if total > limit {
+			return nil, s.bodyFailed(rq, azerr.New(azerr.RequestBodyTooLarge))
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, s.bodyFailed(rq, bodyReadError(err, br.wasCut()))
+		}
+	}
+	rq.bodyDone = true
+	// The body is complete: no read deadline may stay armed, or it would cancel the request's
+	// context while the handler works (net/http watches the idle connection from here on).
+	_ = rq.rc.SetReadDeadline(time.Time{})
+
+	// One contiguous copy for the decoders; the chunks go back to the pool.
+	if !s.hold(rq, total) {
+		return nil, s.bodyFailed(rq, azerr.New(azerr.ServerBusy))
+	}
+	body := make([]byte, total)
+	for i, c := range chunks {
+		copy(body[int64(i)*bodyChunk:], *c)
+	}
+	s.unhold(rq, int64(len(chunks))*bodyChunk)
+	return body, nil
+}
+
+// bodyReadError classifies a failed body read.
+func bodyReadError(err error, cut bool) *azerr.Error {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded) && cut:
+		return azerr.Newf(azerr.ServerBusy, "The server is shutting down and the request body stopped arriving. Please retry your request.")
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return azerr.Newf(azerr.OperationTimedOut, "The request body was not received within the permitted time.")
+	}
+	return azerr.Newf(azerr.InvalidInput, "The request body could not be read.")
+}
+
+// bodyFailed marks the connection for closing after a body that was not read to its end:
+// what remains of it on the wire is not worth waiting for.
+func (s *Server) bodyFailed(rq *request, e *azerr.Error) *azerr.Error {
+	rq.w.Header()["Connection"] = []string{"close"}
+	return e
+}
+
+// hold takes n bytes of the body budget for the request.
+func (s *Server) hold(rq *request, n int64) bool {
+	if !s.budget.acquire(n, rq.bodyLarge) {
+		return false
+	}
+	rq.bodyHeld += n
+	return true
+}
+
+func (s *Server) unhold(rq *request, n int64) {
+	s.budget.release(n, rq.bodyLarge)
+	rq.bodyHeld -= n
+}
+
+// releaseBody returns what the request still holds of the body budget; ServeHTTP calls it
+// when the request ends, since the body lives as long as its handler.
+func (s *Server) releaseBody(rq *request) {
+	if rq.bodyHeld > 0 {
+		s.unhold(rq, rq.bodyHeld)
+	}
+}

@@ -1,0 +1,77 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// readHeaderTimeout bounds the time to send a request's headers.
+const readHeaderTimeout = 30 * time.Second
+
+// keepAliveSlack is how much longer than the Keep-Alive timeout it advertises the server
+// keeps an idle connection open, so that a client retiring sockets by the advertised value
+// never reuses one the server is closing at that moment (Node's keepAliveTimeoutBuffer does
+// the same).
+const keepAliveSlack = time.Second
+
+// ErrRequestsRunning is returned by Serve when requests were still running after their
+// connections had been closed at the end of the grace period; the engine must then not be
+// closed under them.
+var ErrRequestsRunning = errors.New("requests still running after shutdown")
+
+// Serve serves HTTP on ln until ctx is done, then shuts down: it stops accepting, lets the
+// requests being processed finish within Options.ShutdownGrace, cuts the connections that
+// are only stalled sending a body (a body that stops arriving for a second is answered 503
+// and its connection closed), and closes every connection still open when the grace period
+// ends. It returns nil after a clean shutdown; then no request is running and the engine
+// may be closed.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       s.limits.IdleTimeout + keepAliveSlack,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	stopAt := time.Now()
+	s.log.Info("shutting down", "grace", s.limits.ShutdownGrace)
+	graceEnd := stopAt.Add(s.limits.ShutdownGrace)
+	s.tightenBodies(graceEnd)
+	sctx, cancel := context.WithDeadline(context.Background(), graceEnd)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		s.log.Warn("shutdown grace period over; closing the connections still open", "requests", s.active.Load())
+		_ = hs.Close()
+		// Closing a connection cancels its request's context, which stops engine work.
+		if !s.waitIdle(5 * time.Second) {
+			return ErrRequestsRunning
+		}
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	s.log.Info("stopped serving", "after", time.Since(stopAt).Round(time.Millisecond))
+	return nil
+}
+
+// waitIdle waits up to d for the running requests to end.
+func (s *Server) waitIdle(d time.Duration) bool {
+	end := time.Now().Add(d)
+	for s.active.Load() > 0 {
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
