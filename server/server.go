@@ -412,7 +412,12 @@ func (s *Server) writeError(rq *request, err error) {
 	if !known {
 		s.log.Error("internal error", "request_id", rq.id, "method", rq.r.Method, "url", rq.r.URL.String(), "err", err)
 	}
-	if e.Status >= 500 && known {
+	switch {
+	case e.Code == azerr.ServerBusy:
+		// A state of the engine (unreachable, disk full), logged when it begins and ends;
+		// a line per refused request would flood the log while clients retry.
+		s.log.Debug("request failed", "request_id", rq.id, "code", e.Code, "err", err)
+	case e.Status >= 500 && known:
 		s.log.Warn("request failed", "request_id", rq.id, "code", e.Code, "err", err)
 	}
 	msg := errorMessage(rq, e)
