@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -32,6 +33,7 @@ type serveOptions struct {
 	debug    string
 
 	engine           string
+	diskReserve      int64
 	postgresURL      string
 	postgresPool     int
 	postgresStmtTime time.Duration
@@ -53,6 +55,7 @@ func parseServe(args []string) (serveOptions, error) {
 	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error (CERULEAN_LOG_LEVEL)")
 	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
 	fs.StringVar(&o.engine, "engine", env("CERULEAN_ENGINE", "pebble"), "storage engine: pebble (embedded, in --data) or postgres (--postgres-url) (CERULEAN_ENGINE)")
+	reserve := fs.String("disk-reserve", env("CERULEAN_DISK_RESERVE", "128MiB"), "free space kept on the volume of --data for the pebble engine: writes are refused (503) below it and accepted again once space returns; 0 turns the guard off (CERULEAN_DISK_RESERVE)")
 	fs.StringVar(&o.postgresURL, "postgres-url", env("CERULEAN_POSTGRES_URL", ""), "PostgreSQL, YugabyteDB or CockroachDB connection URL for --engine postgres (CERULEAN_POSTGRES_URL)")
 	pool, err := envInt("CERULEAN_POSTGRES_POOL_SIZE", postgres.DefaultPoolSize)
 	if err != nil {
@@ -69,6 +72,9 @@ func parseServe(args []string) (serveOptions, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if o.diskReserve, err = parseSize(*reserve); err != nil {
+		return o, fmt.Errorf("--disk-reserve: %w", err)
 	}
 	switch o.engine {
 	case "pebble":
@@ -135,7 +141,15 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 	if err := os.MkdirAll(o.data, 0o755); err != nil {
 		return nil, "", fmt.Errorf("data directory: %w", err)
 	}
-	eng, err := pebble.Open(o.data, pebble.Options{Logger: pebbleLogger{log.With("component", "pebble")}})
+	plog := log.With("component", "pebble")
+	reserve := o.diskReserve
+	if reserve == 0 {
+		reserve = -1 // Options: negative turns the guard off
+	}
+	eng, err := pebble.Open(o.data, pebble.Options{Logger: pebbleLogger{plog}, Log: plog, DiskReserve: reserve})
+	if errors.Is(err, storage.ErrNoSpace) {
+		return nil, "", fmt.Errorf("%w, or lower --disk-reserve (now %s)", err, formatSize(reserve))
+	}
 	if err != nil {
 		return nil, "", err
 	}
