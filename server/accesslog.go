@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/ceruleandb/cerulean/azerr"
@@ -11,7 +12,11 @@ import (
 
 // logRequest writes the request's log line: at debug level one for every request, and at
 // info level (as warnings) every request answered 5xx, plus every request slower than
-// Options.SlowRequest. The line carries what an operator needs to find the request again
+// Options.SlowRequest. Two 5xx answers come in floods and are summarised instead, one
+// line per code per failureLogWindow carrying how many were left out (see failureLog):
+// 503 ServerBusy, the answer of a state (storage unreachable, disk full, the body budget
+// spent) that is itself logged when it begins and ends, while every client retries; and
+// 500 OperationTimedOut, which stalled or trickling uploads earn by the hundred. The line carries what an operator needs to find the request again
 // (request ids, operation, account, table), never a credential: no Authorization header and
 // no query string (a SAS signature travels in it).
 func (s *Server) logRequest(rq *request, start time.Time) {
@@ -25,9 +30,16 @@ func (s *Server) logRequest(rq *request, start time.Time) {
 		failStatus = rq.err.Status // a batch answers 202 for a failed operation
 	}
 	level, msg := slog.LevelDebug, "request"
+	var omitted int64
 	switch {
 	case failStatus >= 500:
 		level, msg = slog.LevelWarn, "request failed"
+		if rq.err != nil && (rq.err.Code == azerr.ServerBusy || rq.err.Code == azerr.OperationTimedOut) {
+			var show bool
+			if show, omitted = s.busyLog.admit(rq.err.Code, time.Now()); !show {
+				level = slog.LevelDebug
+			}
+		}
 	case s.limits.SlowRequest > 0 && elapsed >= s.limits.SlowRequest:
 		level, msg = slog.LevelInfo, "slow request"
 	}
@@ -35,7 +47,7 @@ func (s *Server) logRequest(rq *request, start time.Time) {
 	if !s.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 14)
+	attrs := make([]slog.Attr, 0, 15)
 	attrs = append(attrs,
 		slog.String("op", s.operation(rq)),
 		slog.Int("status", status),
@@ -62,7 +74,47 @@ func (s *Server) logRequest(rq *request, start time.Time) {
 	if failStatus >= 500 && rq.err != nil {
 		attrs = append(attrs, slog.String("err", rq.err.Message))
 	}
+	if omitted > 0 {
+		attrs = append(attrs, slog.Int64("similar_not_logged", omitted))
+	}
 	s.log.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// failureLogWindow is how often a flooding error code gets an info-level line.
+const failureLogWindow = 10 * time.Second
+
+// failureLog rate-limits the info-level lines of error codes that come in floods: the
+// first answer with a code in each failureLogWindow is logged, with the number of answers
+// with that code left out since the previous line; the others are logged at debug only.
+type failureLog struct {
+	mu    sync.Mutex
+	codes map[azerr.Code]*failureCount
+}
+
+type failureCount struct {
+	last    time.Time
+	omitted int64
+}
+
+// admit reports whether an answer with code at now gets its info-level line, and how
+// many such answers were left out since the previous one.
+func (f *failureLog) admit(code azerr.Code, now time.Time) (show bool, omitted int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.codes == nil {
+		f.codes = make(map[azerr.Code]*failureCount)
+	}
+	c := f.codes[code]
+	if c == nil {
+		c = &failureCount{}
+		f.codes[code] = c
+	}
+	if !c.last.IsZero() && now.Sub(c.last) < failureLogWindow {
+		c.omitted++
+		return false, 0
+	}
+	omitted, c.omitted, c.last = c.omitted, 0, now
+	return true, omitted
 }
 
 // operation names what the request asked for, with the names Azure's Storage Analytics

@@ -51,7 +51,9 @@ type Server struct {
 	verifier *auth.Verifier
 	log      *slog.Logger
 	limits   Limits
-	budget   *bodyBudget
+	// busyLog summarises the log lines of 5xx answers that come in floods (see logRequest).
+	busyLog failureLog
+	budget  *bodyBudget
 	// keepAlive is the Keep-Alive header value of responses on connections kept open.
 	keepAlive string
 

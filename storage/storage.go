@@ -26,6 +26,10 @@ var (
 	ErrVersionMismatch = errors.New("entity version mismatch")
 	// ErrUnavailable means the backing store cannot be reached; the request may be retried.
 	ErrUnavailable = errors.New("storage unavailable")
+	// ErrNoSpace means the engine refuses writes because its volume is (nearly) full:
+	// nothing of the refused write was applied, reads keep working, and the write may be
+	// retried once space is freed. It is a state of the engine, not of the request.
+	ErrNoSpace = errors.New("no space left on the storage volume")
 )
 
 // ApplyError reports which mutation of an Apply failed and why. Err is ErrNotFound,

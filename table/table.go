@@ -254,6 +254,9 @@ const (
 	entityScope              // the request addresses entities in a table
 )
 
+// diskFullDetail is the text added to a write refused because the engine's disk is full.
+const diskFullDetail = "The server's disk is full: writes are refused until space is freed. Reads are served."
+
 // mapErr turns an engine error into a service error. A missing table is TableNotFound
 // for entity operations but ResourceNotFound when the table itself is addressed.
 func (s *Service) mapErr(err error, sc scope) error {
@@ -285,6 +288,11 @@ func (s *Service) mapErr(err error, sc scope) error {
 	case errors.Is(err, storage.ErrUnavailable):
 		s.markUnavailable(err)
 		return azerr.New(azerr.ServerBusy)
+	case errors.Is(err, storage.ErrNoSpace):
+		// The engine is reachable and serves reads; it refuses writes until space is
+		// freed, and logs that state's changes itself. 503 with Retry-After, like any
+		// condition the client can wait out (RFC 9110 §15.6.4); the SDKs retry it.
+		return azerr.New(azerr.ServerBusy).WithDetail(diskFullDetail)
 	case errors.Is(err, context.DeadlineExceeded):
 		return azerr.New(azerr.OperationTimedOut)
 	case errors.Is(err, context.Canceled):

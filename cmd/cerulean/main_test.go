@@ -77,22 +77,6 @@ func TestParseServeLimits(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{"0": 0, "1024": 1024, "64MiB": 64 << 20, "512KiB": 512 << 10, "2GiB": 2 << 30, "100B": 100, " 8 MiB ": 8 << 20} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "lots", "-1", "1.5MiB", "64MB", "99999999999GiB"} {
-		if _, err := parseSize(in); err == nil {
-			t.Errorf("parseSize(%q) accepted", in)
-		}
-	}
-	if s := formatSize(64 << 20); s != "64MiB" {
-		t.Errorf("formatSize = %q", s)
-	}
-}
-
 func TestFormatVersion(t *testing.T) {
 	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/ceruleandb/cerulean", Version: "v1.2.3"},
 		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},

@@ -35,6 +35,7 @@ type serveOptions struct {
 	debug    string
 
 	engine           string
+	diskReserve      int64
 	postgresURL      string
 	postgresPool     int
 	postgresStmtTime time.Duration
@@ -112,6 +113,10 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 		return fs, o, err
 	}
 	o.limits.MaxBodyMemory = mem
+	if o.diskReserve, err = envSize("CERULEAN_DISK_RESERVE", pebble.DefaultDiskReserve); err != nil {
+		return fs, o, err
+	}
+	fs.Var((*byteSize)(&o.diskReserve), "disk-reserve", "free space kept on the volume of --data for the pebble engine, e.g. 128MiB: writes are refused (503) below it and accepted again once space returns; 0 turns the guard off (CERULEAN_DISK_RESERVE)")
 	fs.Var((*byteSize)(&o.limits.MaxBodyMemory), "max-body-memory", "most request-body bytes held in memory by all requests together, e.g. 64MiB; past it requests get 503 ServerBusy with Retry-After (CERULEAN_MAX_BODY_MEMORY)")
 	for _, f := range []struct {
 		name, env, usage string
@@ -197,64 +202,6 @@ func envDuration(name string, def time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-// envSize reads a byte size from the environment (see byteSize).
-func envSize(name string, def int64) (int64, error) {
-	v, ok := os.LookupEnv(name)
-	if !ok {
-		return def, nil
-	}
-	n, err := parseSize(v)
-	if err != nil {
-		return 0, fmt.Errorf("%s=%q: %w", name, v, err)
-	}
-	return n, nil
-}
-
-// byteSize is a flag holding a byte count written as a number with an optional binary
-// unit: 67108864, 65536KiB, 64MiB, 1GiB.
-type byteSize int64
-
-func (b *byteSize) String() string { return formatSize(int64(*b)) }
-
-func (b *byteSize) Set(s string) error {
-	n, err := parseSize(s)
-	if err != nil {
-		return err
-	}
-	*b = byteSize(n)
-	return nil
-}
-
-func parseSize(s string) (int64, error) {
-	num, mult := strings.TrimSpace(s), int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"B", 1}} {
-		if n, ok := strings.CutSuffix(num, u.suffix); ok {
-			num, mult = strings.TrimSpace(n), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("not a size (want bytes, or a number with KiB, MiB or GiB)")
-	}
-	return n * mult, nil
-}
-
-func formatSize(n int64) string {
-	switch {
-	case n != 0 && n%(1<<30) == 0:
-		return strconv.FormatInt(n>>30, 10) + "GiB"
-	case n != 0 && n%(1<<20) == 0:
-		return strconv.FormatInt(n>>20, 10) + "MiB"
-	case n != 0 && n%(1<<10) == 0:
-		return strconv.FormatInt(n>>10, 10) + "KiB"
-	}
-	return strconv.FormatInt(n, 10)
-}
-
 // openEngine opens the engine the options choose and describes where its data lives
 // (for the start-up log line; never the database password).
 func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error) {
@@ -278,7 +225,15 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 	if err := os.MkdirAll(o.data, 0o755); err != nil {
 		return nil, "", fmt.Errorf("data directory: %w", err)
 	}
-	eng, err := pebble.Open(o.data, pebble.Options{Logger: pebbleLogger{log.With("component", "pebble")}})
+	plog := log.With("component", "pebble")
+	reserve := o.diskReserve
+	if reserve == 0 {
+		reserve = -1 // Options: negative turns the guard off
+	}
+	eng, err := pebble.Open(o.data, pebble.Options{Logger: pebbleLogger{plog}, Log: plog, DiskReserve: reserve})
+	if errors.Is(err, storage.ErrNoSpace) {
+		return nil, "", fmt.Errorf("%w, or lower --disk-reserve (now %s)", err, formatSize(reserve))
+	}
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		// Pebble's LOCK file is held: flock(2) refuses with EWOULDBLOCK.
 		dir := o.data

@@ -22,6 +22,9 @@
 //     Neither is cached: each Get is one point read, each Set one synced write.
 //   - Open reads only the catalogue and a few meta keys, so restart time does not grow
 //     with the data; memory is bounded by the block cache and memtable options.
+//   - A disk space guard (space.go) keeps part of the volume in reserve and refuses writes
+//     with storage.ErrNoSpace before Pebble could meet a full disk on its fatal paths; the
+//     engine recovers by itself when space returns.
 package pebble
 
 import (
@@ -32,6 +35,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log"
+	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -50,6 +55,8 @@ const (
 	DefaultMemTableSize                = 16 << 20
 	DefaultMemTableStopWritesThreshold = 4
 	DefaultValueSeparationMinSize      = 256
+	// DefaultDiskReserve is the disk reserve with the default memtables (Options.DiskReserve).
+	DefaultDiskReserve = 2 * DefaultMemTableSize * DefaultMemTableStopWritesThreshold
 )
 
 const (
@@ -90,8 +97,26 @@ type Options struct {
 	// Clock hands out versions (default storage.NewClock(nil), the wall clock).
 	Clock *storage.Clock
 	// FS is the file system holding the directory (default the operating system's).
-	// Tests pass vfs.NewCrashableMem() to simulate a crash.
+	// Tests pass vfs.NewCrashableMem() to simulate a crash. The disk space guard works
+	// only on the default file system.
 	FS vfs.FS
+	// DiskReserve is how much of the data directory's volume the engine keeps for its own
+	// work, so that a full volume refuses writes instead of ending the process (space.go).
+	// A quarter is held in the file BallastName, released if the volume fills anyway; the
+	// rest must stay free: writes fail with storage.ErrNoSpace while less than that is free,
+	// and are accepted again, without a restart, once an eighth of the reserve more is
+	// free (and the ballast is back). Open fails with storage.ErrNoSpace on a volume with
+	// less free space than that, plus what it needs to replay the write-ahead log. The
+	// default, DiskReserve 0, is twice what the memtables can hold
+	// (2 × MemTableSize × MemTableStopWritesThreshold, 128 MiB with the defaults): room to
+	// flush them all and compact. Negative turns the guard off.
+	DiskReserve int64
+	// Log receives the engine's own reports, such as the disk filling up and space coming
+	// back (default slog.Default()).
+	Log *slog.Logger
+
+	// statfs, when set by a test, replaces the reading of the volume's free space.
+	statfs func() (uint64, error)
 }
 
 // quietLogger passes Pebble's errors to the standard logger and drops its informational
@@ -111,6 +136,7 @@ type Engine struct {
 	clock  *storage.Clock
 	seed   maphash.Seed
 	logger pebbledb.Logger
+	space  *spaceGuard // nil when the guard is off
 
 	// stripes are the row locks (see Apply).
 	stripes [lockStripes]sync.Mutex
@@ -170,6 +196,13 @@ func Open(dir string, opts Options) (*Engine, error) {
 	if opts.Logger == nil {
 		opts.Logger = quietLogger{}
 	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	space, err := openSpaceGuard(dir, &opts)
+	if err != nil {
+		return nil, err
+	}
 	// Pebble charges memtables to the block cache, so the cache holds CacheSize for blocks
 	// on top of the most memory the memtables can take. The sum caps resident memory.
 	cache := pebbledb.NewCache(opts.CacheSize + int64(opts.MemTableSize)*int64(opts.MemTableStopWritesThreshold))
@@ -181,6 +214,10 @@ func Open(dir string, opts Options) (*Engine, error) {
 		FormatMajorVersion:          pebbledb.FormatNewest,
 		Logger:                      opts.Logger,
 		FS:                          opts.FS,
+	}
+	if space != nil {
+		po.FS = guardFS{FS: vfs.OnDiskFull(vfs.Default, space.onDiskFull), g: space}
+		po.EventListener = eventListener(space, opts.Logger)
 	}
 	// Bloom filters let a point read of an absent key (every Insert checks one) skip
 	// the sstables that cannot hold it.
@@ -200,14 +237,17 @@ func Open(dir string, opts Options) (*Engine, error) {
 		}
 		po.Experimental.ValueSeparationPolicy = func() pebbledb.ValueSeparationPolicy { return policy }
 	}
+	space.start()
 	db, err := pebbledb.Open(dir, po)
 	if err != nil {
+		space.close()
 		return nil, fmt.Errorf("open pebble: %w", err)
 	}
 	e := &Engine{
 		db:        db,
 		clock:     opts.Clock,
 		logger:    opts.Logger,
+		space:     space,
 		seed:      maphash.MakeSeed(),
 		tables:    make(map[tableRef]*table),
 		purgeWake: make(chan struct{}, 1),
@@ -215,12 +255,70 @@ func Open(dir string, opts Options) (*Engine, error) {
 		purgeDone: make(chan struct{}),
 	}
 	if err := e.load(); err != nil {
+		space.close()
 		db.Close()
 		return nil, err
+	}
+	if space != nil {
+		space.setOnRecover(e.wakePurger) // purges refused while full can proceed
 	}
 	go e.purgeLoop()
 	e.wakePurger() // resume purges a previous run left pending
 	return e, nil
+}
+
+// openSpaceGuard prepares the disk space guard of dir, or returns nil when it is off
+// (a negative DiskReserve, or a file system other than the operating system's).
+func openSpaceGuard(dir string, opts *Options) (*spaceGuard, error) {
+	if opts.DiskReserve < 0 || opts.FS != nil {
+		return nil, nil
+	}
+	reserve := uint64(opts.DiskReserve)
+	if reserve == 0 {
+		reserve = 2 * opts.MemTableSize * uint64(opts.MemTableStopWritesThreshold)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	statfs := opts.statfs
+	if statfs == nil {
+		statfs = func() (uint64, error) {
+			u, err := vfs.Default.GetDiskUsage(dir)
+			return u.AvailBytes, err
+		}
+	}
+	if _, err := statfs(); errors.Is(err, vfs.ErrUnsupported) {
+		return nil, nil
+	}
+	return newSpaceGuard(dir, newSpaceConfig(reserve), statfs, opts.Log, func() (uint64, error) { return replayBytes(dir) })
+}
+
+// replayBytes is how much Open will write to flush the data it replays from the WALs of
+// dir: it opens the database read-only, which replays the WALs into memtables and writes
+// nothing, and reads the memtables' size, with a margin. (Measured: the flush wrote 3.0 MiB
+// for memtables of 3.8 MiB, 6.5 MiB for 7.8 MiB; Metrics().WAL.Size is no guide in
+// read-only mode, where it reads 0 for WALs that hold data.)
+func replayBytes(dir string) (uint64, error) {
+	db, err := pebbledb.Open(dir, &pebbledb.Options{ReadOnly: true, Logger: quietLogger{}})
+	if err != nil {
+		return 0, err
+	}
+	n := db.Metrics().MemTable.Size
+	if err := db.Close(); err != nil {
+		return 0, err
+	}
+	return n + n/8 + 1<<20, nil
+}
+
+// commit commits b with Sync once the space guard admits its size; a refused batch is not
+// applied at all.
+func (e *Engine) commit(b *pebbledb.Batch) error {
+	n := uint64(b.Len())
+	if err := e.space.admit(n); err != nil {
+		return err
+	}
+	defer e.space.done(n)
+	return b.Commit(pebbledb.Sync)
 }
 
 // load reads the meta keys and the catalogue.
@@ -322,8 +420,16 @@ func (e *Engine) Close() error {
 
 	close(e.purgeStop)
 	<-e.purgeDone
-	mark := binary.BigEndian.AppendUint64(nil, uint64(e.clock.Next(0)))
-	err := e.db.Set(metaClock, mark, pebbledb.Sync)
+	// The clock mark is an optimisation (see load): on a full disk it is skipped.
+	b := e.db.NewBatch()
+	_ = b.Set(metaClock, binary.BigEndian.AppendUint64(nil, uint64(e.clock.Next(0))), nil)
+	err := e.commit(b)
+	b.Close()
+	if errors.Is(err, storage.ErrNoSpace) {
+		err = nil
+	}
+	// Stop the guard first: it wakes background work it paused, which Close waits for.
+	e.space.close()
 	if cerr := e.db.Close(); err == nil {
 		err = cerr
 	}
@@ -377,7 +483,7 @@ func (e *Engine) CreateTable(ctx context.Context, account, name string) error {
 	defer b.Close()
 	_ = b.Set(catalogKey(account, ref.key), catalogValue(id, name), nil)
 	_ = b.Set(metaNextID, binary.BigEndian.AppendUint64(nil, id+1), nil)
-	if err := b.Commit(pebbledb.Sync); err != nil {
+	if err := e.commit(b); err != nil {
 		return fmt.Errorf("create table: %w", err)
 	}
 	e.catMu.Lock()
@@ -463,7 +569,7 @@ func (e *Engine) DeleteTable(ctx context.Context, account, name string) error {
 	_ = b.Delete(catalogKey(account, ref.key), nil)
 	_ = b.Delete(aclKey(t.id), nil)
 	_ = b.Set(purgeKey(t.id), nil, nil)
-	if err := b.Commit(pebbledb.Sync); err != nil {
+	if err := e.commit(b); err != nil {
 		return fmt.Errorf("delete table: %w", err)
 	}
 	t.dropped = true
@@ -547,13 +653,14 @@ func (e *Engine) getBytes(key []byte, op string) ([]byte, error) {
 
 // setBytes sets key to v, or deletes it when v is empty, and syncs.
 func (e *Engine) setBytes(key, v []byte, op string) error {
-	var err error
+	b := e.db.NewBatch()
+	defer b.Close()
 	if len(v) == 0 {
-		err = e.db.Delete(key, pebbledb.Sync)
+		_ = b.Delete(key, nil)
 	} else {
-		err = e.db.Set(key, v, pebbledb.Sync)
+		_ = b.Set(key, v, nil)
 	}
-	if err != nil {
+	if err := e.commit(b); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil
@@ -656,7 +763,7 @@ func (e *Engine) Apply(ctx context.Context, account, tableName, pk string, muts 
 	if testHookBeforeCommit != nil {
 		testHookBeforeCommit()
 	}
-	if err := b.Commit(pebbledb.Sync); err != nil {
+	if err := e.commit(b); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
 	return versions, nil
@@ -906,7 +1013,8 @@ func (e *Engine) purgeLoop() {
 		}
 		err := e.purgePending(ctx)
 		e.exit()
-		if err != nil && ctx.Err() == nil {
+		// On a full disk the purge waits: the guard wakes it when space returns.
+		if err != nil && ctx.Err() == nil && !errors.Is(err, storage.ErrNoSpace) {
 			e.logger.Errorf("cerulean: purge deleted tables: %v", err)
 		}
 	}
@@ -931,7 +1039,7 @@ func (e *Engine) purgePending(ctx context.Context) error {
 		_ = b.DeleteRange(tablePrefix(id), tablePrefix(id+1), nil)
 		_ = b.Delete(aclKey(id), nil) // DeleteTable removed it; this covers older stores
 		_ = b.Delete(purgeKey(id), nil)
-		err := b.Commit(pebbledb.Sync)
+		err := e.commit(b)
 		b.Close()
 		if err != nil {
 			return fmt.Errorf("purge table %d: %w", id, err)
