@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,38 +28,6 @@ import (
 // withChildEnv adds environment variables to the child process.
 func withChildEnv(kv ...string) serverOption {
 	return func(c *serverConfig) { c.env = append(c.env, kv...) }
-}
-
-// pid is the server process id.
-func (s *server) pid() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cmd.Process.Pid
-}
-
-// memKB reads VmRSS and VmHWM (peak resident memory) of the server process, in KiB.
-func (s *server) memKB(t testing.TB) (rss, hwm int64) {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pid()))
-	if err != nil {
-		t.Fatalf("reading /proc status: %v", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || (k != "VmRSS" && k != "VmHWM") {
-			continue
-		}
-		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if err != nil {
-			t.Fatalf("%s: %v", line, err)
-		}
-		if k == "VmRSS" {
-			rss = n
-		} else {
-			hwm = n
-		}
-	}
-	return rss, hwm
 }
 
 // upload is a hand-driven POST of an entity body over its own connection.

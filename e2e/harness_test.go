@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -381,4 +382,41 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return c
+}
+
+// pid is the operating-system process id of the running child.
+func (s *server) pid(t testing.TB) int {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		t.Fatalf("server has no process")
+	}
+	return s.cmd.Process.Pid
+}
+
+// memKB reads the child's resident memory (VmRSS) and its peak (VmHWM), in KiB.
+func (s *server) memKB(t testing.TB) (rss, hwm int64) {
+	t.Helper()
+	pid := s.pid(t)
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("reading /proc/%d/status: %v", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "VmRSS" && k != "VmHWM") {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err != nil {
+			t.Fatalf("/proc/%d/status: %q: %v", pid, line, err)
+		}
+		if k == "VmRSS" {
+			rss = n
+		} else {
+			hwm = n
+		}
+	}
+	return rss, hwm
 }
