@@ -123,6 +123,21 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 }
 
+// EncodedSize is the length AppendProps writes, across the uvarint length boundaries.
+func TestEncodedSize(t *testing.T) {
+	g, _ := ParseGUID("c9da6455-213d-42c9-9a79-3e9149a57833")
+	cases := [][]Property{nil, {}, {{"G", Value{Type: GUID, Bytes: g}}, {"T", Value{Type: DateTime}}, {"B", BoolValue(true)}}}
+	for _, n := range []int{0, 1, 127, 128, 16383, 16384, 65536, 1 << 21} {
+		cases = append(cases, []Property{{stringOf('n', n%300), StringValue(stringOf('s', n))}, {"X", BinaryValue(make([]byte, n))}})
+	}
+	cases = append(cases, manyProps(200))
+	for i, props := range cases {
+		if got, want := EncodedSize(props), len(AppendProps(nil, props)); got != want {
+			t.Errorf("case %d: EncodedSize = %d, AppendProps wrote %d", i, got, want)
+		}
+	}
+}
+
 func TestMerge(t *testing.T) {
 	base := []Property{{"A", Int32Value(1)}, {"B", StringValue("x")}}
 	got := Merge(base, []Property{{"B", Int64Value(2)}, {"C", BoolValue(false)}})

@@ -784,7 +784,7 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 
 	var res storage.ScanResult
 	var dec keyDecoder
-	examined := 0
+	examined, size := 0, 0
 	for it.First(); it.Valid(); it.Next() {
 		if len(res.Records) == req.Limit || (examined > 0 && examined%scanCheckEvery == 0 && expired(ctx, req.Deadline)) {
 			pk, rk, err := dec.decode(it.Key())
@@ -818,14 +818,29 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 				continue
 			}
 		}
+		// The stored value is the version header and the properties in AppendProps
+		// form, so the record's size is known before it is decoded. (A record the plain
+		// Filter rejects is decoded first; it is not counted.)
+		n := len(pk) + len(rk) + len(v) - valueHeader
+		full := req.MaxBytes > 0 && len(res.Records) > 0 && size+n > req.MaxBytes
+		accepted := req.EncodedFilter != nil || req.Filter == nil
+		if full && accepted {
+			res.Next = &storage.Key{PartitionKey: pk, RowKey: rk}
+			break
+		}
 		ver, props, err := decodeValue(v)
 		if err != nil {
 			return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
 		}
 		rec := storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk, Props: props}, Version: ver}
-		if req.EncodedFilter == nil && req.Filter != nil && !req.Filter(&rec) {
+		if !accepted && !req.Filter(&rec) {
 			continue
 		}
+		if full {
+			res.Next = &storage.Key{PartitionKey: pk, RowKey: rk}
+			break
+		}
+		size += n
 		res.Records = append(res.Records, rec)
 	}
 	if err := it.Error(); err != nil {
