@@ -53,7 +53,10 @@ const annotSuffix = "@odata.type"
 //     encoding/json sorts keys, so it comes after). Values are converted per §4.2,
 //     including the string forms JS and Python send for Int32/Double/Boolean and the JSON
 //     integers .NET sends for Edm.Double. An annotation with a null value is ignored; an
-//     annotation whose property is absent or null does nothing (beyond being checked).
+//     annotation whose property is absent or null does nothing (beyond being checked):
+//     a typed null is an absent property, as on the service (Microsoft's Java SDK sends
+//     null Date, UUID, Long and byte[] properties that way and reads them back absent;
+//     the JS SDK sends invalid Dates and {value: NaN, type} that way).
 //   - Unannotated values are inferred: string → String, true/false → Boolean, a number
 //     without '.', 'e' or 'E' → Int32 when it fits and Double otherwise, any other number
 //     → Double.
