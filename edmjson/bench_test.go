@@ -115,3 +115,29 @@ func TestBenchBodySize(t *testing.T) {
 		t.Fatalf("%v %s", err, body)
 	}
 }
+
+// BenchmarkDecodeTooManyProperties: a 3 MB body of 300,000 properties is refused after
+// the 253rd, so its cost does not grow with the body.
+func BenchmarkDecodeTooManyProperties(b *testing.B) {
+	body := compactProps(300_000)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, _, err := DecodeEntity(body); err == nil {
+			b.Fatal("accepted")
+		}
+	}
+}
+
+// BenchmarkDecodeManyNulls: members that do not count as properties (here null values)
+// are not limited by number, only by the body size; they cost linear time and no
+// allocation per member.
+func BenchmarkDecodeManyNulls(b *testing.B) {
+	body := []byte(manyMembers(400_000, `"n%d":null`))
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := DecodeEntity(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -3,8 +3,11 @@ package edmjson
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -50,7 +53,10 @@ const annotSuffix = "@odata.type"
 //     encoding/json sorts keys, so it comes after). Values are converted per §4.2,
 //     including the string forms JS and Python send for Int32/Double/Boolean and the JSON
 //     integers .NET sends for Edm.Double. An annotation with a null value is ignored; an
-//     annotation whose property is absent or null does nothing (beyond being checked).
+//     annotation whose property is absent or null does nothing (beyond being checked):
+//     a typed null is an absent property, as on the service (Microsoft's Java SDK sends
+//     null Date, UUID, Long and byte[] properties that way and reads them back absent;
+//     the JS SDK sends invalid Dates and {value: NaN, type} that way).
 //   - Unannotated values are inferred: string → String, true/false → Boolean, a number
 //     without '.', 'e' or 'E' → Int32 when it fits and Double otherwise, any other number
 //     → Double.
@@ -63,17 +69,26 @@ const annotSuffix = "@odata.type"
 // result. DateTime values are range-checked here (OutOfRangeInput, as entity.ValidateValue
 // does) so that every entity this returns can be encoded and decoded again unchanged.
 //
+// The custom-property count is checked while scanning: the member that takes it past
+// entity.MaxProperties ends the decode with 400 TooManyProperties, before the rest of the
+// body is read and before anything that costs more than a pass over the body. What counts
+// is what would be stored: a member with a non-null value whose key is not PartitionKey,
+// RowKey, Timestamp, an "odata." key or a "@odata.type" annotation. A body over the limit
+// may therefore get TooManyProperties where a smaller one with the same defect further on
+// would get another 400.
+//
 // Errors are *azerr.Error: 400 InvalidInput for malformed JSON (syntax, nesting, trailing
 // data, invalid UTF-8, bad escapes, lone surrogate escapes, an empty body), unsupported
 // or misplaced type annotations and values that do not convert to their type; 400
 // DuplicatePropertiesSpecified when any key (annotations and ignored keys included)
-// occurs twice; 400 OutOfRangeInput for a DateTime outside 1601..9999.
+// occurs twice; 400 OutOfRangeInput for a DateTime outside 1601..9999; 400
+// TooManyProperties as above.
 //
 // Strings in the result share a single allocation, and Binary/Guid bytes another; the
 // result does not alias body. Work is linear in the body size.
 func DecodeEntity(body []byte) (entity.Entity, Keys, error) {
 	var stack [32]member
-	d := decoder{b: body}
+	d := decoder{b: body, maxProps: entity.MaxProperties}
 	ms, err := d.object(stack[:0])
 	if err != nil {
 		return entity.Entity{}, Keys{}, err
@@ -160,36 +175,19 @@ func invalidf(format string, args ...any) error {
 }
 
 // smallN is the member count up to which duplicate and annotation lookups are done by
-// linear search; above it a map keeps the decoder linear on hostile 1 MiB+ bodies.
+// linear search; above it a keyIndex keeps the decoder linear on hostile 1 MiB+ bodies.
 const smallN = 32
 
 func resolve(ms []member) (entity.Entity, Keys, error) {
 	var e entity.Entity
 	var keys Keys
 
-	// Classify keys.
 	for i := range ms {
-		m := &ms[i]
-		k := m.key
-		m.sig = keySig(k)
-		switch {
-		case bytes.HasPrefix(k, []byte("odata.")):
-			m.role = roleIgnore
-		case string(k) == "PartitionKey":
-			m.role = rolePK
-		case string(k) == "RowKey":
-			m.role = roleRK
-		case string(k) == "Timestamp" || string(k) == "Timestamp"+annotSuffix:
-			m.role = roleIgnore
-		case bytes.HasSuffix(k, []byte(annotSuffix)):
-			m.role = roleAnnot
-		default:
-			m.role = roleProp
-		}
+		ms[i].sig = keySig(ms[i].key)
 	}
 
 	// Duplicates, over every key (as OData readers do).
-	var index map[string]int
+	var index keyIndex
 	if len(ms) <= smallN {
 		for i := 1; i < len(ms); i++ {
 			for j := 0; j < i; j++ {
@@ -198,14 +196,8 @@ func resolve(ms []member) (entity.Entity, Keys, error) {
 				}
 			}
 		}
-	} else {
-		index = make(map[string]int, len(ms))
-		for i := range ms {
-			if _, dup := index[string(ms[i].key)]; dup {
-				return e, keys, dupErr(ms[i].key)
-			}
-			index[string(ms[i].key)] = i
-		}
+	} else if dup := index.build(ms); dup >= 0 {
+		return e, keys, dupErr(ms[dup].key)
 	}
 
 	// Bind annotations to their values.
@@ -226,10 +218,8 @@ func resolve(ms []member) (entity.Entity, Keys, error) {
 			return e, keys, invalidf("%s must be Edm.String, not %s", base, t.EDMName())
 		}
 		j := -1
-		if index != nil {
-			if k, ok := index[string(base)]; ok {
-				j = k
-			}
+		if index.slots != nil {
+			j = index.find(ms, base)
 		} else {
 			sig := keySig(base)
 			for k := range ms {
@@ -303,6 +293,74 @@ func resolve(ms []member) (entity.Entity, Keys, error) {
 		}
 	}
 	return e, keys, nil
+}
+
+// keyIndex finds members by key in constant time: an open-addressing hash table of
+// member positions (linear probing, at most half full). Unlike a map[string]int it
+// allocates nothing per key, which matters for a 4 MiB body of a few hundred thousand
+// short keys.
+type keyIndex struct {
+	slots []int32 // member index + 1; 0 marks an empty slot
+	mask  uint64
+}
+
+// hashSeed randomises key hashes per process, so no body can be built to collide.
+var hashSeed = maphash.MakeSeed()
+
+// build indexes every member's key and returns the index of the first member whose key
+// repeats an earlier one, or -1.
+func (x *keyIndex) build(ms []member) int {
+	n := uint64(2)
+	for n < 2*uint64(len(ms)) {
+		n <<= 1
+	}
+	x.slots = make([]int32, n)
+	x.mask = n - 1
+	for i := range ms {
+		k := ms[i].key
+		for h := maphash.Bytes(hashSeed, k) & x.mask; ; h = (h + 1) & x.mask {
+			j := x.slots[h]
+			if j == 0 {
+				x.slots[h] = int32(i + 1)
+				break
+			}
+			if m := &ms[j-1]; m.sig == ms[i].sig && bytes.Equal(m.key, k) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// find returns the index of the member whose key is k, or -1.
+func (x *keyIndex) find(ms []member, k []byte) int {
+	sig := keySig(k)
+	for h := maphash.Bytes(hashSeed, k) & x.mask; ; h = (h + 1) & x.mask {
+		j := x.slots[h]
+		if j == 0 {
+			return -1
+		}
+		if m := &ms[j-1]; m.sig == sig && bytes.Equal(m.key, k) {
+			return int(j - 1)
+		}
+	}
+}
+
+// classify says what a key means for the entity.
+func classify(k []byte) role {
+	switch {
+	case bytes.HasPrefix(k, []byte("odata.")):
+		return roleIgnore
+	case string(k) == "PartitionKey":
+		return rolePK
+	case string(k) == "RowKey":
+		return roleRK
+	case string(k) == "Timestamp" || string(k) == "Timestamp"+annotSuffix:
+		return roleIgnore
+	case bytes.HasSuffix(k, []byte(annotSuffix)):
+		return roleAnnot
+	}
+	return roleProp
 }
 
 func dupErr(key []byte) error {
@@ -426,7 +484,9 @@ func convert(m *member, sa *strArena, ba *[]byte) (entity.Value, error) {
 			ticks, ok := parseDateTimeFast(m.val)
 			if !ok {
 				var err error
-				if ticks, err = entity.ParseDateTime(string(m.val)); err != nil || len(m.val) == 0 {
+				if ticks, err = entity.ParseDateTime(string(m.val)); errors.Is(err, entity.ErrFractionDigits) {
+					return entity.Value{}, invalidf("property %q: %q is not a valid Edm.DateTime value: %v", m.key, m.val, entity.ErrFractionDigits)
+				} else if err != nil || len(m.val) == 0 {
 					return bad()
 				}
 			}
@@ -686,6 +746,10 @@ func daysFromCivil(y, m, d int64) int64 {
 type decoder struct {
 	b []byte
 	i int
+	// maxProps, when positive, is the most members with role roleProp and a non-null
+	// value the object may have; the next one fails the scan with TooManyProperties.
+	maxProps int
+	props    int
 }
 
 // errSyntax is the InvalidInput error for malformed JSON, with the offset as detail.
@@ -772,6 +836,19 @@ func (d *decoder) object(ms []member) ([]member, error) {
 				return nil, invalidf("property %q: nested objects and arrays are not allowed", key)
 			default:
 				return nil, d.errSyntax("expected a value")
+			}
+			m.role = classify(key)
+			if d.maxProps > 0 && m.role == roleProp && m.kind != kNull {
+				if d.props++; d.props > d.maxProps {
+					return nil, azerr.New(azerr.TooManyProperties).WithDetail(
+						fmt.Sprintf("more than %d properties besides PartitionKey, RowKey and Timestamp", d.maxProps))
+				}
+			}
+			if len(ms) == cap(ms) {
+				// Double, where append would grow a large slice by a quarter: a body of
+				// many short members would otherwise allocate about five times the
+				// members' final size along the way.
+				ms = slices.Grow(ms, max(len(ms), 8))
 			}
 			ms = append(ms, m)
 			d.ws()

@@ -25,12 +25,50 @@ type EntityOptions struct {
 	// the object then starts with "odata.metadata":"<root>/$metadata#<table>/@Element".
 	// Entities inside a collection carry no odata.metadata.
 	Element bool
-	// Select is the parsed, trimmed $select list. Empty means every property. Otherwise
-	// only the named properties are written; PartitionKey, RowKey and Timestamp only when
-	// named; a named property the entity lacks is written as null (as the service does);
-	// odata.etag is written regardless (minimal and full). Names starting with "odata." or
-	// containing '@' are ignored, as are repeats.
-	Select []string
+	// Select is the $select list, prepared once per request by NewSelection; nil means
+	// every property. Otherwise only the named properties are written; PartitionKey,
+	// RowKey and Timestamp only when named; a named property the entity lacks is written
+	// as null (as the service does); odata.etag is written regardless (minimal and full).
+	Select *Selection
+}
+
+// Selection is a $select list prepared for AppendEntity. It is built once per request
+// and shared by every entity of the response, so that writing an entity costs time
+// linear in its properties plus the selected names, whatever the list holds. It is
+// read-only once built: one Selection may serve concurrent encoders.
+type Selection struct {
+	pk, rk, ts bool
+	// names are the selected custom properties, each once, in the order first given; an
+	// entity lacking one gets it as null, in this order, after its own properties.
+	names []string
+	index map[string]int // names[i] → i
+}
+
+// NewSelection prepares a parsed, trimmed $select list (odata.ParseSelect's result). An
+// empty list selects every property and gives nil. Repeated names count once; names
+// starting with "odata." or containing '@' select nothing (they would collide with the
+// metadata keys).
+func NewSelection(names []string) *Selection {
+	if len(names) == 0 {
+		return nil
+	}
+	sel := &Selection{index: make(map[string]int, len(names))}
+	for _, name := range names {
+		switch {
+		case name == "PartitionKey":
+			sel.pk = true
+		case name == "RowKey":
+			sel.rk = true
+		case name == "Timestamp":
+			sel.ts = true
+		case selectableCustom(name):
+			if _, dup := sel.index[name]; !dup {
+				sel.index[name] = len(sel.names)
+				sel.names = append(sel.names, name)
+			}
+		}
+	}
+	return sel
 }
 
 // TableOptions says how AppendTable and AppendTablesStart render tables.
@@ -61,7 +99,8 @@ type TableOptions struct {
 func AppendEntity(dst []byte, e *entity.Entity, version int64, opts EntityOptions) []byte {
 	dst = append(dst, '{')
 	root := trimSlash(opts.ServiceRoot)
-	all := len(opts.Select) == 0
+	sel := opts.Select
+	all := sel == nil
 	if opts.Level != NoMetadata {
 		if opts.Element {
 			dst = append(dst, `"odata.metadata":"`...)
@@ -92,17 +131,17 @@ func AppendEntity(dst []byte, e *entity.Entity, version int64, opts EntityOption
 			dst = append(dst, '"')
 		}
 	}
-	if all || selected(opts.Select, "PartitionKey") {
+	if all || sel.pk {
 		dst = comma(dst)
 		dst = append(dst, `"PartitionKey":`...)
 		dst = appendString(dst, e.PartitionKey)
 	}
-	if all || selected(opts.Select, "RowKey") {
+	if all || sel.rk {
 		dst = comma(dst)
 		dst = append(dst, `"RowKey":`...)
 		dst = appendString(dst, e.RowKey)
 	}
-	if all || selected(opts.Select, "Timestamp") {
+	if all || sel.ts {
 		dst = comma(dst)
 		if opts.Level == FullMetadata {
 			dst = append(dst, `"Timestamp@odata.type":"Edm.DateTime",`...)
@@ -111,31 +150,38 @@ func AppendEntity(dst []byte, e *entity.Entity, version int64, opts EntityOption
 		dst = appendTicks(dst, version)
 		dst = append(dst, '"')
 	}
-	for i := range e.Props {
-		p := &e.Props[i]
-		if all || selected(opts.Select, p.Name) {
+	if all {
+		for i := range e.Props {
+			p := &e.Props[i]
 			dst = comma(dst)
 			dst = appendProperty(dst, p.Name, &p.Value, opts.Level != NoMetadata)
 		}
+		return append(dst, '}')
 	}
-	if !all {
-	next:
-		for i, name := range opts.Select {
-			if !selectableCustom(name) {
-				continue
-			}
-			for _, prev := range opts.Select[:i] {
-				if prev == name {
-					continue next
-				}
-			}
-			if _, ok := e.Get(name); ok {
-				continue
-			}
-			dst = comma(dst)
-			dst = appendString(dst, name)
-			dst = append(dst, ":null"...)
+	// Which selected names the entity had, one bit each: on the stack for any list
+	// odata.ParseSelect allows.
+	var small [4]uint64
+	written := small[:]
+	if n := (len(sel.names) + 63) / 64; n > len(small) {
+		written = make([]uint64, n)
+	}
+	for i := range e.Props {
+		p := &e.Props[i]
+		j, ok := sel.index[p.Name]
+		if !ok {
+			continue
 		}
+		written[j/64] |= 1 << (j % 64)
+		dst = comma(dst)
+		dst = appendProperty(dst, p.Name, &p.Value, opts.Level != NoMetadata)
+	}
+	for j, name := range sel.names {
+		if written[j/64]&(1<<(j%64)) != 0 {
+			continue
+		}
+		dst = comma(dst)
+		dst = appendString(dst, name)
+		dst = append(dst, ":null"...)
 	}
 	return append(dst, '}')
 }
@@ -244,15 +290,6 @@ func trimSlash(s string) string {
 		return s[:len(s)-1]
 	}
 	return s
-}
-
-func selected(sel []string, name string) bool {
-	for _, s := range sel {
-		if s == name {
-			return true
-		}
-	}
-	return false
 }
 
 // selectableCustom reports a $select name that may be written as a null custom property:

@@ -1,6 +1,7 @@
 package edmjson
 
 import (
+	"fmt"
 	"math"
 	"net/url"
 	"strings"
@@ -200,9 +201,42 @@ func TestAppendEntitySelect(t *testing.T) {
 	}
 	for _, c := range cases {
 		o := opts(c.level)
-		o.Element, o.Select = c.element, c.sel
+		o.Element, o.Select = c.element, NewSelection(c.sel)
 		if got := string(AppendEntity(nil, e, ver, o)); got != c.want {
 			t.Errorf("%s %q:\n got %s\nwant %s", c.level, c.sel, got, c.want)
+		}
+	}
+}
+
+// Long selections: which names an entity had is tracked one bit per name, on the stack up
+// to 256 names and on the heap beyond (which odata.ParseSelect does not allow, but
+// NewSelection does not rely on).
+func TestAppendEntityLongSelect(t *testing.T) {
+	ver := testVersion(t)
+	for _, n := range []int{63, 64, 65, 255, 256, 300} {
+		names := make([]string, n)
+		e := &entity.Entity{PartitionKey: "p", RowKey: "r"}
+		for i := range names {
+			names[i] = fmt.Sprintf("P%d", i)
+			if i%7 == 3 || i == n-1 {
+				e.Props = append(e.Props, entity.Property{Name: names[i], Value: entity.Int32Value(int32(i))})
+			}
+		}
+		var want strings.Builder
+		want.WriteString("{")
+		for _, p := range e.Props {
+			fmt.Fprintf(&want, `"%s":%d,`, p.Name, p.Value.Int)
+		}
+		for i, name := range names {
+			if !(i%7 == 3 || i == n-1) {
+				fmt.Fprintf(&want, `"%s":null,`, name)
+			}
+		}
+		w := strings.TrimSuffix(want.String(), ",") + "}"
+		o := opts(NoMetadata)
+		o.Select = NewSelection(append(names, names[:10]...)) // repeats count once
+		if got := string(AppendEntity(nil, e, ver, o)); got != w {
+			t.Errorf("%d names:\n got %s\nwant %s", n, got, w)
 		}
 	}
 }

@@ -160,7 +160,7 @@ func TestEncoderOutputIsValidJSON(t *testing.T) {
 			o := opts(l)
 			o.Element = r.IntN(2) == 0
 			if r.IntN(4) == 0 {
-				o.Select = []string{"PartitionKey", "Missing", "P1", "P2", "Timestamp"}
+				o.Select = NewSelection([]string{"PartitionKey", "Missing", "P1", "P2", "Timestamp"})
 			}
 			buf = AppendCollectionStart(buf[:0], o)
 			buf = AppendEntity(buf, &e, ver, o)

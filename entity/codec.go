@@ -30,6 +30,37 @@ func AppendProps(dst []byte, props []Property) []byte {
 	return dst
 }
 
+// EncodedSize is len(AppendProps(nil, props)), computed without encoding.
+func EncodedSize(props []Property) int {
+	n := uvarintLen(uint64(len(props)))
+	for i := range props {
+		p := &props[i]
+		n += uvarintLen(uint64(len(p.Name))) + len(p.Name) + 1
+		switch v := &p.Value; v.Type {
+		case String:
+			n += uvarintLen(uint64(len(v.Str))) + len(v.Str)
+		case Binary:
+			n += uvarintLen(uint64(len(v.Bytes))) + len(v.Bytes)
+		case Boolean:
+			n++
+		case Int32, Int64, DateTime, Double:
+			n += 8
+		case GUID:
+			n += 16
+		}
+	}
+	return n
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
 // AppendValue appends one value's type byte and payload.
 func AppendValue(dst []byte, v Value) []byte {
 	dst = append(dst, byte(v.Type))

@@ -6,6 +6,7 @@
 package entity
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -227,9 +228,15 @@ func AppendTicks(dst []byte, ticks int64) []byte {
 	return append(dst, 'Z')
 }
 
+// ErrFractionDigits is what ParseDateTime's error wraps when the value has more than
+// seven significant fraction digits: DateTime resolution is 100 ns, and Go's time.Time
+// marshals nanoseconds (nine digits).
+var ErrFractionDigits = errors.New("more than 7 fraction digits; 7 (100 ns) is the most")
+
 // ParseDateTime parses an ISO 8601 date-time with 0–7 fraction digits and a "Z", a numeric
 // offset, or no zone (taken as UTC), and returns 100 ns ticks. It rejects more than seven
-// fraction digits only when they are not zeros, so no precision is silently lost.
+// fraction digits only when they are not zeros, so no precision is silently lost; that
+// error wraps ErrFractionDigits.
 func ParseDateTime(s string) (int64, error) {
 	// Split off the fraction so that any number of digits up to 7 is exact.
 	var frac int64
@@ -241,7 +248,7 @@ func ParseDateTime(s string) (int64, error) {
 			if digits < 7 {
 				frac = frac*10 + int64(s[j]-'0')
 			} else if s[j] != '0' {
-				return 0, fmt.Errorf("datetime %q: more than 7 fraction digits", s)
+				return 0, fmt.Errorf("datetime %q: %w", s, ErrFractionDigits)
 			}
 			digits++
 			j++

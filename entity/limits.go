@@ -54,9 +54,19 @@ func ValidateKey(name, v string) error {
 		}
 	}
 	if utf16Len(v) > MaxKeyUnits {
-		return azerr.New(azerr.PropertyValueTooLarge)
+		return KeyTooLarge(name)
 	}
 	return nil
+}
+
+// KeyTooLarge is the error for a PartitionKey or RowKey over 1 KiB: the service's code
+// for it (400 PropertyValueTooLarge, observed for a 2048-character key; protocol.md §9),
+// which every SDK handles, with a message that names the key and its limit instead of the
+// 64 KB property-value text.
+func KeyTooLarge(name string) *azerr.Error {
+	return azerr.Newf(azerr.PropertyValueTooLarge,
+		"The %s exceeds the maximum allowed size (1 KiB). It is UTF-16 encoded: at most %d characters (UTF-16 code units).",
+		name, MaxKeyUnits)
 }
 
 // IsReservedName reports the system property names a client cannot set.
@@ -145,8 +155,10 @@ func valueSize(v Value) int {
 	}
 }
 
-// Validate checks a whole entity: keys, property names and values, count and size.
-// It is what every write path runs, including the result of a merge.
+// Validate checks a whole entity: keys, property count, property names and values, and
+// size. It is what every write path runs, including the result of a merge. The count is
+// checked before the per-property checks, so an entity with too many properties costs no
+// more than reading its keys. Work is linear in the entity's size.
 func Validate(e *Entity) error {
 	if err := ValidateKey("PartitionKey", e.PartitionKey); err != nil {
 		return err
@@ -154,14 +166,27 @@ func Validate(e *Entity) error {
 	if err := ValidateKey("RowKey", e.RowKey); err != nil {
 		return err
 	}
+	if len(e.Props) > MaxProperties {
+		return azerr.New(azerr.TooManyProperties)
+	}
 	if err := ValidateProps(e.Props); err != nil {
 		return err
 	}
 	return ValidateShape(e)
 }
 
-// ValidateProps checks each property's name and value, and that no name repeats.
+// smallProps is the property count up to which ValidateProps finds repeated names by
+// comparing with every earlier name; above it, a set keeps the check linear.
+const smallProps = 16
+
+// ValidateProps checks each property's name and value, and that no name repeats, in
+// property order: the first property that fails decides the error. Work is linear in the
+// number and size of the properties.
 func ValidateProps(props []Property) error {
+	var seen map[string]struct{}
+	if len(props) > smallProps {
+		seen = make(map[string]struct{}, len(props))
+	}
 	for i, p := range props {
 		if err := ValidatePropertyName(p.Name); err != nil {
 			return err
@@ -171,6 +196,13 @@ func ValidateProps(props []Property) error {
 		}
 		if err := ValidateValue(p.Name, p.Value); err != nil {
 			return err
+		}
+		if seen != nil {
+			if _, dup := seen[p.Name]; dup {
+				return azerr.New(azerr.DuplicatePropertiesSpecified)
+			}
+			seen[p.Name] = struct{}{}
+			continue
 		}
 		for j := 0; j < i; j++ {
 			if props[j].Name == p.Name {

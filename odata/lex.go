@@ -2,6 +2,7 @@ package odata
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -290,6 +291,9 @@ func lexPrefixed(src string, i, j int) (entity.Value, int, error) {
 		// OData requires the time ("yyyy-mm-ddThh:mm[:ss[.fffffff]]"); checking for the T
 		// here keeps a bare date an error whatever entity.ParseDateTime makes of it.
 		ticks, err := entity.ParseDateTime(body)
+		if errors.Is(err, entity.ErrFractionDigits) {
+			return entity.Value{}, 0, syntaxError(i, "Unrecognized 'Edm.DateTime' literal %s: %v", src[i:next], entity.ErrFractionDigits)
+		}
 		if err != nil || strings.IndexByte(body, 'T') < 0 || ticks < minLiteralTicks || ticks > maxLiteralTicks {
 			return entity.Value{}, 0, syntaxError(i, "Unrecognized 'Edm.DateTime' literal %s", src[i:next])
 		}

@@ -633,6 +633,28 @@ func TestSelect(t *testing.T) {
 	if got, err := ParseSelect(strings.Repeat("x", 255)); err != nil || len(got) != 1 {
 		t.Errorf("255-character name: %v", err)
 	}
+	// At most MaxSelect (255) items: no entity has more properties. A longer list is
+	// refused before its items are looked at, however long it is.
+	names := func(n int) string {
+		var sb strings.Builder
+		for i := range n {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, "N%d", i)
+		}
+		return sb.String()
+	}
+	if got, err := ParseSelect(names(MaxSelect)); err != nil || len(got) != MaxSelect {
+		t.Errorf("%d names: %d, %v", MaxSelect, len(got), err)
+	}
+	for _, in := range []string{names(MaxSelect + 1), names(100_000), strings.Repeat(",", 300), "A," + names(300) + ",*"} {
+		got, err := ParseSelect(in)
+		var ae *azerr.Error
+		if !errors.As(err, &ae) || ae.Code != azerr.InvalidQueryParameterValue || ae.Status != 400 || !strings.Contains(ae.Detail, "at most 255") {
+			t.Errorf("ParseSelect(%.40q…) = %d names, %v; want 400 InvalidQueryParameterValue", in, len(got), err)
+		}
+	}
 }
 
 func TestProperties(t *testing.T) {

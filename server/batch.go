@@ -211,7 +211,7 @@ func (s *Server) batchRetrieve(rq *request, o *batch.Operation) error {
 		var rec storage.Record
 		rec, err = s.tables.GetEntity(rq.r.Context(), rq.account, res.Table, res.PartitionKey, res.RowKey)
 		if err == nil {
-			opts := edmjson.EntityOptions{Level: rq.level, ServiceRoot: rq.root, Account: rq.account, Table: res.Table, Element: true, Select: sel}
+			opts := edmjson.EntityOptions{Level: rq.level, ServiceRoot: rq.root, Account: rq.account, Table: res.Table, Element: true, Select: edmjson.NewSelection(sel)}
 			result = batch.Result{
 				Status: http.StatusOK,
 				Header: http.Header{"Content-Type": {edmjson.ContentType(rq.level)}, "ETag": {entity.ETag(rec.Version)}},

@@ -9,10 +9,12 @@ import (
 	"github.com/ceruleandb/cerulean/edmjson"
 	"github.com/ceruleandb/cerulean/entity"
 	"github.com/ceruleandb/cerulean/odata"
+	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/table"
 )
 
-func (s *Server) entityOptions(rq *request, element bool, sel []string) edmjson.EntityOptions {
+// entityOptions says how to render entities for rq; sel is prepared once per request.
+func (s *Server) entityOptions(rq *request, element bool, sel *edmjson.Selection) edmjson.EntityOptions {
 	return edmjson.EntityOptions{
 		Level:       rq.level,
 		ServiceRoot: rq.root,
@@ -155,7 +157,7 @@ func (s *Server) getEntity(rq *request) error {
 	rq.odataHeaders()
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)
-	*bp = edmjson.AppendEntity((*bp)[:0], &rec.Entity, rec.Version, s.entityOptions(rq, true, sel))
+	*bp = edmjson.AppendEntity((*bp)[:0], &rec.Entity, rec.Version, s.entityOptions(rq, true, edmjson.NewSelection(sel)))
 	rq.send(http.StatusOK, edmjson.ContentType(rq.level), *bp)
 	return nil
 }
@@ -190,19 +192,59 @@ func (s *Server) queryEntities(rq *request) error {
 		h["X-Ms-Continuation-Nextpartitionkey"] = []string{page.NextPartitionKey}
 		h["X-Ms-Continuation-Nextrowkey"] = []string{page.NextRowKey}
 	}
-	opts := s.entityOptions(rq, false, sel)
+	opts := s.entityOptions(rq, false, edmjson.NewSelection(sel))
 	rq.odataHeaders()
+	s.sendPage(rq, page.Records, opts)
+	return nil
+}
+
+// streamChunk is how much encoded JSON a query response gathers before writing it out.
+// A page that encodes to less goes out in one write with a Content-Length; a larger one
+// is written in chunks as it is encoded (chunked transfer encoding), so the response
+// never holds more than about this much plus one entity.
+const streamChunk = 128 << 10
+
+// sendPage writes a Query Entities body for recs. Each record is dropped once encoded,
+// so the page's memory is released as the response goes out. The continuation headers
+// must be set before: they go out with the first chunk. If the client goes away, the
+// encoding stops at the next chunk (or within 64 entities) and nothing more is written.
+func (s *Server) sendPage(rq *request, recs []storage.Record, opts edmjson.EntityOptions) {
+	ctx := rq.r.Context()
+	ct := edmjson.ContentType(rq.level)
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)
 	b := edmjson.AppendCollectionStart((*bp)[:0], opts)
-	for i := range page.Records {
+	streaming := false
+	for i := range recs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = edmjson.AppendEntity(b, &page.Records[i].Entity, page.Records[i].Version, opts)
+		b = edmjson.AppendEntity(b, &recs[i].Entity, recs[i].Version, opts)
+		recs[i] = storage.Record{}
+		if i%64 == 63 && ctx.Err() != nil {
+			*bp = b
+			return
+		}
+		if len(b) < streamChunk || rq.r.Method == http.MethodHead {
+			continue
+		}
+		if !streaming {
+			rq.w.Header()["Content-Type"] = []string{ct}
+			rq.w.WriteHeader(http.StatusOK)
+			streaming = true
+		}
+		_, err := rq.w.Write(b)
+		b = b[:0]
+		if err != nil || ctx.Err() != nil {
+			*bp = b
+			return
+		}
 	}
 	b = edmjson.AppendCollectionEnd(b)
 	*bp = b
-	rq.send(http.StatusOK, edmjson.ContentType(rq.level), b)
-	return nil
+	if !streaming {
+		rq.send(http.StatusOK, ct, b)
+		return
+	}
+	_, _ = rq.w.Write(b)
 }

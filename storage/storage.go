@@ -120,6 +120,15 @@ type ScanRequest struct {
 	End *Key
 	// Limit caps the records returned; it must be positive.
 	Limit int
+	// MaxBytes, if positive, caps the page by size as well as by count: a record whose
+	// RecordSize would take the page's total past MaxBytes ends the page (the result then
+	// carries a resume key at that record) — unless the page is still empty, so that a
+	// page holds at least one record whenever one matches in range and a scan always
+	// progresses. A page's size is thus at most max(MaxBytes, the size of its first
+	// record). Records the filter rejects do not count. Engines should also keep the data
+	// they read and discard for a page near MaxBytes, so that a small budget over large
+	// records does not cost a large read per page.
+	MaxBytes int
 	// Deadline, if set, ends the scan early; the result then carries a resume key.
 	Deadline time.Time
 	// Filter, if set, is applied to each record in the range; records it rejects are
@@ -137,11 +146,23 @@ type ScanRequest struct {
 // ScanResult is one page of a scan. Next, when non-nil, is the key to resume from
 // (pass it as the next request's Start); nil means the range is exhausted. Next lies after
 // the last returned record and at or before the next unreturned one, and never before the
-// request's Start. Without Filter or Deadline a page holds exactly Limit records when that
-// many remain; with them it may hold fewer, even none, and still carry Next.
+// request's Start. Without Filter, Deadline or MaxBytes a page holds exactly Limit records
+// when that many remain; with them it may hold fewer, even none (never none for MaxBytes
+// alone), and still carry Next.
+//
+// A Scan whose context is done before it completes returns the context's error, not a
+// partial page: the caller is gone, and engines stop reading within a bounded number of
+// records of the cancellation.
 type ScanResult struct {
 	Records []Record
 	Next    *Key
+}
+
+// RecordSize is a record's size for ScanRequest.MaxBytes: its keys plus its properties in
+// the entity.AppendProps encoding, which is how both engines store them. It tracks the
+// memory the record takes once read (decoded strings and bytes are about as long).
+func RecordSize(r *Record) int {
+	return len(r.Entity.PartitionKey) + len(r.Entity.RowKey) + entity.EncodedSize(r.Entity.Props)
 }
 
 // TableInfo describes a table in the catalogue. Name keeps the case it was created with.

@@ -27,6 +27,17 @@ const TopNone = -1
 // continuation (the service's 5 s rule).
 const PageBudget = 5 * time.Second
 
+// PageBytes bounds a query page by size (storage.RecordSize: keys plus stored
+// properties) as well as by count, so the memory a query takes does not grow with its
+// entities' size: a full page of 1 MiB entities would otherwise be a gigabyte held at once,
+// several times over by the time it is encoded. 4 MiB keeps every page of entities up to
+// about 4 KiB whole (1000 of them), holds at least four of the largest (1 MiB) entities,
+// and bounds a page's decoded records to a few MiB — and the response, which the server
+// streams as it encodes, to about that times JSON's expansion (at most 4/3 for Binary,
+// more only for strings of control characters). The continuation that ends such a page
+// is the one any page may carry (protocol.md §5.6), so no client notices.
+const PageBytes = 4 << 20
+
 // Query selects entities of one table.
 type Query struct {
 	// Filter is the parsed $filter; nil selects every entity.
@@ -51,9 +62,11 @@ type Page struct {
 //
 // The filter's key ranges are scanned in order; the filter itself runs on what they hold
 // unless the ranges capture it exactly. A page ends at Top entities, at the end of the
-// last range, or when PageBudget has passed — then it may hold fewer entities, even none,
-// and its continuation resumes exactly where the scan stopped, so resuming with the same
-// query yields each matching entity once, in order, whatever is written in between.
+// last range, when its entities' size reaches PageBytes (past it by at most one entity),
+// or when PageBudget has passed — then it may hold fewer entities, even none, and its
+// continuation resumes exactly where the scan stopped, so resuming with the same query
+// yields each matching entity once, in order, whatever is written in between. A page
+// whose context is done before it is complete fails with the context's error.
 func (s *Service) QueryEntities(ctx context.Context, account, table string, q Query) (Page, error) {
 	top := q.Top
 	if top == 0 || top > MaxPageSize {
@@ -97,11 +110,16 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 	}
 	deadline := time.Now().Add(PageBudget)
 	var p Page
+	size := 0
 	for i, r := range ranges {
+		if err := ctx.Err(); err != nil {
+			return Page{}, s.mapErr(err, entityScope)
+		}
 		res, err := s.eng.Scan(ctx, account, table, storage.ScanRequest{
 			Start:    r.Start,
 			End:      r.End,
 			Limit:    top - len(p.Records),
+			MaxBytes: PageBytes - size,
 			Deadline: deadline,
 			Filter:   residual,
 
@@ -110,13 +128,16 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 		if err != nil {
 			return Page{}, s.mapErr(err, entityScope)
 		}
+		for j := range res.Records {
+			size += storage.RecordSize(&res.Records[j])
+		}
 		if p.Records == nil {
 			p.Records = res.Records
 		} else {
 			p.Records = append(p.Records, res.Records...)
 		}
 		next := res.Next
-		if next == nil && i+1 < len(ranges) && (len(p.Records) >= top || !time.Now().Before(deadline)) {
+		if next == nil && i+1 < len(ranges) && (len(p.Records) >= top || size >= PageBytes || !time.Now().Before(deadline)) {
 			next = &ranges[i+1].Start
 		}
 		if next != nil {

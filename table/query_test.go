@@ -112,6 +112,113 @@ func runQuerySuite(t *testing.T, open engineFactory) {
 		t.Parallel()
 		testTopNone(t, open(t))
 	})
+	t.Run("PageBytes", func(t *testing.T) {
+		t.Parallel()
+		testQueryPageBytes(t, open(t))
+	})
+	t.Run("Cancelled", func(t *testing.T) {
+		t.Parallel()
+		testQueryCancelled(t, open(t))
+	})
+}
+
+// testQueryPageBytes: a page of large entities ends at PageBytes (plus at most one
+// entity), whatever $top says, and its continuation — inside a key range or between the
+// ranges of a filter — resumes so that paging yields every match once, in order.
+func testQueryPageBytes(t *testing.T, eng storage.Engine) {
+	const tbl = "big"
+	account := fmt.Sprintf("pagebytes%x", rand.Uint64())
+	ctx := context.Background()
+	svc := table.New(eng, nil)
+	if err := svc.CreateTable(ctx, account, tbl); err != nil {
+		t.Fatal(err)
+	}
+	// 3 partitions × 12 entities of 300 KB (five 60 KB Binary properties): 10.8 MB.
+	chunk := make([]byte, 60_000)
+	for i := range chunk {
+		chunk[i] = byte(i * 31)
+	}
+	var props []entity.Property
+	for i := range 5 {
+		props = append(props, entity.Property{Name: fmt.Sprintf("B%d", i), Value: entity.BinaryValue(chunk)})
+	}
+	for _, pk := range []string{"a", "b", "c"} {
+		var muts []storage.Mutation
+		for i := range 12 {
+			muts = append(muts, storage.Mutation{Op: storage.Insert, RowKey: fmt.Sprintf("r%02d", i), Props: props})
+		}
+		if _, err := eng.Apply(ctx, account, tbl, pk, muts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one := storage.RecordSize(&storage.Record{Entity: entity.Entity{PartitionKey: "a", RowKey: "r00", Props: props}})
+	for _, c := range []struct {
+		filter string
+		want   int
+	}{
+		{"", 36},
+		{"PartitionKey eq 'a' or PartitionKey eq 'c'", 24}, // two ranges
+		{"B0 eq X'00'", 0}, // residual filter: every entity examined, none kept
+	} {
+		q := table.Query{Filter: odata.MustParse(c.filter), Top: 1000}
+		var got []storage.Key
+		pages := 0
+		for {
+			page, err := svc.QueryEntities(ctx, account, tbl, q)
+			if err != nil {
+				t.Fatalf("%q: %v", c.filter, err)
+			}
+			pages++
+			size := 0
+			for i := range page.Records {
+				size += storage.RecordSize(&page.Records[i])
+				got = append(got, keyOf(page.Records[i]))
+			}
+			if size > table.PageBytes+one {
+				t.Fatalf("%q: page of %d entities holds %d bytes, over PageBytes (%d) plus one entity", c.filter, len(page.Records), size, table.PageBytes)
+			}
+			if page.NextPartitionKey == "" {
+				break
+			}
+			if pages > 100 {
+				t.Fatalf("%q: paging does not end", c.filter)
+			}
+			q.NextPartitionKey, q.NextRowKey = page.NextPartitionKey, page.NextRowKey
+		}
+		if len(got) != c.want || !slices.IsSortedFunc(got, func(a, b storage.Key) int {
+			if a.Less(b) {
+				return -1
+			}
+			return 1
+		}) {
+			t.Fatalf("%q: %d entities in %d pages (%q); want %d, each once, in order", c.filter, len(got), pages, got, c.want)
+		}
+		if min := c.want * one / (table.PageBytes + one); pages < min {
+			t.Fatalf("%q: %d pages; a page of at most PageBytes needs at least %d", c.filter, pages, min)
+		}
+	}
+}
+
+// testQueryCancelled: a query whose context is cancelled fails instead of answering a
+// page, so no work goes on for a client that has gone.
+func testQueryCancelled(t *testing.T, eng storage.Engine) {
+	const tbl = "cancelled"
+	account := fmt.Sprintf("cancelled%x", rand.Uint64())
+	svc := table.New(eng, nil)
+	if err := svc.CreateTable(context.Background(), account, tbl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Apply(context.Background(), account, tbl, "p", []storage.Mutation{{Op: storage.Insert, RowKey: "r"}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, f := range []string{"", "PartitionKey eq 'p' or PartitionKey eq 'q'", "X eq 1"} {
+		page, err := svc.QueryEntities(ctx, account, tbl, table.Query{Filter: odata.MustParse(f)})
+		if err == nil || len(page.Records) != 0 {
+			t.Errorf("%q with a cancelled context: %d entities, %v; want an error", f, len(page.Records), err)
+		}
+	}
 }
 
 // ---------------------------------------------------------------------------------------

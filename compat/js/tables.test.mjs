@@ -469,6 +469,85 @@ describe("EDM types", () => {
   });
 });
 
+// Typed nulls (issue 10, item 5): the SDK turns an invalid Date into "x":null with
+// "x@odata.type":"Edm.DateTime", a non-finite number into "x":null, and {value: NaN, type}
+// or {value: null, type} into a null with its annotation (serialize, then JSON.stringify).
+// The service stores no null property, typed or not: such a property is absent after an
+// insert or a replace, and a merge leaves the stored value as it was.
+describe("typed nulls", () => {
+  let client;
+  const nulls = {
+    badDate: new Date("not a date"),
+    nan: NaN,
+    inf: Infinity,
+    dblNaN: { value: NaN, type: "Double" },
+    dateTyped: { value: new Date(NaN), type: "DateTime" },
+    nullInt: { value: null, type: "Int32" },
+    plainNull: null,
+  };
+  const nullNames = Object.keys(nulls);
+  const seeded = { badDate: new Date("2024-05-01T10:00:00Z"), nan: 5, dblNaN: 1.5, nullInt: 7, keep: "k" };
+
+  before(async () => {
+    client = await newTable("nulls");
+  });
+
+  function assertNoNulls(e, what) {
+    for (const name of nullNames) {
+      assert.equal(e[name], undefined, `${what}: ${name} should be absent, is ${e[name]}`);
+    }
+  }
+
+  test("createEntity stores none of them", async () => {
+    await client.createEntity({ partitionKey: "n", rowKey: "create", ...nulls, v: "x" });
+    const e = await client.getEntity("n", "create");
+    assertNoNulls(e, "createEntity");
+    assert.equal(e.v, "x");
+  });
+
+  test("updateEntity Replace drops them, Merge leaves the stored values", async () => {
+    await client.createEntity({ partitionKey: "n", rowKey: "replace", ...seeded });
+    await client.updateEntity({ partitionKey: "n", rowKey: "replace", ...nulls, v: "x" }, "Replace");
+    const r = await client.getEntity("n", "replace");
+    assertNoNulls(r, "Replace");
+    assert.equal(r.keep, undefined);
+    assert.equal(r.v, "x");
+
+    await client.createEntity({ partitionKey: "n", rowKey: "merge", ...seeded });
+    await client.updateEntity({ partitionKey: "n", rowKey: "merge", ...nulls, v: "x" }, "Merge");
+    const m = await client.getEntity("n", "merge");
+    assert.equal(m.badDate.toISOString(), "2024-05-01T10:00:00.000Z");
+    assert.deepEqual([m.nan, m.dblNaN, m.nullInt, m.keep, m.v], [5, 1.5, 7, "k", "x"]);
+  });
+
+  test("upsertEntity Merge and Replace", async () => {
+    await client.upsertEntity({ partitionKey: "n", rowKey: "upsertNew", ...nulls, v: "x" }, "Merge");
+    assertNoNulls(await client.getEntity("n", "upsertNew"), "upsert Merge of a new entity");
+    await client.createEntity({ partitionKey: "n", rowKey: "upsertMerge", ...seeded });
+    await client.upsertEntity({ partitionKey: "n", rowKey: "upsertMerge", ...nulls }, "Merge");
+    assert.equal((await client.getEntity("n", "upsertMerge")).nullInt, 7);
+    await client.upsertEntity({ partitionKey: "n", rowKey: "upsertMerge", ...nulls }, "Replace");
+    assertNoNulls(await client.getEntity("n", "upsertMerge"), "upsert Replace");
+  });
+
+  test("in a transaction", async () => {
+    await client.createEntity({ partitionKey: "t", rowKey: "merge", ...seeded });
+    const tx = new TableTransaction();
+    tx.createEntity({ partitionKey: "t", rowKey: "create", ...nulls, v: "x" });
+    tx.upsertEntity({ partitionKey: "t", rowKey: "upsert", ...nulls, v: "x" }, "Replace");
+    tx.updateEntity({ partitionKey: "t", rowKey: "merge", ...nulls, v: "x" }, "Merge");
+    const res = await client.submitTransaction(tx.actions);
+    assert.equal(res.status, 202);
+    for (const sr of res.subResponses) {
+      assert.ok(sr.status >= 200 && sr.status < 300, `sub-response status ${sr.status}`);
+    }
+    assertNoNulls(await client.getEntity("t", "create"), "transaction create");
+    assertNoNulls(await client.getEntity("t", "upsert"), "transaction upsert");
+    const m = await client.getEntity("t", "merge");
+    assert.deepEqual([m.nan, m.nullInt, m.keep, m.v], [5, 7, "k", "x"]);
+  });
+});
+
 describe("queries", () => {
   let client;
   const g1 = randomUUID();

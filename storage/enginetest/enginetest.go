@@ -86,6 +86,8 @@ func Run(t *testing.T, h Harness) {
 		{"Scan/Paging", testScanPaging},
 		{"Scan/Filter", testScanFilter},
 		{"Scan/Deadline", testScanDeadline},
+		{"Scan/MaxBytes", testScanMaxBytes},
+		{"Scan/Cancel", testScanCancel},
 		{"Types/RoundTrip", testTypesRoundTrip},
 		{"Concurrency/CompareAndSet", testCompareAndSet},
 		{"Concurrency/Partitions", testConcurrentPartitions},

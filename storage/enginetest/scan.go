@@ -1,6 +1,8 @@
 package enginetest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -351,5 +353,149 @@ func testScanDeadline(t *testing.T, x *env) {
 	}
 	if !slices.Equal(got, keys) {
 		t.Fatalf("resumed scans yield %d keys, want %d, each once and in order", len(got), len(keys))
+	}
+}
+
+// fillSized inserts n entities into one partition, with keys r%03d and a Binary "B" of a
+// random size up to max bytes (every tenth at least max/2), and returns them as stored,
+// in key order.
+func (x *env) fillSized(tbl, pk string, n, max int) []storage.Record {
+	x.t.Helper()
+	for i := 0; i < n; i += 10 {
+		var muts []storage.Mutation
+		for j := i; j < min(n, i+10); j++ {
+			size := x.rnd.IntN(max + 1)
+			if j%10 == 0 {
+				size = max/2 + x.rnd.IntN(max/2+1)
+			}
+			b := make([]byte, size)
+			for k := range b {
+				b[k] = byte(x.rnd.Uint32())
+			}
+			muts = append(muts, mut(storage.Insert, fmt.Sprintf("r%03d", j), prop("B", entity.BinaryValue(b)), i64("N", int64(j))))
+		}
+		x.apply(tbl, pk, muts...)
+	}
+	return x.snapshot(tbl)
+}
+
+// testScanMaxBytes checks ScanRequest.MaxBytes: a page's records total at most MaxBytes
+// (storage.RecordSize) unless it holds only one, it ends only where the next record would
+// not fit, it is never empty while records remain, and resuming yields every record once,
+// in order — with and without a filter (rejected records do not count) and an end key.
+func testScanMaxBytes(t *testing.T, x *env) {
+	tbl := x.createTable("MaxBytes")
+	all := x.fillSized(tbl, "p", 120, 40_000)
+	sizes := make(map[storage.Key]int, len(all))
+	for i := range all {
+		sizes[keyOf(&all[i])] = storage.RecordSize(&all[i])
+	}
+	even := func(r *storage.Record) bool { n, _ := r.Entity.Get("N"); return n.Int%2 == 0 }
+	end := &storage.Key{PartitionKey: "p", RowKey: "r100"}
+	for _, c := range []struct {
+		maxBytes, limit int
+		filter          func(*storage.Record) bool
+		end             *storage.Key
+	}{
+		{1, 1000, nil, nil}, // every record alone
+		{30_000, 1000, nil, nil},
+		{100_000, 1000, nil, end},
+		{250_000, 7, nil, nil},
+		{250_000, 10_000, nil, nil}, // a limit some engines read in several statements
+		{100_000, 1000, even, nil},
+		{60_000, 3, even, end},
+		{1 << 30, 1000, nil, nil}, // no effect
+	} {
+		var want []storage.Key
+		for i := range all {
+			k := keyOf(&all[i])
+			if (c.end == nil || k.Less(*c.end)) && (c.filter == nil || c.filter(&all[i])) {
+				want = append(want, k)
+			}
+		}
+		var got []storage.Key
+		start := storage.Key{}
+		for pages := 0; ; pages++ {
+			if pages > len(all)+1 {
+				t.Fatalf("MaxBytes %d: paging does not end", c.maxBytes)
+			}
+			res, err := x.e.Scan(x.ctx, x.acct, tbl, storage.ScanRequest{Start: start, End: c.end, Limit: c.limit, MaxBytes: c.maxBytes, Filter: c.filter})
+			if err != nil {
+				t.Fatal(err)
+			}
+			x.checkPage(start, c.end, c.limit, res)
+			total := 0
+			for i := range res.Records {
+				total += storage.RecordSize(&res.Records[i])
+				if c.filter != nil && !c.filter(&res.Records[i]) {
+					t.Fatalf("Scan returned %q, which the filter rejects", keyOf(&res.Records[i]))
+				}
+			}
+			if total > c.maxBytes && len(res.Records) > 1 {
+				t.Fatalf("MaxBytes %d: page of %d records totals %d bytes", c.maxBytes, len(res.Records), total)
+			}
+			if len(res.Records) == 0 && res.Next != nil {
+				t.Fatalf("MaxBytes %d: empty page with a resume key %q while records remain", c.maxBytes, *res.Next)
+			}
+			if res.Next != nil && len(res.Records) < c.limit {
+				// The page may end only where the next matching record does not fit.
+				var next storage.Key
+				found := false
+				for _, k := range want {
+					if !k.Less(*res.Next) {
+						next, found = k, true
+						break
+					}
+				}
+				if !found || total+sizes[next] <= c.maxBytes {
+					t.Fatalf("MaxBytes %d: page of %d records (%d bytes) ended at %q, where the next record (%d bytes) fits",
+						c.maxBytes, len(res.Records), total, *res.Next, sizes[next])
+				}
+			}
+			got = append(got, recordKeys(res.Records)...)
+			if res.Next == nil {
+				break
+			}
+			start = *res.Next
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("MaxBytes %d, limit %d: pages yield %d keys, want %d, each once and in order", c.maxBytes, c.limit, len(got), len(want))
+		}
+	}
+	// A first record larger than the budget still comes back, alone.
+	big := entity.BinaryValue(make([]byte, 60_000))
+	x.apply(tbl, "q", mut(storage.Insert, "a", prop("B", big)), mut(storage.Insert, "b", prop("B", big)))
+	res, err := x.e.Scan(x.ctx, x.acct, tbl, storage.ScanRequest{Start: storage.Key{PartitionKey: "q"}, Limit: 10, MaxBytes: 1000})
+	if err != nil || len(res.Records) != 1 || res.Next == nil || *res.Next != (storage.Key{PartitionKey: "q", RowKey: "b"}) {
+		t.Fatalf("record over the budget: %d records, next %v, %v; want 1 and a resume key at (q, b)", len(res.Records), res.Next, err)
+	}
+}
+
+// testScanCancel checks that a Scan whose context is cancelled fails with the context's
+// error instead of returning a page, and stops reading soon after the cancellation.
+func testScanCancel(t *testing.T, x *env) {
+	tbl := x.createTable("Cancel")
+	keys, _ := x.fillGrid(tbl, 3, 700)
+
+	ctx, cancel := context.WithCancel(x.ctx)
+	calls := 0
+	_, err := x.e.Scan(ctx, x.acct, tbl, storage.ScanRequest{Limit: 10_000, Filter: func(*storage.Record) bool {
+		calls++
+		if calls == 10 {
+			cancel() // the client goes away mid-scan
+		}
+		return false
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Scan cancelled mid-way = %v, want context.Canceled", err)
+	}
+	if calls > 300 {
+		t.Fatalf("Scan examined %d of %d records after its context was cancelled at the 10th; want it to stop within a few hundred", calls, len(keys))
+	}
+
+	// Already cancelled: an error, not a page.
+	res, err := x.e.Scan(ctx, x.acct, tbl, storage.ScanRequest{Limit: 10})
+	if !errors.Is(err, context.Canceled) || len(res.Records) != 0 {
+		t.Fatalf("Scan with a cancelled context = %d records, %v; want context.Canceled", len(res.Records), err)
 	}
 }

@@ -204,7 +204,9 @@ func Open(dir string, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	// Pebble charges memtables to the block cache, so the cache holds CacheSize for blocks
-	// on top of the most memory the memtables can take. The sum caps resident memory.
+	// on top of the most memory the memtables can take. The sum caps resident memory
+	// (with glibc, once fixMalloc has pinned its mmap threshold).
+	fixMalloc()
 	cache := pebbledb.NewCache(opts.CacheSize + int64(opts.MemTableSize)*int64(opts.MemTableStopWritesThreshold))
 	defer cache.Unref() // the DB holds its own reference
 	po := &pebbledb.Options{
@@ -891,7 +893,7 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 
 	var res storage.ScanResult
 	var dec keyDecoder
-	examined := 0
+	examined, size := 0, 0
 	for it.First(); it.Valid(); it.Next() {
 		if len(res.Records) == req.Limit || (examined > 0 && examined%scanCheckEvery == 0 && expired(ctx, req.Deadline)) {
 			pk, rk, err := dec.decode(it.Key())
@@ -925,14 +927,29 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 				continue
 			}
 		}
+		// The stored value is the version header and the properties in AppendProps
+		// form, so the record's size is known before it is decoded. (A record the plain
+		// Filter rejects is decoded first; it is not counted.)
+		n := len(pk) + len(rk) + len(v) - valueHeader
+		full := req.MaxBytes > 0 && len(res.Records) > 0 && size+n > req.MaxBytes
+		accepted := req.EncodedFilter != nil || req.Filter == nil
+		if full && accepted {
+			res.Next = &storage.Key{PartitionKey: pk, RowKey: rk}
+			break
+		}
 		ver, props, err := decodeValue(v)
 		if err != nil {
 			return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
 		}
 		rec := storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk, Props: props}, Version: ver}
-		if req.EncodedFilter == nil && req.Filter != nil && !req.Filter(&rec) {
+		if !accepted && !req.Filter(&rec) {
 			continue
 		}
+		if full {
+			res.Next = &storage.Key{PartitionKey: pk, RowKey: rk}
+			break
+		}
+		size += n
 		res.Records = append(res.Records, rec)
 	}
 	if err := it.Error(); err != nil {

@@ -29,6 +29,12 @@ type queries struct {
 
 	get, tableExists string
 	scan, scanTo     string
+	// scanCapped and scanToCapped are scan and scanTo that also stop by size: after the
+	// first two rows they return rows only while the sizes of the rows before them (keys
+	// and properties, as storage.RecordSize counts them) stay within $6 ($8 for
+	// scanToCapped). Sizes come from the column headers, so a row cut off costs an index
+	// and heap lookup, not its (TOASTed) properties.
+	scanCapped, scanToCapped string
 
 	createTable, getTable, listTables, deleteTable string
 	purgeList, purgeChunk, purgeDone               string
@@ -130,6 +136,15 @@ func buildQueries(d dialect) queries {
 		WHERE table_id = ` + tableID + ` AND (pk, rk) >= ($3::BYTEA, $4::BYTEA)`
 	q.scan = scanHead + ` ORDER BY pk, rk LIMIT $5`
 	q.scanTo = scanHead + ` AND (pk, rk) < ($6::BYTEA, $7::BYTEA) ORDER BY pk, rk LIMIT $5`
+	const (
+		rowSize = `(octet_length(pk) + octet_length(rk) + octet_length(props))`
+		running = ` OVER (ORDER BY pk, rk ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)`
+		capHead = `SELECT pk, rk, version, props FROM (SELECT pk, rk, version, props,
+			row_number()` + running + ` AS n, (sum` + rowSize + running + `)::BIGINT - ` + rowSize + ` AS before
+			FROM cerulean_entities WHERE table_id = ` + tableID + ` AND (pk, rk) >= ($3::BYTEA, $4::BYTEA)`
+	)
+	q.scanCapped = capHead + ` ORDER BY pk, rk LIMIT $5) s WHERE n <= 2 OR before <= $6::BIGINT ORDER BY pk, rk`
+	q.scanToCapped = capHead + ` AND (pk, rk) < ($6::BYTEA, $7::BYTEA) ORDER BY pk, rk LIMIT $5) s WHERE n <= 2 OR before <= $8::BIGINT ORDER BY pk, rk`
 
 	q.createTable = `INSERT INTO cerulean_tables (account, key, name, id)
 		VALUES ($1, $2, $3, nextval('cerulean_table_ids')) ON CONFLICT (account, key) DO NOTHING`

@@ -79,6 +79,13 @@ type querier interface {
 // first attempt whose version is unchanged reuse their filter verdict, so the filter
 // sees each record once. A missing table shows as an empty result, which is then told
 // apart with one more read.
+//
+// With MaxBytes, statements are capped by size in the database too (scanCapped): one
+// returns no more rows than the page has room for, plus one, so a page of a few large
+// records does not transfer a thousand of them (rows a page does not keep are read and
+// dropped: a result set is read to its end). Unfiltered, that is exactly the rows the
+// page needs; filtered, rejected rows take room too, so the scan goes on with more
+// statements while the page has room.
 func (e *Engine) Scan(ctx context.Context, account, tableName string, req storage.ScanRequest) (storage.ScanResult, error) {
 	if req.Limit <= 0 {
 		return storage.ScanResult{}, fmt.Errorf("scan: limit %d is not positive", req.Limit)
@@ -90,7 +97,14 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 		res, err = s.run(ctx)
 		return err
 	})
-	return res, err
+	if err == nil {
+		// A scan cut short by its caller's going away is not a page (storage.ScanResult).
+		err = ctx.Err()
+	}
+	if err != nil {
+		return storage.ScanResult{}, err
+	}
+	return res, nil
 }
 
 type scanner struct {
@@ -110,10 +124,25 @@ type verdict struct {
 // scanPass is the state of one attempt.
 type scanPass struct {
 	res      storage.ScanResult
+	bytes    int // storage.RecordSize of res.Records, summed
 	examined int
 	rows     int // rows read in total
 	done     bool
 	last     storage.Key // last examined key
+}
+
+// add appends an accepted record of the given size to the page, unless MaxBytes leaves
+// no room for it: then the page ends there (Next is the record's key) and add reports
+// false.
+func (p *scanPass) add(req *storage.ScanRequest, rec storage.Record, size int) bool {
+	if req.MaxBytes > 0 && len(p.res.Records) > 0 && p.bytes+size > req.MaxBytes {
+		p.res.Next = &storage.Key{PartitionKey: rec.Entity.PartitionKey, RowKey: rec.Entity.RowKey}
+		p.done = true
+		return false
+	}
+	p.bytes += size
+	p.res.Records = append(p.res.Records, rec)
+	return true
 }
 
 func (s *scanner) run(ctx context.Context) (storage.ScanResult, error) {
@@ -131,11 +160,11 @@ func (s *scanner) run(ctx context.Context) (storage.ScanResult, error) {
 		if req.Filter != nil {
 			s.verdicts = make(map[storage.Key]verdict)
 		}
-		got, err := s.chunk(ctx, s.e.pool, &p, req.Start, n, true)
+		_, more, err := s.chunk(ctx, s.e.pool, &p, req.Start, n, true)
 		if err != nil {
 			return storage.ScanResult{}, err
 		}
-		if !p.done && got < n {
+		if !p.done && !more {
 			p.done = true // range exhausted
 		}
 		if p.done {
@@ -158,14 +187,14 @@ func (s *scanner) run(ctx context.Context) (storage.ScanResult, error) {
 			if req.Filter == nil {
 				n = min(scanChunk, req.Limit-len(p.res.Records)+1)
 			}
-			got, err := s.chunk(ctx, tx, &p, start, n, false)
+			_, more, err := s.chunk(ctx, tx, &p, start, n, false)
 			if err != nil {
 				return err
 			}
 			if p.done {
 				break
 			}
-			if got < n {
+			if !more {
 				if first && p.rows == 0 {
 					if err := s.e.checkTable(ctx, s.acct, s.key); err != nil {
 						return err
@@ -187,29 +216,48 @@ func (s *scanner) run(ctx context.Context) (storage.ScanResult, error) {
 }
 
 // chunk reads up to n rows from start and examines them; it returns how many rows the
-// statement produced (or would have, up to where it stopped reading: then p.done).
-func (s *scanner) chunk(ctx context.Context, q querier, p *scanPass, start storage.Key, n int, record bool) (int, error) {
+// statement produced (or would have, up to where it stopped reading: then p.done), and
+// whether rows may remain in range after them (it produced n, or its size cap cut it).
+func (s *scanner) chunk(ctx context.Context, q querier, p *scanPass, start storage.Key, n int, record bool) (int, bool, error) {
 	req := s.req
 	var (
 		rows pgx.Rows
 		err  error
 	)
-	if req.End != nil {
-		rows, err = q.Query(ctx, s.e.q.scanTo, s.acct, s.key, []byte(start.PartitionKey), []byte(start.RowKey), n,
-			[]byte(req.End.PartitionKey), []byte(req.End.RowKey))
-	} else {
-		rows, err = q.Query(ctx, s.e.q.scan, s.acct, s.key, []byte(start.PartitionKey), []byte(start.RowKey), n)
+	// limit is the statement's size cap (scanCapped): what the page has room for. The
+	// statement returns at least two rows, so an unfiltered page whose first record is
+	// over the budget still sees the next one (to end there), and every statement
+	// progresses. Without MaxBytes, -1: no cap.
+	limit := int64(-1)
+	if req.MaxBytes > 0 {
+		limit = int64(max(req.MaxBytes-p.bytes, 0))
+	}
+	pk, rk := []byte(start.PartitionKey), []byte(start.RowKey)
+	switch {
+	case req.End != nil && limit >= 0:
+		rows, err = q.Query(ctx, s.e.q.scanToCapped, s.acct, s.key, pk, rk, n, []byte(req.End.PartitionKey), []byte(req.End.RowKey), limit)
+	case req.End != nil:
+		rows, err = q.Query(ctx, s.e.q.scanTo, s.acct, s.key, pk, rk, n, []byte(req.End.PartitionKey), []byte(req.End.RowKey))
+	case limit >= 0:
+		rows, err = q.Query(ctx, s.e.q.scanCapped, s.acct, s.key, pk, rk, n, limit)
+	default:
+		rows, err = q.Query(ctx, s.e.q.scan, s.acct, s.key, pk, rk, n)
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer rows.Close()
 	for _, fd := range rows.FieldDescriptions() {
 		if fd.Format != pgx.BinaryFormatCode {
-			return 0, fmt.Errorf("scan: column %s not in binary format", fd.Name)
+			return 0, false, fmt.Errorf("scan: column %s not in binary format", fd.Name)
 		}
 	}
-	got := 0
+	got, read := 0, int64(0) // rows, their sizes
+	more := func() bool {
+		// The row after the last one read was left out by the cap iff it would have
+		// been the third or later and the sizes before it exceed the cap (scanCapped).
+		return got == n || (limit >= 0 && got >= 2 && read > limit)
+	}
 	var pkEnc []byte // the previous row's PartitionKey, so one partition allocates one string
 	var pkStr string
 	for rows.Next() {
@@ -217,8 +265,10 @@ func (s *scanner) chunk(ctx context.Context, q querier, p *scanPass, start stora
 		p.rows++
 		raw := rows.RawValues()
 		if len(raw) != 4 || raw[0] == nil || raw[1] == nil || raw[3] == nil {
-			return got, fmt.Errorf("scan: unexpected row shape")
+			return got, false, fmt.Errorf("scan: unexpected row shape")
 		}
+		size := len(raw[0]) + len(raw[1]) + len(raw[3])
+		read += int64(size)
 		if pkEnc == nil || string(raw[0]) != string(pkEnc) {
 			pkEnc = append(pkEnc[:0], raw[0]...)
 			pkStr = string(raw[0])
@@ -227,23 +277,29 @@ func (s *scanner) chunk(ctx context.Context, q querier, p *scanPass, start stora
 		if len(p.res.Records) == req.Limit || (p.examined > 0 && p.examined%scanCheckEvery == 0 && expired(ctx, req.Deadline)) {
 			p.res.Next = &k
 			p.done = true
-			return got, nil
+			return got, true, nil
 		}
 		p.examined++
 		p.last = k
 		if len(raw[2]) != 8 {
-			return got, fmt.Errorf("scan: version of %d bytes", len(raw[2]))
+			return got, false, fmt.Errorf("scan: version of %d bytes", len(raw[2]))
 		}
 		ver := int64(binary.BigEndian.Uint64(raw[2]))
 		if v, ok := s.verdicts[k]; ok && !record && v.version == ver {
-			if v.rec != nil {
-				p.res.Records = append(p.res.Records, *v.rec)
+			if v.rec != nil && !p.add(req, *v.rec, size) {
+				return got, true, nil
 			}
 			continue
 		}
+		if req.Filter == nil && req.MaxBytes > 0 && len(p.res.Records) > 0 && p.bytes+size > req.MaxBytes {
+			// Full: end the page here without decoding the record.
+			p.res.Next = &k
+			p.done = true
+			return got, true, nil
+		}
 		props, err := entity.DecodeProps(raw[3])
 		if err != nil {
-			return got, fmt.Errorf("scan: decode entity: %w", err)
+			return got, false, fmt.Errorf("scan: decode entity: %w", err)
 		}
 		rec := storage.Record{Entity: entity.Entity{PartitionKey: k.PartitionKey, RowKey: k.RowKey, Props: props}, Version: ver}
 		if req.Filter != nil && !req.Filter(&rec) {
@@ -255,12 +311,14 @@ func (s *scanner) chunk(ctx context.Context, q querier, p *scanPass, start stora
 		if record && s.verdicts != nil {
 			s.verdicts[k] = verdict{version: ver, rec: &rec}
 		}
-		p.res.Records = append(p.res.Records, rec)
+		if !p.add(req, rec, size) {
+			return got, true, nil
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return got, err
+		return got, false, err
 	}
-	return got, nil
+	return got, more(), nil
 }
 
 func expired(ctx context.Context, deadline time.Time) bool {
