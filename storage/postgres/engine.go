@@ -272,6 +272,9 @@ func (e *Engine) mapErr(ctx context.Context, op string, err error) error {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
+		if pe.Code == "53100" { // disk_full: the write is refused, reads go on
+			return fmt.Errorf("%s: %w: %v", op, storage.ErrNoSpace, err)
+		}
 		if unavailableCode(pe.Code) || retryableCode(pe.Code) {
 			return fmt.Errorf("%s: %w: %v", op, storage.ErrUnavailable, err)
 		}
