@@ -8,7 +8,7 @@ import (
 )
 
 // DevAccountName and DevAccountKey are the well-known development-storage credentials
-// (protocol.md §1.2) that every SDK, Azurite and Storage Explorer know.
+// (docs/protocol.md §1.2) that every SDK, Azurite and Storage Explorer know.
 const (
 	DevAccountName = "devstoreaccount1"
 	DevAccountKey  = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="

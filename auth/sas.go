@@ -1,6 +1,6 @@
 package auth
 
-// Shared access signatures (protocol.md §8.5–8.6): parsing the SAS query parameters,
+// Shared access signatures (docs/protocol.md §8.5–8.6): parsing the SAS query parameters,
 // verifying the signature against the account keys, and deciding whether the signed
 // permissions cover one operation. The server owns routing; it tells this layer what a
 // request wants to do through an Operation and enforces the returned Grant (the
@@ -48,7 +48,7 @@ const minSASVersion = "2015-04-05"
 const sesVersion = "2020-12-06"
 
 // sasParams are the query parameters that make up a SAS, in the order listed in
-// protocol.md §8.5.
+// docs/protocol.md §8.5.
 var sasParams = [...]string{"sv", "ss", "srt", "sp", "st", "se", "sip", "spr", "ses", "tn", "spk", "srk", "epk", "erk", "si", "sig"}
 
 // IsSASParam reports whether the query parameter name belongs to a SAS (sv ss srt sp st se
@@ -367,7 +367,7 @@ func ipInRange(ip, lo, hi net.IP) bool {
 	return bytes.Compare(ip, lo) >= 0 && bytes.Compare(ip, hi) <= 0
 }
 
-// StringToSign returns the string a SAS signs for account (protocol.md §8.6), built from
+// StringToSign returns the string a SAS signs for account (docs/protocol.md §8.6), built from
 // the SAS's own fields; s must be well formed (as returned by ParseSAS).
 //
 //	table SAS:   sp\nst\nse\n/table/<account>/<lowercase tn>\nsi\nsip\nspr\nsv\nspk\nsrk\nepk\nerk
@@ -654,7 +654,7 @@ func sasTimeText(t time.Time) string {
 // policy and is called only when the SAS has si, with the tn of the SAS and the
 // identifier (the callback must match the table name case-insensitively).
 //
-// Checks, in this order (codes as the service, protocol.md §8.6):
+// Checks, in this order (codes as the service, docs/protocol.md §8.6):
 //
 //  1. the SAS is well formed (as ParseSAS), and sig is the HMAC-SHA256 of the string to
 //     sign (SAS.StringToSign) under one of the account's keys, compared in constant time;

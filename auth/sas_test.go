@@ -37,7 +37,7 @@ func hmacB64(key []byte, s string) string {
 }
 
 // signTable signs q as a table SAS for account, building the string to sign by hand
-// (protocol.md §8.6), independently of the package.
+// (docs/protocol.md §8.6), independently of the package.
 func signTable(key []byte, account string, q url.Values) url.Values {
 	sts := strings.Join([]string{q.Get("sp"), q.Get("st"), q.Get("se"),
 		"/table/" + account + "/" + strings.ToLower(q.Get("tn")),

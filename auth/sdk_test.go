@@ -48,7 +48,7 @@ func (s *authServer) take() []authResult {
 	return r
 }
 
-// resolveAccount applies protocol.md §1.1: an IP literal or dot-less host means
+// resolveAccount applies docs/protocol.md §1.1: an IP literal or dot-less host means
 // path-style (account = first path segment), otherwise the first DNS label; a
 // "-secondary" suffix is removed.
 func resolveAccount(r *http.Request) string {

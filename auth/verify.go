@@ -16,7 +16,7 @@ import (
 )
 
 // MaxClockSkew is how far the request date may be from the server clock, in either
-// direction, before the request is refused (the real service's limit, protocol.md §2.1).
+// direction, before the request is refused (the real service's limit, docs/protocol.md §2.1).
 // It bounds how long a captured request can be replayed.
 const MaxClockSkew = 15 * time.Minute
 
@@ -144,7 +144,7 @@ func (v *Verifier) Account(name string) (Account, bool) {
 //     AuthenticationFailed with an explanatory Detail. An unknown account fails exactly
 //     like a wrong signature so that responses do not reveal which accounts exist.
 //
-// What is signed (protocol.md §8.2–8.4):
+// What is signed (docs/protocol.md §8.2–8.4):
 //
 //	CanonicalizedResource = "/" + account + <raw path> [+ "?comp=" + <comp value>]
 //	SharedKeyLite: DateValue + "\n" + CanonicalizedResource

@@ -1,5 +1,5 @@
 // Package azerr is the one catalogue of Azure Table service error codes: each code's HTTP
-// status and default message (protocol.md §7). Lower layers return *Error values (or typed
+// status and default message (docs/protocol.md §7). Lower layers return *Error values (or typed
 // storage errors that the table layer maps to them); only the server layer renders them.
 package azerr
 

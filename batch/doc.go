@@ -1,5 +1,5 @@
 // Package batch is the wire codec for entity group transactions, `POST /$batch`
-// (protocol.md §6): it parses the multipart/mixed request into operations and writes the
+// (docs/protocol.md §6): it parses the multipart/mixed request into operations and writes the
 // multipart/mixed response. It knows nothing about HTTP serving, tables or storage; the
 // server resolves each Operation, applies the changeset atomically, and hands back one
 // Result per operation (success) or the one failing Result (failure).
@@ -7,7 +7,7 @@
 // # Request side
 //
 // Parse is deliberately tolerant, because each official SDK frames the request a little
-// differently (protocol.md §6.2, §11, checklist item 26): a preamble or extra blank lines
+// differently (docs/protocol.md §6.2, §11, checklist item 26): a preamble or extra blank lines
 // before the first boundary (JS), lower-case part headers (JS), no Content-Length, quoted
 // boundaries (Python), "Content-Transfer-Encoding:binary" without a space, CRLF or bare LF
 // line endings (even mixed), absolute or path-only request URLs, %24format, empty header
@@ -35,7 +35,7 @@
 //
 // # Response side
 //
-// WriteResponse, WriteFailure and WriteRetrieve produce exactly the layout of protocol.md
+// WriteResponse, WriteFailure and WriteRetrieve produce exactly the layout of docs/protocol.md
 // §6.3/§6.4, because every SDK parses it differently and some very literally:
 //   - the body starts with "--batchresponse_<uuid>" on its first line (Go reads the
 //     boundary from the first body line, not from Content-Type) and the changeset part's

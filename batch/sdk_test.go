@@ -416,7 +416,7 @@ func TestGoSDKTooManyOperations(t *testing.T) {
 }
 
 // A control showing why every sub-response has a blank line after its headers even
-// without a body: with the headers ending right at the delimiter (the way protocol.md's
+// without a body: with the headers ending right at the delimiter (the way docs/protocol.md's
 // composed §6.3 example reads), http.ReadResponse in the Go SDK fails.
 func TestGoSDKNeedsBlankLineAfterHeaders(t *testing.T) {
 	s := newBatchServer(t, false, func(w http.ResponseWriter, req *batch.Request, err error) {

@@ -1,7 +1,7 @@
 package batch_test
 
 // Emulations of how each official SDK reads a $batch response, written from the SDK
-// sources (protocol.md §6.3/§6.4, §11). The Go one is a transcription of aztables v1.4.1
+// sources (docs/protocol.md §6.3/§6.4, §11). The Go one is a transcription of aztables v1.4.1
 // buildTransactionResponse; sdk_test.go additionally runs the real Go SDK. The others
 // follow the JS, .NET and Python code paths step by step, keeping their literal quirks
 // (string splitting, regexes, strict CRLF sections, three-field status lines).

@@ -199,7 +199,7 @@ var (
 )
 
 // fixedOrder is the order of the well-known headers after the ones the writer owns,
-// following the service's layout (protocol.md §6.3).
+// following the service's layout (docs/protocol.md §6.3).
 var fixedOrder = [...]string{"Preference-Applied", "Dataserviceversion", "Content-Type", "Location", "Dataserviceid", "Etag"}
 
 // appendPart appends one application/http part: delimiter line, part headers, blank

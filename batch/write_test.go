@@ -36,7 +36,7 @@ func insertResult(rk string, cid string) batch.Result {
 	}}
 }
 
-// The exact bytes of a success response (UUIDs aside): protocol.md §6.3, plus the blank
+// The exact bytes of a success response (UUIDs aside): docs/protocol.md §6.3, plus the blank
 // line after each sub-response's headers that http.ReadResponse needs.
 func TestWriteResponseGolden(t *testing.T) {
 	var buf bytes.Buffer

@@ -79,7 +79,7 @@ func TestAddressing(t *testing.T) {
 	})
 
 	t.Run("LocalhostIsPathStyle", func(t *testing.T) {
-		// A host name without dots means path style (protocol.md §1.1).
+		// A host name without dots means path style (docs/protocol.md §1.1).
 		r := srv.do(t, rawReq{Method: http.MethodGet, Path: "/" + acct + "/Tables", Host: fmt.Sprintf("localhost:%d", srv.Port)})
 		requireStatus(t, r, http.StatusOK, "path-style with Host localhost")
 		if names := tableNamesIn(t, r); !contains(names, table) {

@@ -8,7 +8,7 @@ import (
 )
 
 // TestSharedKeyScheme signs raw requests with the Table flavour of SharedKey (what the Python
-// SDK sends, protocol.md §8.4): VERB, Content-MD5, Content-Type, date, canonical resource.
+// SDK sends, docs/protocol.md §8.4): VERB, Content-MD5, Content-Type, date, canonical resource.
 func TestSharedKeyScheme(t *testing.T) {
 	srv := startServer(t)
 	svc := newServiceClient(t, srv)

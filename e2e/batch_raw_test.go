@@ -2,7 +2,7 @@ package e2e
 
 // Raw-HTTP $batch requests in the exact shapes the JS, Python, .NET (and Go) SDKs send —
 // the recorded fixtures of batch/testdata, retargeted at a fresh table — and the response
-// checked against what each SDK's parser needs (protocol.md §6, §11, checklist 23–27).
+// checked against what each SDK's parser needs (docs/protocol.md §6, §11, checklist 23–27).
 
 import (
 	"bytes"

@@ -1,7 +1,7 @@
 package e2e
 
 // Entity group transactions ($batch) through the Go SDK's SubmitTransaction (issue 5,
-// protocol.md §6, checklist items 23–27), plus the helpers batch_raw_test.go and
+// docs/protocol.md §6, checklist items 23–27), plus the helpers batch_raw_test.go and
 // batch_crash_test.go share: a recording transport, a strict parser of the $batch response
 // layout, the §6.4 failure check, a byte-exact table snapshot and a multipart builder.
 
@@ -98,7 +98,7 @@ func egtClient(t testing.TB, srv *server, table string) (*aztables.Client, *egtR
 }
 
 // ---------------------------------------------------------------------------------------
-// Response layout (protocol.md §6.3, §6.4)
+// Response layout (docs/protocol.md §6.3, §6.4)
 
 // egtSub is one sub-response of a $batch response.
 type egtSub struct {
@@ -779,7 +779,7 @@ func testBatchRules(t *testing.T, srv *server, svc *aztables.ServiceClient) {
 			http.StatusBadRequest, "InvalidDuplicateRow", 8)
 	})
 	t.Run("MoreThan100", func(t *testing.T) {
-		// recorded with index 0 or 99 (protocol.md §6.4)
+		// recorded with index 0 or 99 (docs/protocol.md §6.4)
 		check(t, adds(101), http.StatusBadRequest, "InvalidInput", 0, 99)
 	})
 	t.Run("InsertExisting", func(t *testing.T) {
@@ -886,7 +886,7 @@ func testBatchRules(t *testing.T, srv *server, svc *aztables.ServiceClient) {
 		egtRequireUnchanged(t, srv, table, before, t.Name())
 	})
 
-	// The Go SDK does not double quotes in keys inside transactions (SDK bug, protocol.md
+	// The Go SDK does not double quotes in keys inside transactions (SDK bug, docs/protocol.md
 	// §1.3): a key with ' yields a malformed key predicate, which must fail with 400 at
 	// that action — not address some other entity.
 	t.Run("GoSDKUnescapedQuote", func(t *testing.T) {

@@ -31,7 +31,7 @@ func TestEntities(t *testing.T) {
 			t.Fatal("AddEntity: no ETag header")
 		}
 		etagTime := checkETag(t, string(add.ETag))
-		// AddEntity sends no Prefer: the answer is 201 with the entity (protocol.md §3.6).
+		// AddEntity sends no Prefer: the answer is 201 with the entity (docs/protocol.md §3.6).
 		body := rawObject(t, add.Value)
 		if pk, _ := rawString(t, body, "PartitionKey"); pk != "pk" {
 			t.Errorf("AddEntity body PartitionKey = %q (body %s)", pk, add.Value)
@@ -85,7 +85,7 @@ func TestEntities(t *testing.T) {
 	})
 
 	t.Run("DeleteWithoutIfMatchRefused", func(t *testing.T) {
-		// Delete Entity requires If-Match (protocol.md §3.11); the exact code is unverified.
+		// Delete Entity requires If-Match (docs/protocol.md §3.11); the exact code is unverified.
 		c, table := newTable(t, svc)
 		if _, err := c.AddEntity(ctx(t), marshal(t, map[string]any{"PartitionKey": "p", "RowKey": "r"}), nil); err != nil {
 			t.Fatal(err)
@@ -204,7 +204,7 @@ func TestEntities(t *testing.T) {
 		if strings.Join(got, ",") != strings.Join(want, ",") {
 			t.Errorf("paged query = %v, want %v", got, want)
 		}
-		// Continuation headers come in pairs, both non-empty (protocol.md §5.6).
+		// Continuation headers come in pairs, both non-empty (docs/protocol.md §5.6).
 		r := srv.do(t, rawReq{Method: http.MethodGet, Path: "/" + acct + "/" + table + "()", Query: "$top=4"})
 		requireStatus(t, r, http.StatusOK, "query $top=4")
 		npk, nrk := r.Header.Get("x-ms-continuation-NextPartitionKey"), r.Header.Get("x-ms-continuation-NextRowKey")
@@ -343,7 +343,7 @@ func TestEntities(t *testing.T) {
 		if _, ok := e.Properties["N"]; ok || len(e.Properties) != 1 {
 			t.Errorf("null property stored on insert: %v", e.Properties)
 		}
-		// On merge a null does not delete the property (protocol.md §3.9).
+		// On merge a null does not delete the property (docs/protocol.md §3.9).
 		if _, err := c.UpdateEntity(ctx(t), []byte(`{"PartitionKey":"p","RowKey":"r","A":null,"B":"b"}`),
 			&aztables.UpdateEntityOptions{UpdateMode: aztables.UpdateModeMerge, IfMatch: &star}); err != nil {
 			t.Fatal(err)
@@ -438,7 +438,7 @@ func TestEntities(t *testing.T) {
 			Body: []byte(`{"PartitionKey":"p","RowKey":"r","E":"e"}`)})
 		check("PATCH", r, map[string]any{"A": "a", "B": "b", "C": "c", "D": "d", "E": "e"})
 
-		// If-Match compared tolerantly: ':' instead of '%3A' matches (protocol.md §2.4).
+		// If-Match compared tolerantly: ':' instead of '%3A' matches (docs/protocol.md §2.4).
 		colon := strings.ReplaceAll(string(prev), "%3A", ":")
 		r = srv.do(t, rawReq{Method: "MERGE", Path: path, Header: map[string]string{"If-Match": colon},
 			Body: []byte(`{"PartitionKey":"p","RowKey":"r","F":"f"}`)})

@@ -182,7 +182,7 @@ func TestErrors(t *testing.T) {
 	})
 
 	t.Run("ValueDoesNotFitType", func(t *testing.T) {
-		// protocol.md fixes the status (400) but not the code for these (§4.3 [INF]).
+		// docs/protocol.md fixes the status (400) but not the code for these (§4.3 [INF]).
 		for _, body := range []string{
 			`{"PartitionKey":"p","RowKey":"bad","N@odata.type":"Edm.Int32","N":2147483648}`,
 			`{"PartitionKey":"p","RowKey":"bad","N@odata.type":"Edm.Int32","N":-2147483649}`,

@@ -104,7 +104,7 @@ func newTable(t testing.TB, svc *aztables.ServiceClient) (*aztables.Client, stri
 
 // marshal encodes an entity given as a map. A plain map (not aztables.EDMEntity) is used
 // wherever keys may contain quotes: EDMEntity.MarshalJSON doubles quotes in the body keys
-// (an SDK bug the server must not "repair", protocol.md §1.3).
+// (an SDK bug the server must not "repair", docs/protocol.md §1.3).
 func marshal(t testing.TB, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
@@ -203,7 +203,7 @@ func contains(list []string, s string) bool {
 // ---------------------------------------------------------------------------------------
 // Errors
 
-// errorBody is the OData JSON error shape of protocol.md §7.1.
+// errorBody is the OData JSON error shape of docs/protocol.md §7.1.
 type errorBody struct {
 	OData *struct {
 		Code    string `json:"code"`
@@ -443,7 +443,7 @@ func requireRawErr(t testing.TB, r rawResp, status int, code string) {
 }
 
 // requireRawErrStatus asserts a 4xx error whose code is consistent between header and body,
-// for situations where protocol.md fixes the status but not the code. Returns the code.
+// for situations where docs/protocol.md fixes the status but not the code. Returns the code.
 func requireRawErrStatus(t testing.TB, r rawResp, status int) string {
 	t.Helper()
 	if r.Status != status {
@@ -497,7 +497,7 @@ var (
 	timestampRe = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z$`)
 )
 
-// checkETag asserts the ETag format of protocol.md §2.4 and returns its instant.
+// checkETag asserts the ETag format of docs/protocol.md §2.4 and returns its instant.
 func checkETag(t testing.TB, etag string) time.Time {
 	t.Helper()
 	m := etagRe.FindStringSubmatch(etag)
@@ -525,7 +525,7 @@ func checkTimestamp(t testing.TB, ts string) time.Time {
 	return v
 }
 
-// checkStdHeaders asserts the headers every response carries (protocol.md §2.2).
+// checkStdHeaders asserts the headers every response carries (docs/protocol.md §2.2).
 func checkStdHeaders(t testing.TB, r rawResp, version, clientRequestID string) {
 	t.Helper()
 	d := r.Header.Get("Date")

@@ -205,7 +205,7 @@ func TestKeys(t *testing.T) {
 
 	t.Run("EDMEntityQuoteDoubling", func(t *testing.T) {
 		// aztables.EDMEntity doubles quotes in the body keys (an SDK bug): the server stores
-		// what the body says and must not "repair" it (protocol.md §1.3).
+		// what the body says and must not "repair" it (docs/protocol.md §1.3).
 		c, _ := newTable(t, svc)
 		ent := aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: "a'b", RowKey: "r"}, Properties: map[string]any{"V": int32(1)}}
 		if _, err := c.AddEntity(ctx(t), marshal(t, ent), nil); err != nil {

@@ -1,6 +1,6 @@
 package e2e
 
-// Black-box tests of the XML service endpoints (protocol.md §3.12–3.13, §10): table ACLs
+// Black-box tests of the XML service endpoints (docs/protocol.md §3.12–3.13, §10): table ACLs
 // (stored access policies), service properties, service stats (on the secondary and the
 // path-style primary endpoint), CORS preflight and CORS headers on actual requests, and
 // their isolation between accounts.
@@ -39,7 +39,7 @@ func propsQuery() string                  { return "restype=service&comp=propert
 func statsQuery() string                  { return "restype=service&comp=stats" }
 func tablePath(acct, table string) string { return "/" + acct + "/" + table }
 
-// xmlError is the storage XML error shape of protocol.md §7.1.
+// xmlError is the storage XML error shape of docs/protocol.md §7.1.
 type xmlError struct {
 	XMLName xml.Name `xml:"Error"`
 	Code    string   `xml:"Code"`
@@ -507,7 +507,7 @@ func TestTableACL(t *testing.T) {
 
 	t.Run("RawPutIs204AndSecondsPrecision", func(t *testing.T) {
 		c, name := newTable(t, svc)
-		// JS sends seconds precision; protocol.md §3.13.
+		// JS sends seconds precision; docs/protocol.md §3.13.
 		body := []byte(`<?xml version="1.0" encoding="utf-8"?><SignedIdentifiers><SignedIdentifier><Id>js</Id>` +
 			`<AccessPolicy><Start>2021-07-08T09:10:09Z</Start><Expiry>2031-07-08T09:10:09Z</Expiry><Permission>ra</Permission></AccessPolicy>` +
 			`</SignedIdentifier></SignedIdentifiers>`)

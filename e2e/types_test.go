@@ -144,7 +144,7 @@ func sdkTypedEntity(t testing.TB, pk, rk string) []byte {
 		"I64Small":   aztables.EDMInt64(5),
 		"I64Precise": aztables.EDMInt64(9007199254740993),
 		// Go's JSON writes 5.0 as 5, so an integral double needs the annotation (the
-		// server must accept Edm.Double on a JSON integer, protocol.md §4.2).
+		// server must accept Edm.Double on a JSON integer, docs/protocol.md §4.2).
 		"DblFive":              5.0,
 		"DblFive@odata.type":   "Edm.Double",
 		"DblTenth":             0.1,
@@ -530,7 +530,7 @@ func TestTypes(t *testing.T) {
 	})
 
 	t.Run("InputVariants", func(t *testing.T) {
-		// What the other SDKs send (protocol.md §4.2, §13.17): annotated values as strings (JS),
+		// What the other SDKs send (docs/protocol.md §4.2, §13.17): annotated values as strings (JS),
 		// Edm.String annotations (Python), Edm.Double on JSON integers (.NET), DateTime with
 		// 0-7 fraction digits.
 		body := `{"PartitionKey":"variants","RowKey":"v",` +
@@ -645,7 +645,7 @@ func TestTypes(t *testing.T) {
 	})
 
 	t.Run("SelectMissingPropertyIsNull", func(t *testing.T) {
-		// protocol.md §3.5/§5.3: the real service returns a selected-but-absent property as null.
+		// docs/protocol.md §3.5/§5.3: the real service returns a selected-but-absent property as null.
 		r := srv.do(t, rawReq{Method: http.MethodGet, Path: entityPath(acct, table, "types", "raw"),
 			Query: "$select=" + url.QueryEscape("Str,NoSuchProp")})
 		requireStatus(t, r, http.StatusOK, "GET entity $select with a missing property")

@@ -31,7 +31,7 @@ type Keys struct {
 func (k Keys) Complete() bool { return k.PartitionKey && k.RowKey }
 
 // Require returns 400 PropertiesNeedValue unless both keys were present — the service's
-// answer to an insert body with a missing or null PartitionKey or RowKey (protocol.md §3.6).
+// answer to an insert body with a missing or null PartitionKey or RowKey (docs/protocol.md §3.6).
 func (k Keys) Require() error {
 	if k.Complete() {
 		return nil
@@ -44,7 +44,7 @@ const annotSuffix = "@odata.type"
 
 // DecodeEntity decodes an entity request body (Insert, Update, Merge, the upserts and
 // batch operations): one flat JSON object whose values are strings, numbers, booleans or
-// null. It implements protocol.md §4.2–4.3 and §3.6:
+// null. It implements docs/protocol.md §4.2–4.3 and §3.6:
 //
 //   - Keys starting with "odata." (odata.etag, odata.metadata, odata.type, ...),
 //     "Timestamp" and "Timestamp@odata.type" are ignored: JS re-sends them from queried
@@ -403,7 +403,7 @@ func parseEDMType(b []byte) (entity.Type, bool) {
 	return 0, false
 }
 
-// convert turns one property member into a typed value (protocol.md §4.2, inputs column).
+// convert turns one property member into a typed value (docs/protocol.md §4.2, inputs column).
 func convert(m *member, sa *strArena, ba *[]byte) (entity.Value, error) {
 	bad := func() (entity.Value, error) {
 		what := "a " + kindName(m.kind)

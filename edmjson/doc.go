@@ -1,6 +1,6 @@
 // Package edmjson is the OData v3 "JSON light" codec for table entities and tables: it
 // decodes request bodies into entity.Entity values and appends response bodies at the
-// three metadata levels, exactly as the Azure Table service writes them (protocol.md §4).
+// three metadata levels, exactly as the Azure Table service writes them (docs/protocol.md §4).
 //
 // It is hand-written rather than built on encoding/json because it sits on every request:
 // decoding a 1 KiB entity costs a few allocations (one for all strings, one for all

@@ -82,7 +82,7 @@ type TableOptions struct {
 }
 
 // AppendEntity appends the JSON object for e, whose version gives its Timestamp and ETag,
-// following protocol.md §4.1–4.2 and checklist items 6–9:
+// following docs/protocol.md §4.1–4.2 and checklist items 6–9:
 //
 //   - key order: odata.metadata (Element only), odata.type, odata.id (full), odata.etag
 //     (minimal, full), odata.editLink (full), PartitionKey, RowKey, Timestamp (with
@@ -233,7 +233,7 @@ func AppendCollectionEnd(dst []byte) []byte {
 	return append(dst, "]}"...)
 }
 
-// AppendTable appends one table object (protocol.md §3.1–3.2): {"TableName":"t"}, preceded
+// AppendTable appends one table object (docs/protocol.md §3.1–3.2): {"TableName":"t"}, preceded
 // at full metadata by odata.type "<account>.Tables", odata.id "<root>/Tables('t')" and
 // odata.editLink "Tables('t')", and, for a single-table response (opts.Element), by
 // odata.metadata "<root>/$metadata#Tables/@Element" at minimal and full metadata.
@@ -265,7 +265,7 @@ func AppendTable(dst []byte, name string, opts TableOptions) []byte {
 	return append(dst, '}')
 }
 
-// AppendError appends the OData JSON error body (protocol.md §7.1), compact and on one
+// AppendError appends the OData JSON error body (docs/protocol.md §7.1), compact and on one
 // line, with odata.error as the only top-level key (.NET requires it first):
 // {"odata.error":{"code":"<code>","message":{"lang":"en-US","value":"<message>"}}}.
 func AppendError(dst []byte, code, message string) []byte {

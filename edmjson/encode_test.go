@@ -126,7 +126,7 @@ func TestAppendEntityTypes(t *testing.T) {
 	}
 }
 
-// TestAppendEntityGolden pins whole single-entity responses (protocol.md §4.4).
+// TestAppendEntityGolden pins whole single-entity responses (docs/protocol.md §4.4).
 func TestAppendEntityGolden(t *testing.T) {
 	ver := testVersion(t)
 	e, _, err := DecodeEntity([]byte(`{"PartitionKey":"p1","RowKey":"r1","Age":23,"Ratio":0.5,

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Level is an OData JSON metadata level (protocol.md §2.3, §4.1). The zero value is
+// Level is an OData JSON metadata level (docs/protocol.md §2.3, §4.1). The zero value is
 // MinimalMetadata, the level every SDK asks for and the one a bare "application/json"
 // means, so a forgotten field still produces what clients expect.
 type Level uint8
@@ -61,7 +61,7 @@ func ParseLevel(mediaType string) (Level, bool) {
 	return odataParam(params)
 }
 
-// NegotiateLevel picks the response level the way the service does (protocol.md §2.3):
+// NegotiateLevel picks the response level the way the service does (docs/protocol.md §2.3):
 // the $format query parameter wins when it is non-empty (Storage Explorer sends empty
 // parameters, which mean absent); otherwise the Accept header. A missing or empty Accept
 // header, "*/*" or "application/*" mean MinimalMetadata.

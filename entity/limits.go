@@ -8,7 +8,7 @@ import (
 	"github.com/ceruleandb/cerulean/azerr"
 )
 
-// Service limits (protocol.md §9). Sizes of strings are counted as the service counts them:
+// Service limits (docs/protocol.md §9). Sizes of strings are counted as the service counts them:
 // in UTF-16 code units, two bytes each.
 const (
 	// MaxKeyUnits is the PartitionKey/RowKey limit: 1 KiB of UTF-16, 512 code units.
@@ -60,7 +60,7 @@ func ValidateKey(name, v string) error {
 }
 
 // KeyTooLarge is the error for a PartitionKey or RowKey over 1 KiB: the service's code
-// for it (400 PropertyValueTooLarge, observed for a 2048-character key; protocol.md §9),
+// for it (400 PropertyValueTooLarge, observed for a 2048-character key; docs/protocol.md §9),
 // which every SDK handles, with a message that names the key and its limit instead of the
 // 64 KB property-value text.
 func KeyTooLarge(name string) *azerr.Error {

@@ -1,6 +1,6 @@
 // Package odata is the query language of the Table service: the $filter expression
 // (lexer, parser, AST, typed three-valued evaluation, key-range planning) and $select
-// lists (protocol.md §5).
+// lists (docs/protocol.md §5).
 //
 // # Grammar
 //
@@ -55,14 +55,14 @@
 // CPU: nesting (parentheses plus not) deeper than MaxDepth, or more than MaxPredicates
 // comparisons. The documented limit of 15 comparisons is deliberately not enforced —
 // Azurite does not, clients send long or-chains, and whether the service does is
-// unverified (protocol.md §14).
+// unverified (docs/protocol.md §14).
 //
 // # Comparison semantics
 //
 // Evaluation uses three-valued logic. A comparison is unknown when a side is a property
 // the entity lacks, or when the two sides' types cannot be compared. Unknown matches
 // nothing — "Foo ne 'x'" does not return entities without Foo (the service's behaviour,
-// protocol.md §5.2) — and propagates as in SQL: not unknown = unknown, unknown and false =
+// docs/protocol.md §5.2) — and propagates as in SQL: not unknown = unknown, unknown and false =
 // false, unknown and true = unknown, unknown or true = true, unknown or false = unknown. An
 // entity matches when the whole filter is true. The service leaves "not" over a missing
 // property unverified; three-valued logic is the choice under which "not (A eq 1)" and
@@ -74,7 +74,7 @@
 //     is the property: integers compare as int64 (never through float64), and an integer
 //     against a Double compares the mathematical values (no rounding of large Int64s).
 //     This widens further than the service is known to (an Int64 property matched by an
-//     Int32 literal, protocol.md §5.2): the emulator reportedly treats an Int32 property
+//     Int32 literal, docs/protocol.md §5.2): the emulator reportedly treats an Int32 property
 //     against an Int64 or Double literal as a mismatch. Widening both ways is the lenient
 //     choice; it never makes a correct query return less.
 //   - Double follows IEEE 754: -0 equals 0, and a NaN is unordered — every operator but

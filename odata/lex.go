@@ -15,7 +15,7 @@ import (
 	"github.com/ceruleandb/cerulean/entity"
 )
 
-// syntaxMessage is the service's message for a malformed filter (protocol.md §5.1).
+// syntaxMessage is the service's message for a malformed filter (docs/protocol.md §5.1).
 const syntaxMessage = "Bad Request - Error in query syntax."
 
 // syntaxError is the error every parse failure returns: 400 InvalidInput, the service's

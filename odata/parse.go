@@ -34,7 +34,7 @@ type Filter struct {
 }
 
 // Parse parses a $filter expression. An empty or all-blank filter is no filter: Parse
-// returns nil, nil (the service treats "$filter=" as absent, protocol.md §5.1). Errors are
+// returns nil, nil (the service treats "$filter=" as absent, docs/protocol.md §5.1). Errors are
 // *azerr.Error with code InvalidInput.
 func Parse(src string) (*Filter, error) {
 	if strings.TrimLeft(src, " \t\r\n") == "" {

@@ -6,7 +6,7 @@ import (
 	"github.com/ceruleandb/cerulean/azerr"
 )
 
-// Kind is the family of operation a URL addresses (protocol.md §1.1).
+// Kind is the family of operation a URL addresses (docs/protocol.md §1.1).
 type Kind uint8
 
 // Resource kinds, after the account segment.

@@ -1,5 +1,5 @@
 // Package svcprops implements the XML documents and rules of the Table service's account- and
-// table-level settings (protocol.md §3.12–3.13, §10): stored access policies (Get/Set Table
+// table-level settings (docs/protocol.md §3.12–3.13, §10): stored access policies (Get/Set Table
 // ACL), service properties (logging, metrics, CORS), service stats, and CORS evaluation for
 // preflight and actual requests. It is pure: no HTTP serving and no storage. Parse errors are
 // always 400 *azerr.Error values (InvalidXmlDocument or InvalidXmlNodeValue).

@@ -35,7 +35,7 @@ const PageBudget = 5 * time.Second
 // and bounds a page's decoded records to a few MiB — and the response, which the server
 // streams as it encodes, to about that times JSON's expansion (at most 4/3 for Binary,
 // more only for strings of control characters). The continuation that ends such a page
-// is the one any page may carry (protocol.md §5.6), so no client notices.
+// is the one any page may carry (docs/protocol.md §5.6), so no client notices.
 const PageBytes = 4 << 20
 
 // Query selects entities of one table.

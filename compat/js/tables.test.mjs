@@ -5,7 +5,7 @@
 //     node --test compat/js/
 //
 // e2e/compat_js_test.go (TestCompatJS) starts a server and runs this on each engine.
-// See ../../../shared/protocol.md §11 for the SDK's wire quirks this exercises
+// See docs/protocol.md §11 for the SDK's wire quirks this exercises
 // (SharedKeyLite, Prefer: return-no-content, its paging stop rule and batch parsing).
 
 import { test, describe, before, after } from "node:test";
@@ -441,7 +441,7 @@ describe("EDM types", () => {
 
   test(
     "integral Double reads back as Double with disableTypeConversion",
-    { todo: "SDK bug azure-sdk-for-js #19899: JSON.parse turns 2.0 into 2, inferred as Int32 (protocol.md §4.2)" },
+    { todo: "SDK bug azure-sdk-for-js #19899: JSON.parse turns 2.0 into 2, inferred as Int32 (docs/protocol.md §4.2)" },
     async () => {
       const e = await client.getEntity("types", "1", { disableTypeConversion: true });
       assert.equal(e.dblIntegral.type, "Double");

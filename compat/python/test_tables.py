@@ -351,7 +351,7 @@ class TestTypes(Base):
 
         self.assertEqual(rows("Int64Big eq @v", v=BIG), ["1"])  # serialized as 9007199254740993L
         self.assertEqual(rows("Int64Big gt @v", v=BIG - 1), ["1"])
-        # Int32 literal `10` against an Int64 property: widened to Int64 (protocol.md §5.2).
+        # Int32 literal `10` against an Int64 property: widened to Int64 (docs/protocol.md §5.2).
         self.assertEqual(rows("Int64Big lt @v", v=10), ["2"])
         self.assertEqual(rows("Int32 eq @v", v=42), ["1"])
         self.assertEqual(rows("DateTime eq @v", v=DT), ["1"])
@@ -539,7 +539,7 @@ class TestSas(Base):
 
     def test_account_sas(self):
         # This SDK's ResourceTypes has only service/object keywords (no container; passing
-        # container=True is silently ignored), yet Query Tables needs srt=c (protocol.md §8.5).
+        # container=True is silently ignored), yet Query Tables needs srt=c (docs/protocol.md §8.5).
         # from_string is the only way to get "c" into the SAS.
         so = generate_account_sas(
             self.cred,
