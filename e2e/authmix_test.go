@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,14 +91,14 @@ func TestSharedKeyAndSAS(t *testing.T) {
 
 	t.Run("ValidKeyValidSAS", func(t *testing.T) {
 		// The key authorizes: the SAS's read-only permission and key range do not apply.
-		if _, got := query(t, "", goodSAS, ""); !samePKRK(got, all) {
+		if _, got := query(t, "", goodSAS, ""); !slices.Equal(got, all) {
 			t.Errorf("query: %v, want every entity %v (the SAS range must not apply)", got, all)
 		}
 		requireStatus(t, insert(t, "", goodSAS, "kv"), http.StatusNoContent, "insert with a valid key and a read-only SAS")
 		requireEntity(t, f, "A", "kv", true)
 		// The SAS parameters do not reach $filter: the filter alone decides.
 		_, got := query(t, "", goodSAS, "$filter="+url.QueryEscape("PartitionKey eq 'Z'"))
-		if !samePKRK(got, []pkrk{{"Z", "1"}}) {
+		if !slices.Equal(got, []pkrk{{"Z", "1"}}) {
 			t.Errorf("filtered query: %v, want Z/1", got)
 		}
 		// Nor comp: a table's ACL (never allowed with a SAS) is the owner's to read.
@@ -119,7 +120,7 @@ func TestSharedKeyAndSAS(t *testing.T) {
 		// The SAS authorizes, alone: its range applies and it grants no writes.
 		r, got := query(t, badKey, goodSAS, "")
 		requireStatus(t, r, http.StatusOK, "query with a bad key and a valid SAS")
-		if !samePKRK(got, []pkrk{{"P", "1"}}) {
+		if !slices.Equal(got, []pkrk{{"P", "1"}}) {
 			t.Errorf("query: %v, want only P/1 (the SAS's range)", got)
 		}
 		r = insert(t, badKey, goodSAS, "bv")
@@ -152,17 +153,4 @@ func requireEntity(t *testing.T, f *sasFixture, pk, rk string, want bool) {
 	if _, ok := f.ownerV(t, pk, rk); ok != want {
 		t.Errorf("entity (%s,%s) exists = %v, want %v", pk, rk, ok, want)
 	}
-}
-
-// samePKRK reports whether two key lists are equal, in order.
-func samePKRK(a, b []pkrk) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -114,18 +115,6 @@ func guardQueryAll(t testing.TB, srv *server, r rawReq) (int, []guardKey) {
 func guardToken(key string) string {
 	b := base64.RawURLEncoding.EncodeToString([]byte(key))
 	return "1!" + strconv.Itoa(len(b)) + "!" + b
-}
-
-func keysEqual(a, b []guardKey) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // guardNo5xx fails the test on any 5xx, naming the request.
@@ -489,7 +478,7 @@ func TestGuardContinuationTokens(t *testing.T) {
 	for _, g := range good {
 		q := url.Values{"NextPartitionKey": {guardToken(g.k.PK)}, "NextRowKey": {guardToken(g.k.RK)}}
 		status, keys := guardQueryAll(t, srv, rawReq{Method: http.MethodGet, Path: path, Query: q.Encode()})
-		if want := from(g.k, nil); status != http.StatusOK || !keysEqual(keys, want) {
+		if want := from(g.k, nil); status != http.StatusOK || !slices.Equal(keys, want) {
 			t.Errorf("token %s: status %d, keys %v, want 200 %v", g.name, status, keys, want)
 		}
 	}
@@ -502,13 +491,13 @@ func TestGuardContinuationTokens(t *testing.T) {
 		t.Fatalf("other table's first page of 7 has no continuation")
 	}
 	q := url.Values{"NextPartitionKey": {npk}, "NextRowKey": {nrk}}
-	if status, keys := guardQueryAll(t, srv, rawReq{Method: http.MethodGet, Path: path, Query: q.Encode()}); status != http.StatusOK || !keysEqual(keys, all[7:]) {
+	if status, keys := guardQueryAll(t, srv, rawReq{Method: http.MethodGet, Path: path, Query: q.Encode()}); status != http.StatusOK || !slices.Equal(keys, all[7:]) {
 		t.Errorf("token from another table: status %d, keys %v, want %v", status, keys, all[7:])
 	}
 	// ... and with a filter on this table, only what the filter selects.
 	q.Set("$filter", "RowKey eq 'r4'")
 	if status, keys := guardQueryAll(t, srv, rawReq{Method: http.MethodGet, Path: path, Query: q.Encode()}); status != http.StatusOK ||
-		!keysEqual(keys, from(all[7], func(k guardKey) bool { return k.RK == "r4" })) {
+		!slices.Equal(keys, from(all[7], func(k guardKey) bool { return k.RK == "r4" })) {
 		t.Errorf("token from another table with a filter: status %d, keys %v", status, keys)
 	}
 
@@ -547,7 +536,7 @@ func TestGuardContinuationTokens(t *testing.T) {
 				}
 				return
 			}
-			if status != http.StatusOK || !keysEqual(keys, want) {
+			if status != http.StatusOK || !slices.Equal(keys, want) {
 				t.Errorf("SAS %s: status %d, keys %v, want 200 %v", name, status, keys, want)
 			}
 		}
@@ -679,7 +668,7 @@ func TestGuardNestedFilters(t *testing.T) {
 			if r.Header.Get("x-ms-continuation-NextPartitionKey") != "" {
 				_, keys = guardQueryAll(t, srv, rawReq{Method: http.MethodGet, Path: path, Query: q})
 			}
-			if !keysEqual(keys, want) {
+			if !slices.Equal(keys, want) {
 				t.Errorf("%s: keys %v, want %v", name, keys, want)
 			}
 		default:

@@ -16,27 +16,15 @@ import (
 	"github.com/ceruleandb/cerulean/edmjson"
 	"github.com/ceruleandb/cerulean/entity"
 	"github.com/ceruleandb/cerulean/storage"
-	"github.com/ceruleandb/cerulean/storage/pebble"
 )
 
 // testServer is a server over a real Pebble engine with one table "limits" holding n
 // entities in partition "p", each with a String property of the given size.
 func testServer(t testing.TB, n, size int) *Server {
 	t.Helper()
-	eng, err := pebble.Open(t.TempDir(), pebble.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	acct := auth.DevAccount()
-	srv, err := New(Options{Engine: eng, Accounts: []auth.Account{acct}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, eng := pebbleServer(t, "limits")
 	ctx := context.Background()
-	if err := srv.tables.CreateTable(ctx, acct.Name, "limits"); err != nil {
-		t.Fatal(err)
-	}
+	acct := auth.DevAccount()
 	text := strings.Repeat("x", size)
 	for i := 0; i < n; i += 100 {
 		var muts []storage.Mutation

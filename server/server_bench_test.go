@@ -14,30 +14,35 @@ import (
 	"github.com/ceruleandb/cerulean/storage/pebble"
 )
 
+// pebbleServer is a server over a real Pebble engine in a temporary directory, with the
+// development account and an empty table named tbl; it returns the engine too.
+func pebbleServer(tb testing.TB, tbl string) (*Server, *pebble.Engine) {
+	tb.Helper()
+	eng, err := pebble.Open(tb.TempDir(), pebble.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { eng.Close() })
+	srv, err := New(Options{Engine: eng, Accounts: []auth.Account{auth.DevAccount()}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := srv.tables.CreateTable(context.Background(), auth.DevAccount().Name, tbl); err != nil {
+		tb.Fatal(err)
+	}
+	return srv, eng
+}
+
 // benchServer is a server over a real Pebble engine holding one table "bench" with
 // 1,000 entities in partition "p".
 func benchServer(b *testing.B) *Server {
-	b.Helper()
-	eng, err := pebble.Open(b.TempDir(), pebble.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { eng.Close() })
-	acct := auth.DevAccount()
-	srv, err := New(Options{Engine: eng, Accounts: []auth.Account{acct}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := srv.tables.CreateTable(ctx, acct.Name, "bench"); err != nil {
-		b.Fatal(err)
-	}
+	srv, _ := pebbleServer(b, "bench")
 	for i := 0; i < 1000; i++ {
 		e := entity.Entity{PartitionKey: "p", RowKey: strconv.Itoa(i), Props: []entity.Property{
 			{Name: "Name", Value: entity.StringValue("some text of moderate length")},
 			{Name: "N", Value: entity.Int64Value(int64(i))},
 		}}
-		if _, err := srv.tables.InsertEntity(ctx, acct.Name, "bench", &e); err != nil {
+		if _, err := srv.tables.InsertEntity(context.Background(), auth.DevAccount().Name, "bench", &e); err != nil {
 			b.Fatal(err)
 		}
 	}
