@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ceruleandb/cerulean/auth"
 	"github.com/ceruleandb/cerulean/azerr"
 )
 
@@ -120,6 +121,8 @@ func (f *failureLog) admit(code azerr.Code, now time.Time) (show bool, omitted i
 // operation names what the request asked for, with the names Azure's Storage Analytics
 // logs use for the Table service ("Storage Analytics logged operations and status
 // messages", https://learn.microsoft.com/rest/api/storageservices/storage-analytics-logged-operations-and-status-messages).
+// The operation is the one SAS authorization checks (sasOperation); only a read of one
+// table by its own URL, which authorization treats as Query Tables, has a name of its own.
 // A request too malformed to name is "Unknown".
 func (s *Server) operation(rq *request) string {
 	r := rq.r
@@ -137,58 +140,35 @@ func (s *Server) operation(rq *request) string {
 	if err != nil {
 		return "Unknown"
 	}
-	q := r.URL.Query()
-	conditional := r.Header.Get("If-Match") != ""
-	switch res.Kind {
-	case KindService:
-		switch {
-		case q.Get("comp") == "stats":
-			return "GetTableServiceStats"
-		case method == http.MethodPut:
-			return "SetTableServiceProperties"
-		}
-		return "GetTableServiceProperties"
-	case KindTables:
-		if method == http.MethodPost {
-			return "CreateTable"
-		}
-		return "QueryTables"
-	case KindTable:
-		if method == http.MethodDelete {
-			return "DeleteTable"
-		}
+	if res.Kind == KindTable && method == http.MethodGet {
 		return "QueryTable"
-	case KindBatch:
-		return "EntityGroupTransaction"
-	case KindEntities:
-		switch {
-		case q.Has("comp") && method == http.MethodPut:
-			return "SetTableACL"
-		case q.Has("comp"):
-			return "GetTableACL"
-		case method == http.MethodPost:
-			return "InsertEntity"
-		}
-		return "QueryEntities"
-	case KindEntity:
-		switch method {
-		case http.MethodGet:
-			return "QueryEntity"
-		case http.MethodPut:
-			if conditional {
-				return "UpdateEntity"
-			}
-			return "InsertOrReplaceEntity"
-		case "MERGE", http.MethodPatch:
-			if conditional {
-				return "MergeEntity"
-			}
-			return "InsertOrMergeEntity"
-		case http.MethodDelete:
-			return "DeleteEntity"
-		}
+	}
+	cond, _ := ifMatch(r) // a malformed If-Match is still a conditional write
+	if name, ok := operationNames[sasOperation(res, method, r.URL.Query(), cond)]; ok {
+		return name
 	}
 	return "Unknown"
+}
+
+// operationNames are the Storage Analytics names of the operations.
+var operationNames = map[auth.OpKind]string{
+	auth.OpQueryEntities:   "QueryEntities",
+	auth.OpGetEntity:       "QueryEntity",
+	auth.OpInsert:          "InsertEntity",
+	auth.OpUpdate:          "UpdateEntity",
+	auth.OpMerge:           "MergeEntity",
+	auth.OpDelete:          "DeleteEntity",
+	auth.OpUpsertReplace:   "InsertOrReplaceEntity",
+	auth.OpUpsertMerge:     "InsertOrMergeEntity",
+	auth.OpQueryTables:     "QueryTables",
+	auth.OpCreateTable:     "CreateTable",
+	auth.OpDeleteTable:     "DeleteTable",
+	auth.OpGetServiceProps: "GetTableServiceProperties",
+	auth.OpSetServiceProps: "SetTableServiceProperties",
+	auth.OpGetServiceStats: "GetTableServiceStats",
+	auth.OpGetACL:          "GetTableACL",
+	auth.OpSetACL:          "SetTableACL",
+	auth.OpBatch:           "EntityGroupTransaction",
 }
 
 // noteError keeps the error a request is answered with, for its log line.

@@ -54,8 +54,9 @@ type Server struct {
 	// busyLog summarises the log lines of 5xx answers that come in floods (see logRequest).
 	busyLog failureLog
 	budget  *bodyBudget
-	// keepAlive is the Keep-Alive header value of responses on connections kept open.
-	keepAlive string
+	// keepAlive is the Keep-Alive header of responses on connections kept open. Every such
+	// response shares this one slice (net/http only reads it), so it must never be modified.
+	keepAlive []string
 
 	idPrefix string
 	idSeq    atomic.Uint64
@@ -92,7 +93,7 @@ func New(opts Options) (*Server, error) {
 		log:       log,
 		limits:    limits,
 		budget:    newBodyBudget(limits.MaxBodyMemory),
-		keepAlive: keepAliveValue(limits.IdleTimeout),
+		keepAlive: []string{keepAliveValue(limits.IdleTimeout)},
 		idPrefix:  h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-",
 		bodies:    map[*bodyRead]struct{}{},
 	}

@@ -102,7 +102,7 @@ func (s *Server) beforeHeader(rq *request) {
 	case !consumed:
 		_ = rq.rc.SetReadDeadline(time.Now().Add(s.limits.StallTimeout))
 	case !closing:
-		h["Keep-Alive"] = []string{s.keepAlive}
+		h["Keep-Alive"] = s.keepAlive
 	}
 }
 
