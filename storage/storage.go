@@ -98,6 +98,13 @@ type Record struct {
 	Version int64
 }
 
+// Applied is what a committed Apply reports: each mutation's new version (0 for Delete),
+// in the mutations' order, and the commit's Position.
+type Applied struct {
+	Versions []int64
+	Position Position
+}
+
 // Key addresses an entity within a table.
 type Key struct {
 	PartitionKey string
@@ -167,7 +174,8 @@ func RecordSize(r *Record) int {
 
 // TableInfo describes a table in the catalogue. Name keeps the case it was created with.
 type TableInfo struct {
-	Name string
+	Name     string
+	Settings TableSettings
 }
 
 // Engine is the storage boundary. Table names are matched case-insensitively (TableKey)
@@ -187,6 +195,32 @@ type TableInfo struct {
 //   - DeleteTable is instant; the rows are purged in the background, and a table created
 //     again under the same name never shows them.
 //
+// Table settings and expiry (elastic tables):
+//   - A table's TableSettings are part of its catalogue entry: CreateTable stores them
+//     with the table, SetTableSettings replaces them, GetTable and ListTables report them,
+//     and a table created again under the name starts with the settings it is created
+//     with. A change applies to every Apply that starts after SetTableSettings returns,
+//     on every front end; entities keep the expiry they were written with.
+//   - Every row an Apply writes gets the expiry storage.Expiry computes from the
+//     table's settings at the time of the write, the row's final properties (after
+//     merging) and its new version; an error from it fails the Apply with an
+//     *ApplyError naming that mutation, and nothing is written.
+//   - An expired row (Expired(expiry, now) with now from the engine's one clock: the
+//     process's for Pebble, the database server's for PostgreSQL) is absent for every
+//     read and precondition: Get answers ErrNotFound, Scan skips it (it is examined but
+//     neither returned nor counted), Insert succeeds over it, Replace, Merge and Delete
+//     fail with ErrNotFound; a version written over it is still greater than its own.
+//   - Expired rows are removed in the background within a bounded delay (about a
+//     minute), at a cost proportional to the rows that expire, not to the table.
+//
+// Commit positions (session tokens):
+//   - Every committed Apply reports a Position greater than the Position of every Apply
+//     that committed before it started, across restarts.
+//   - ReaderAt(ctx, p) returns a Reader whose reads see every write whose Position is at
+//     most p. If the engine has not reached p within a short wait (about a second), it
+//     fails with ErrFuturePosition; it never returns a reader that could miss such a
+//     write.
+//
 // Stored access policies (a table's ACL) and service properties are opaque bytes to the
 // engine: the server encodes and decodes them; an engine only keeps them. Contracts:
 //   - Set* returns only after the value is durable (synced or committed), and every later
@@ -201,18 +235,28 @@ type TableInfo struct {
 //     the table) or fails with ErrTableNotFound; it never attaches to a later table.
 //   - Callers bound the size (at most 64 KiB); engines work with larger values too.
 type Engine interface {
-	CreateTable(ctx context.Context, account, name string) error
+	Reader
+
+	// Name is the engine's name ("pebble", "postgres"); Positions of different engines
+	// are not comparable.
+	Name() string
+
+	CreateTable(ctx context.Context, account, name string, settings TableSettings) error
 	GetTable(ctx context.Context, account, name string) (TableInfo, error)
+	// SetTableSettings replaces a table's settings. ErrTableNotFound for a missing table.
+	// Like SetTableACL it never attaches to a table created after a racing DeleteTable.
+	SetTableSettings(ctx context.Context, account, name string, settings TableSettings) error
 	// ListTables returns up to limit tables whose TableKey is ≥ TableKey(from), in
 	// TableKey order, and the name to resume from ("" when there are no more).
 	ListTables(ctx context.Context, account, from string, limit int) ([]TableInfo, string, error)
 	DeleteTable(ctx context.Context, account, name string) error
 
 	// Apply runs mutations on one partition atomically and returns each mutation's new
-	// version (0 for Delete).
-	Apply(ctx context.Context, account, table, partitionKey string, muts []Mutation) ([]int64, error)
-	Get(ctx context.Context, account, table, partitionKey, rowKey string) (Record, error)
-	Scan(ctx context.Context, account, table string, req ScanRequest) (ScanResult, error)
+	// version (0 for Delete) and the commit's position.
+	Apply(ctx context.Context, account, table, partitionKey string, muts []Mutation) (Applied, error)
+	// ReaderAt returns a Reader that sees every write up to position p (see above).
+	// p = 0 asks for nothing beyond the engine's ordinary reads.
+	ReaderAt(ctx context.Context, p Position) (Reader, error)
 
 	// GetTableACL returns the table's stored access policies as last set (nil when never
 	// set). ErrTableNotFound for a missing table. A table deleted and created again starts
@@ -227,6 +271,13 @@ type Engine interface {
 	SetServiceProperties(ctx context.Context, account string, props []byte) error
 
 	Close() error
+}
+
+// Reader is the read half of an Engine. An Engine's own Get and Scan read its latest
+// committed state (what a write that returned has written, from any front end).
+type Reader interface {
+	Get(ctx context.Context, account, table, partitionKey, rowKey string) (Record, error)
+	Scan(ctx context.Context, account, table string, req ScanRequest) (ScanResult, error)
 }
 
 // TableKey is the case-folded form under which a table name is unique.

@@ -15,8 +15,8 @@ import (
 // fullEngine refuses every Apply as an engine on a full disk does.
 type fullEngine struct{ storage.Engine }
 
-func (fullEngine) Apply(context.Context, string, string, string, []storage.Mutation) ([]int64, error) {
-	return nil, fmt.Errorf("apply: disk full: %w", storage.ErrNoSpace)
+func (fullEngine) Apply(context.Context, string, string, string, []storage.Mutation) (storage.Applied, error) {
+	return storage.Applied{}, fmt.Errorf("apply: disk full: %w", storage.ErrNoSpace)
 }
 
 // TestDiskFullIsServerBusy: a write refused for a full disk is 503 ServerBusy (retried by

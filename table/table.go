@@ -83,7 +83,7 @@ func (s *Service) CreateTable(ctx context.Context, account, name string) error {
 	if err := ValidateTableName(name); err != nil {
 		return err
 	}
-	return s.mapErr(s.eng.CreateTable(ctx, account, name), tableScope)
+	return s.mapErr(s.eng.CreateTable(ctx, account, name, storage.TableSettings{}), tableScope)
 }
 
 // GetTable returns the table's catalogue entry (its name in original case).
@@ -239,7 +239,8 @@ func (s *Service) GetEntity(ctx context.Context, account, table, pk, rk string) 
 }
 
 func (s *Service) applyOne(ctx context.Context, account, table, pk string, m storage.Mutation) (int64, error) {
-	vs, err := s.eng.Apply(ctx, account, table, pk, []storage.Mutation{m})
+	applied, err := s.eng.Apply(ctx, account, table, pk, []storage.Mutation{m})
+	vs := applied.Versions
 	if err != nil {
 		return 0, s.mapErr(err, entityScope)
 	}

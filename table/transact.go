@@ -87,7 +87,8 @@ func (s *Service) Transact(ctx context.Context, account, table string, ops []Bat
 			muts[i].IfMatch = op.Cond.ifMatch()
 		}
 	}
-	versions, err := s.eng.Apply(ctx, account, table, pk, muts)
+	applied, err := s.eng.Apply(ctx, account, table, pk, muts)
+	versions := applied.Versions
 	if err != nil {
 		var ae *storage.ApplyError
 		index := 0

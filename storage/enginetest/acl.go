@@ -193,7 +193,7 @@ func testACLAccountsIsolated(t *testing.T, x *env) {
 	if err := x.e.SetTableACL(x.ctx, other, "Shared", []byte("x")); !errors.Is(err, storage.ErrTableNotFound) {
 		t.Fatalf("SetTableACL in another account = %v, want ErrTableNotFound", err)
 	}
-	if err := x.e.CreateTable(x.ctx, other, "shared"); err != nil {
+	if err := x.e.CreateTable(x.ctx, other, "shared", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	x.setACL(x.acct, "Shared", []byte("mine"))

@@ -36,7 +36,8 @@ func testCompareAndSet(t *testing.T, x *env) {
 					return
 				}
 				n, _ := r.Entity.Get("N")
-				vs, err := x.e.Apply(x.ctx, x.acct, tbl, "p", []storage.Mutation{mutIf(storage.Replace, "counter", r.Version, i64("N", n.Int+1))})
+				applied, err := x.e.Apply(x.ctx, x.acct, tbl, "p", []storage.Mutation{mutIf(storage.Replace, "counter", r.Version, i64("N", n.Int+1))})
+				vs := applied.Versions
 				mu.Lock()
 				switch {
 				case err == nil:

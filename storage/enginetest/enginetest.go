@@ -144,7 +144,7 @@ func (x *env) reopen() {
 
 func (x *env) createTable(name string) string {
 	x.t.Helper()
-	if err := x.e.CreateTable(x.ctx, x.acct, name); err != nil {
+	if err := x.e.CreateTable(x.ctx, x.acct, name, storage.TableSettings{}); err != nil {
 		x.t.Fatalf("CreateTable(%q): %v", name, err)
 	}
 	return name
@@ -153,7 +153,8 @@ func (x *env) createTable(name string) string {
 // apply runs an Apply that must succeed.
 func (x *env) apply(table, pk string, muts ...storage.Mutation) []int64 {
 	x.t.Helper()
-	vs, err := x.e.Apply(x.ctx, x.acct, table, pk, muts)
+	applied, err := x.e.Apply(x.ctx, x.acct, table, pk, muts)
+	vs := applied.Versions
 	if err != nil {
 		x.t.Fatalf("Apply(%q, %q, %v): %v", table, pk, describe(muts), err)
 	}

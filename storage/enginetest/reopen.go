@@ -39,7 +39,7 @@ func testReopen(t *testing.T, x *env) {
 	if info, err := x.e.GetTable(x.ctx, x.acct, "mixedcase"); err != nil || info.Name != "MixedCase" {
 		t.Fatalf("GetTable after reopen = %+v, %v", info, err)
 	}
-	if err := x.e.CreateTable(x.ctx, x.acct, "MIXEDCASE"); !errors.Is(err, storage.ErrTableExists) {
+	if err := x.e.CreateTable(x.ctx, x.acct, "MIXEDCASE", storage.TableSettings{}); !errors.Is(err, storage.ErrTableExists) {
 		t.Fatalf("CreateTable of an existing table after reopen = %v, want ErrTableExists", err)
 	}
 

@@ -38,7 +38,7 @@ func testTableCreateGet(t *testing.T, x *env) {
 func testTableCreateExists(t *testing.T, x *env) {
 	x.createTable("Dup")
 	for _, name := range []string{"Dup", "dup", "DUP"} {
-		if err := x.e.CreateTable(x.ctx, x.acct, name); !errors.Is(err, storage.ErrTableExists) {
+		if err := x.e.CreateTable(x.ctx, x.acct, name, storage.TableSettings{}); !errors.Is(err, storage.ErrTableExists) {
 			t.Fatalf("CreateTable(%q) after Dup = %v, want ErrTableExists", name, err)
 		}
 	}
@@ -181,11 +181,11 @@ func testAccountsIsolated(t *testing.T, x *env) {
 	// Accounts whose names are prefixes of each other must not bleed into each other.
 	c := a + "x"
 	for _, acct := range []string{a, b, c} {
-		if err := x.e.CreateTable(x.ctx, acct, "Shared"); err != nil {
+		if err := x.e.CreateTable(x.ctx, acct, "Shared", storage.TableSettings{}); err != nil {
 			t.Fatalf("CreateTable(Shared) in %s: %v", acct, err)
 		}
 	}
-	if err := x.e.CreateTable(x.ctx, a, "OnlyA"); err != nil {
+	if err := x.e.CreateTable(x.ctx, a, "OnlyA", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := x.e.Apply(x.ctx, a, "Shared", "p", []storage.Mutation{mut(storage.Insert, "r", str("Who", "a"))}); err != nil {

@@ -52,7 +52,7 @@ func benchEngine(b *testing.B) *Engine {
 	if os.Getenv("CERULEAN_BENCH_METRICS") != "" {
 		b.Cleanup(func() { fmt.Fprintln(os.Stderr, e.db.Metrics().String()) })
 	}
-	if err := e.CreateTable(context.Background(), "bench", "T"); err != nil {
+	if err := e.CreateTable(context.Background(), "bench", "T", storage.TableSettings{}); err != nil {
 		b.Fatal(err)
 	}
 	return e
@@ -180,7 +180,7 @@ func BenchmarkReopen(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := e.CreateTable(context.Background(), "bench", "T"); err != nil {
+	if err := e.CreateTable(context.Background(), "bench", "T", storage.TableSettings{}); err != nil {
 		b.Fatal(err)
 	}
 	load(b, e, 100_000)

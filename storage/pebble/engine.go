@@ -465,7 +465,7 @@ func (e *Engine) lookup(account, name string) (*table, error) {
 
 // CreateTable adds a table under a fresh id. It fails with ErrTableExists when the
 // account has a table of the same TableKey.
-func (e *Engine) CreateTable(ctx context.Context, account, name string) error {
+func (e *Engine) CreateTable(ctx context.Context, account, name string, settings storage.TableSettings) error {
 	if err := e.enter(); err != nil {
 		return err
 	}
@@ -683,7 +683,12 @@ type row struct {
 // Apply runs the mutations in order against the rows' current state, read under their
 // locks, and commits the final state of every touched row in one synced batch. A
 // failing precondition or an invalid merge result aborts before anything is written.
-func (e *Engine) Apply(ctx context.Context, account, tableName, pk string, muts []storage.Mutation) ([]int64, error) {
+func (e *Engine) Apply(ctx context.Context, account, tableName, pk string, muts []storage.Mutation) (storage.Applied, error) {
+	vs, err := e.apply(ctx, account, tableName, pk, muts)
+	return storage.Applied{Versions: vs}, err // TODO(i11): position
+}
+
+func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts []storage.Mutation) ([]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -1085,4 +1090,17 @@ func (e *Engine) pendingPurges(ctx context.Context) ([]uint64, error) {
 		return nil, fmt.Errorf("list purges: %w", err)
 	}
 	return ids, nil
+}
+
+// Name is the engine's name.
+func (e *Engine) Name() string { return "pebble" }
+
+// SetTableSettings TODO(i11).
+func (e *Engine) SetTableSettings(ctx context.Context, account, name string, settings storage.TableSettings) error {
+	return errors.New("TODO(i11)")
+}
+
+// ReaderAt TODO(i11).
+func (e *Engine) ReaderAt(ctx context.Context, p storage.Position) (storage.Reader, error) {
+	return e, nil
 }

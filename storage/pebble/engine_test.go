@@ -103,7 +103,7 @@ func TestCompactedData(t *testing.T) {
 	dir := t.TempDir()
 	e := openTest(t, dir, Options{})
 	for _, name := range []string{"T", "Gone"} {
-		if err := e.CreateTable(ctx, "a", name); err != nil {
+		if err := e.CreateTable(ctx, "a", name, storage.TableSettings{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -120,7 +120,8 @@ func TestCompactedData(t *testing.T) {
 			for r := range 50 {
 				muts = append(muts, storage.Mutation{Op: storage.Insert, RowKey: fmt.Sprintf("r%02d", r), Props: big(p*50 + r)})
 			}
-			vs, err := e.Apply(ctx, "a", name, fmt.Sprintf("p%02d", p), muts)
+			applied, err := e.Apply(ctx, "a", name, fmt.Sprintf("p%02d", p), muts)
+			vs := applied.Versions
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +179,8 @@ func TestCompactedData(t *testing.T) {
 	// Merges read the separated values back.
 	for p := range 20 {
 		muts := []storage.Mutation{{Op: storage.Merge, RowKey: "r07", Props: []entity.Property{{Name: "M", Value: entity.BoolValue(true)}}}}
-		vs, err := e.Apply(ctx, "a", "T", fmt.Sprintf("p%02d", p), muts)
+		applied, err := e.Apply(ctx, "a", "T", fmt.Sprintf("p%02d", p), muts)
+		vs := applied.Versions
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,10 +226,10 @@ func TestCrashDurability(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close() // after the crash clone: only stops the original's background work
-	if err := e.CreateTable(ctx, "acct", "T"); err != nil {
+	if err := e.CreateTable(ctx, "acct", "T", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.CreateTable(ctx, "acct", "Dropped"); err != nil {
+	if err := e.CreateTable(ctx, "acct", "Dropped", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.DeleteTable(ctx, "acct", "Dropped"); err != nil {
@@ -240,8 +242,9 @@ func TestCrashDurability(t *testing.T) {
 		wg.Go(func() {
 			for i := range 50 {
 				rk := fmt.Sprintf("r%03d", i)
-				vs, err := e.Apply(ctx, "acct", "T", fmt.Sprintf("p%d", w), []storage.Mutation{{Op: storage.Insert, RowKey: rk,
+				applied, err := e.Apply(ctx, "acct", "T", fmt.Sprintf("p%d", w), []storage.Mutation{{Op: storage.Insert, RowKey: rk,
 					Props: []entity.Property{{Name: "N", Value: entity.Int64Value(int64(i))}}}})
+				vs := applied.Versions
 				if err != nil {
 					t.Error(err)
 					return
@@ -268,7 +271,7 @@ func TestCrashDurability(t *testing.T) {
 	if _, err := e2.GetTable(ctx, "acct", "Dropped"); !errors.Is(err, storage.ErrTableNotFound) {
 		t.Fatalf("deleted table back after the crash: %v", err)
 	}
-	if err := e2.CreateTable(ctx, "acct", "New"); err != nil {
+	if err := e2.CreateTable(ctx, "acct", "New", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := e2.Scan(ctx, "acct", "New", storage.ScanRequest{Limit: 10}); err != nil || len(res.Records) != 0 {
@@ -284,7 +287,7 @@ func TestPurge(t *testing.T) {
 	e := openTest(t, dir, Options{})
 	fill := func(e *Engine, name string) uint64 {
 		t.Helper()
-		if err := e.CreateTable(ctx, "a", name); err != nil {
+		if err := e.CreateTable(ctx, "a", name, storage.TableSettings{}); err != nil {
 			t.Fatal(err)
 		}
 		var muts []storage.Mutation
@@ -367,7 +370,7 @@ func countRange(t *testing.T, e *Engine, lo, hi []byte) int {
 func TestClosed(t *testing.T) {
 	ctx := context.Background()
 	e := openTest(t, t.TempDir(), Options{})
-	if err := e.CreateTable(ctx, "a", "T"); err != nil {
+	if err := e.CreateTable(ctx, "a", "T", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Close(); err != nil {
@@ -393,10 +396,11 @@ func TestClockMark(t *testing.T) {
 	future := entity.TimeToTicks(entity.TicksToTime(0).AddDate(3000, 0, 0))
 	ahead.Observe(future)
 	e := openTest(t, dir, Options{Clock: ahead})
-	if err := e.CreateTable(ctx, "a", "T"); err != nil {
+	if err := e.CreateTable(ctx, "a", "T", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
-	vs, err := e.Apply(ctx, "a", "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "r"}})
+	applied, err := e.Apply(ctx, "a", "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "r"}})
+	vs := applied.Versions
 	if err != nil || vs[0] <= future {
 		t.Fatalf("Apply = %v, %v; want a version above %d", vs, err, future)
 	}
@@ -404,7 +408,8 @@ func TestClockMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	e = openTest(t, dir, Options{})
-	vs2, err := e.Apply(ctx, "a", "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "other"}})
+	applied, err = e.Apply(ctx, "a", "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "other"}})
+	vs2 := applied.Versions
 	if err != nil || vs2[0] <= vs[0] {
 		t.Fatalf("after restart: version %v, %v; want above the previous run's %d", vs2, err, vs[0])
 	}
@@ -419,7 +424,7 @@ func TestTableIDsNeverReused(t *testing.T) {
 	seen := map[uint64]bool{}
 	var last uint64
 	for round := range 4 {
-		if err := e.CreateTable(ctx, "a", "T"); err != nil {
+		if err := e.CreateTable(ctx, "a", "T", storage.TableSettings{}); err != nil {
 			t.Fatal(err)
 		}
 		tb, err := e.lookup("a", "T")
@@ -453,7 +458,7 @@ func TestDeleteRacingApplyLeavesNoOrphans(t *testing.T) {
 	e := openTest(t, t.TempDir(), Options{})
 	for round := range 20 {
 		name := fmt.Sprintf("T%d", round)
-		if err := e.CreateTable(ctx, "a", name); err != nil {
+		if err := e.CreateTable(ctx, "a", name, storage.TableSettings{}); err != nil {
 			t.Fatal(err)
 		}
 		tb, _ := e.lookup("a", name)
@@ -498,7 +503,7 @@ func TestDeleteRacingApplyLeavesNoOrphans(t *testing.T) {
 func TestDeleteWaitsForApply(t *testing.T) {
 	ctx := context.Background()
 	e := openTest(t, t.TempDir(), Options{})
-	if err := e.CreateTable(ctx, "a", "T"); err != nil {
+	if err := e.CreateTable(ctx, "a", "T", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	tb, _ := e.lookup("a", "T")
@@ -556,7 +561,7 @@ func TestACLKeys(t *testing.T) {
 	}
 	defer e.Close()
 	for _, name := range []string{"T", "Dropped"} {
-		if err := e.CreateTable(ctx, "acct", name); err != nil {
+		if err := e.CreateTable(ctx, "acct", name, storage.TableSettings{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.SetTableACL(ctx, "acct", name, []byte("acl of "+name)); err != nil {
@@ -587,7 +592,7 @@ func TestACLKeys(t *testing.T) {
 	}
 
 	// A stale ACL key of a deleted table (as a build before ACLs leaves it) is purged.
-	if err := e2.CreateTable(ctx, "acct", "Old"); err != nil {
+	if err := e2.CreateTable(ctx, "acct", "Old", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	old, err := e2.lookup("acct", "Old")
@@ -616,7 +621,7 @@ func TestACLKeys(t *testing.T) {
 	// Setters racing the delete: no ACL key of the deleted table remains, before any purge.
 	for round := range 20 {
 		name := fmt.Sprintf("Race%d", round)
-		if err := e2.CreateTable(ctx, "acct", name); err != nil {
+		if err := e2.CreateTable(ctx, "acct", name, storage.TableSettings{}); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup

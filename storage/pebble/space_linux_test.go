@@ -83,7 +83,7 @@ func TestEngineSurvivesENOSPC(t *testing.T) {
 	}
 	defer func() { e.Close() }() // the engine open at the end, before the unmount
 	ctx := context.Background()
-	if err := e.CreateTable(ctx, "a", "T"); err != nil {
+	if err := e.CreateTable(ctx, "a", "T", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	pad := make([]byte, 4096)

@@ -446,7 +446,7 @@ func TestEngineRefusesWritesOnAFullDisk(t *testing.T) {
 	dir := t.TempDir()
 	e := openTest(t, dir, Options{DiskReserve: 32 * mib, Log: slog.New(rec), statfs: v.statfs})
 	ctx := context.Background()
-	if err := e.CreateTable(ctx, "acct", "T"); err != nil {
+	if err := e.CreateTable(ctx, "acct", "T", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	props := []entity.Property{{Name: "N", Value: entity.Int64Value(1)}}
@@ -468,7 +468,7 @@ func TestEngineRefusesWritesOnAFullDisk(t *testing.T) {
 		t.Fatalf("Apply on a full disk: %v, want ErrNoSpace", err)
 	}
 	for name, err := range map[string]error{
-		"CreateTable":          e.CreateTable(ctx, "acct", "U"),
+		"CreateTable":          e.CreateTable(ctx, "acct", "U", storage.TableSettings{}),
 		"DeleteTable":          e.DeleteTable(ctx, "acct", "T"),
 		"SetTableACL":          e.SetTableACL(ctx, "acct", "T", []byte("acl")),
 		"SetServiceProperties": e.SetServiceProperties(ctx, "acct", []byte("props")),

@@ -48,7 +48,12 @@ import (
 // version is still the one it read. A re-inserted entity (after a delete) gets the server
 // clock: the database keeps no tombstone, so that is "greater" only as long as the clock
 // does not step back across the delete.
-func (e *Engine) Apply(ctx context.Context, account, tableName, pk string, muts []storage.Mutation) ([]int64, error) {
+func (e *Engine) Apply(ctx context.Context, account, tableName, pk string, muts []storage.Mutation) (storage.Applied, error) {
+	vs, err := e.apply(ctx, account, tableName, pk, muts)
+	return storage.Applied{Versions: vs}, err // TODO(i11): position
+}
+
+func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts []storage.Mutation) ([]int64, error) {
 	for i := range muts {
 		switch muts[i].Op {
 		case storage.Insert, storage.Replace, storage.Merge, storage.Delete, storage.InsertOrReplace, storage.InsertOrMerge:

@@ -35,7 +35,7 @@ func benchProps(i int) []entity.Property {
 func benchEngine(b *testing.B) (*postgres.Engine, string) {
 	e := open(b, postgres.Options{})
 	acct := newAccount()
-	if err := e.CreateTable(context.Background(), acct, "T"); err != nil {
+	if err := e.CreateTable(context.Background(), acct, "T", storage.TableSettings{}); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = e.DeleteTable(context.Background(), acct, "T") })

@@ -81,7 +81,7 @@ func TestScanMaxBytesTransfer(t *testing.T) {
 	}
 	t.Cleanup(func() { e.Close() })
 	ctx, acct := t.Context(), newAccount()
-	if err := e.CreateTable(ctx, acct, "Large"); err != nil {
+	if err := e.CreateTable(ctx, acct, "Large", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	db, err := pgxpool.New(ctx, testURL(t))

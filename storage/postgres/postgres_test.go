@@ -53,12 +53,13 @@ func scanAll(t *testing.T, e storage.Engine, acct, tbl string) []storage.Record 
 func TestBatchFailures(t *testing.T) {
 	e := open(t, postgres.Options{})
 	ctx, acct := t.Context(), newAccount()
-	if err := e.CreateTable(ctx, acct, "T"); err != nil {
+	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	var vs []int64
 	for i := range 5 {
-		v, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{mut(storage.Insert, fmt.Sprintf("r%d", i), i64("N", int64(i)))})
+		applied, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{mut(storage.Insert, fmt.Sprintf("r%d", i), i64("N", int64(i)))})
+		v := applied.Versions
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +102,8 @@ func TestBatchFailures(t *testing.T) {
 			}
 		}
 	}
-	got, err := e.Apply(ctx, acct, "T", "p", valid)
+	applied, err := e.Apply(ctx, acct, "T", "p", valid)
+	got := applied.Versions
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +153,8 @@ func TestBatchFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vs2, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{mut(storage.InsertOrReplace, "z1", i64("U", 1)), mut(storage.InsertOrReplace, "r1", i64("U", 2)), mut(storage.InsertOrReplace, "a0", i64("U", 3))})
+	applied, err = e.Apply(ctx, acct, "T", "p", []storage.Mutation{mut(storage.InsertOrReplace, "z1", i64("U", 1)), mut(storage.InsertOrReplace, "r1", i64("U", 2)), mut(storage.InsertOrReplace, "a0", i64("U", 3))})
+	vs2 := applied.Versions
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +174,7 @@ func TestBatchFailures(t *testing.T) {
 func TestConcurrentMerges(t *testing.T) {
 	e := open(t, postgres.Options{})
 	ctx, acct := t.Context(), newAccount()
-	if err := e.CreateTable(ctx, acct, "M"); err != nil {
+	if err := e.CreateTable(ctx, acct, "M", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	const writers, rounds = 16, 15
@@ -220,7 +223,7 @@ func TestConcurrentMerges(t *testing.T) {
 func TestScanSnapshot(t *testing.T) {
 	e := open(t, postgres.Options{})
 	ctx, acct := t.Context(), newAccount()
-	if err := e.CreateTable(ctx, acct, "S"); err != nil {
+	if err := e.CreateTable(ctx, acct, "S", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	const rows = 3000
@@ -298,7 +301,7 @@ func TestPurge(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := e.CreateTable(ctx, acct, "Big"); err != nil {
+	if err := e.CreateTable(ctx, acct, "Big", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	var id int64
@@ -316,7 +319,7 @@ func TestPurge(t *testing.T) {
 	if err := e.DeleteTable(ctx, acct, "Big"); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.CreateTable(ctx, acct, "Big"); err != nil {
+	if err := e.CreateTable(ctx, acct, "Big", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(scanAll(t, e, acct, "Big")); got != 0 {
@@ -344,7 +347,7 @@ func TestPurge(t *testing.T) {
 func TestFrontEnds(t *testing.T) {
 	engines := []*postgres.Engine{open(t, postgres.Options{}), open(t, postgres.Options{}), open(t, postgres.Options{})}
 	ctx, acct := t.Context(), newAccount()
-	if err := engines[0].CreateTable(ctx, acct, "Counter"); err != nil {
+	if err := engines[0].CreateTable(ctx, acct, "Counter", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	// The table created through one front end is visible to the others at once.
@@ -401,7 +404,7 @@ func TestFrontEnds(t *testing.T) {
 func TestUnavailable(t *testing.T) {
 	e := open(t, postgres.Options{})
 	ctx, acct := t.Context(), newAccount()
-	if err := e.CreateTable(ctx, acct, "T"); err != nil {
+	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Close(); err != nil {
@@ -422,7 +425,7 @@ func TestUnavailable(t *testing.T) {
 func TestACLFrontEnds(t *testing.T) {
 	engines := []*postgres.Engine{open(t, postgres.Options{}), open(t, postgres.Options{}), open(t, postgres.Options{})}
 	ctx, acct := t.Context(), newAccount()
-	if err := engines[0].CreateTable(ctx, acct, "Shared"); err != nil {
+	if err := engines[0].CreateTable(ctx, acct, "Shared", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 30 {
@@ -454,7 +457,7 @@ func TestACLFrontEnds(t *testing.T) {
 	if err := engines[0].SetTableACL(ctx, acct, "Shared", []byte("late")); !errors.Is(err, storage.ErrTableNotFound) {
 		t.Fatalf("SetTableACL through another front end after DeleteTable = %v, want ErrTableNotFound", err)
 	}
-	if err := engines[2].CreateTable(ctx, acct, "Shared"); err != nil {
+	if err := engines[2].CreateTable(ctx, acct, "Shared", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range engines {

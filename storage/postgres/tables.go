@@ -12,7 +12,7 @@ import (
 
 // CreateTable adds a table under a new id from the sequence. It fails with
 // ErrTableExists when the account has a table of the same TableKey.
-func (e *Engine) CreateTable(ctx context.Context, account, name string) error {
+func (e *Engine) CreateTable(ctx context.Context, account, name string, settings storage.TableSettings) error {
 	return e.retry(ctx, "create table", func() error {
 		tag, err := e.pool.Exec(ctx, e.q.createTable, []byte(account), []byte(storage.TableKey(name)), name)
 		if err != nil {
@@ -253,4 +253,17 @@ func (e *Engine) purgePending(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Name is the engine's name.
+func (e *Engine) Name() string { return "postgres" }
+
+// SetTableSettings TODO(i11).
+func (e *Engine) SetTableSettings(ctx context.Context, account, name string, settings storage.TableSettings) error {
+	return errors.New("TODO(i11)")
+}
+
+// ReaderAt TODO(i11).
+func (e *Engine) ReaderAt(ctx context.Context, p storage.Position) (storage.Reader, error) {
+	return e, nil
 }
