@@ -205,7 +205,7 @@ func (s *Server) serve(rq *request) error {
 	// nothing about what exists; an unknown account fails like a bad signature.
 	// The XML endpoints (ACL, service properties, stats) answer errors in XML, including
 	// authentication failures; the query alone tells them apart.
-	rq.xml = rq.query.Has("comp") || rq.query.Get("restype") == "service"
+	rq.xml = rq.query.Has("comp") && !jsonComp(rq.query) || rq.query.Get("restype") == "service"
 	version, err := requestVersion(r, rq.query)
 	if err != nil {
 		return err
@@ -263,6 +263,12 @@ func (s *Server) serve(rq *request) error {
 		}
 	case KindEntities:
 		if acl {
+			switch rq.query.Get("comp") {
+			case compSettings:
+				return s.tableSettingsRequest(rq, method)
+			case compBulk:
+				return s.bulkRequest(rq, method)
+			}
 			return s.aclRequest(rq, method)
 		}
 		switch method {
