@@ -76,7 +76,10 @@ func testPositions(t *testing.T, x *env) {
 		last = x.applyAt(last, tbl, pk, muts...)
 		writes = append(writes, write{last, tbl, pk, rk, x.get(tbl, pk, rk).Version})
 		if i%7 == 6 {
-			last = x.applyAt(last, tbl, pk, mut(storage.Delete, "other"))
+			last = x.applyAt(last, tbl, pk, mut(storage.InsertOrReplace, "tmp"))
+			last = x.applyAt(last, tbl, pk, mut(storage.Delete, "tmp"))
+			// Inserted and deleted in one Apply: nothing stays, and it still commits.
+			last = x.applyAt(last, tbl, pk, mut(storage.Insert, "tmp2"), mut(storage.Delete, "tmp2"))
 		}
 		// A failed Apply does not disturb the order.
 		if _, err := x.e.Apply(x.ctx, x.acct, tbl, pk, []storage.Mutation{mut(storage.Insert, rk)}); err == nil {
