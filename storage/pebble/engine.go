@@ -1277,9 +1277,20 @@ func (e *Engine) expireBatch(ctx context.Context, from []byte, now int64) (int, 
 	if err != nil || len(entries) == 0 {
 		return 0, next, err
 	}
-	defer e.lockRows(rows)()
-	if err := e.loadRows(rows, false, now); err != nil {
+	n, err := e.deleteExpired(entries, rows)
+	if err != nil {
 		return 0, nil, err
+	}
+	return n, next, nil
+}
+
+// deleteExpired locks the rows of entries, reads them, and in one synced batch deletes
+// the index keys and each row still stored with the index key's expiry. A row written
+// since the index key was read has another expiry (its version is new) and stays.
+func (e *Engine) deleteExpired(entries []expiredEntry, rows []row) (int, error) {
+	defer e.lockRows(rows)()
+	if err := e.loadRows(rows, false, 0); err != nil {
+		return 0, err
 	}
 	e.expiryVisited.Add(int64(len(rows)))
 	b := e.db.NewBatch()
@@ -1294,9 +1305,9 @@ func (e *Engine) expireBatch(ctx context.Context, from []byte, now int64) (int, 
 		_ = b.Delete(entries[i].key, nil)
 	}
 	if err := e.commit(b); err != nil {
-		return 0, nil, err
+		return 0, err
 	}
-	return n, next, nil
+	return n, nil
 }
 
 // expiredEntries reads up to expiryBatch index keys expired at now from from on, with
