@@ -81,8 +81,9 @@ func TestExpiryBackground(t *testing.T) {
 	}
 }
 
-// TestExpiryPassCost: a pass reads the expired rows' index keys and rows and about one
-// key per table with an index, however many rows do not expire.
+// TestExpiryPassCost: a pass reads the expired rows' index keys (twice: listed, then
+// checked under the row locks) and one key more per table with an index, however many
+// rows do not expire.
 func TestExpiryPassCost(t *testing.T) {
 	e := openTest(t, t.TempDir(), Options{ExpiryInterval: -1})
 	ctx := context.Background()
@@ -110,7 +111,7 @@ func TestExpiryPassCost(t *testing.T) {
 	if err != nil || n != 20 {
 		t.Fatalf("PurgeExpired = %d, %v; want 20", n, err)
 	}
-	// 20 index keys and 20 rows, plus the first unexpired key of A and of B.
+	// 20 index keys twice, plus the first unexpired key of A and of B.
 	if got := e.expiryVisited.Load(); got > 2*20+2 {
 		t.Fatalf("the pass read %d keys to remove 20 rows", got)
 	}

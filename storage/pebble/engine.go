@@ -197,8 +197,9 @@ type Engine struct {
 	// committed is the highest position (sequence number) of a batch whose commit has
 	// returned; every write at or below it is visible to reads.
 	committed atomic.Uint64
-	// expiryVisited counts the keys expiry passes have read (index keys and rows), so a
-	// test can check that a pass costs what expired, not the table.
+	// expiryVisited counts the keys expiry passes have read (index keys, listed and
+	// checked again under the row locks; a pass reads no row), so a test can check that
+	// a pass costs what expired, not the table.
 	expiryVisited atomic.Int64
 }
 
@@ -375,12 +376,18 @@ func replayBytes(dir string) (uint64, error) {
 // applied at all.
 // On success the batch's position counts as committed (see ReaderAt).
 func (e *Engine) commit(b *pebbledb.Batch) error {
+	return e.commitWith(b, pebbledb.Sync)
+}
+
+// commitWith is commit with the given write options: the expiry purge's batches are not
+// synced (see deleteExpired).
+func (e *Engine) commitWith(b *pebbledb.Batch, o *pebbledb.WriteOptions) error {
 	n := uint64(b.Len())
 	if err := e.space.admit(n); err != nil {
 		return err
 	}
 	defer e.space.done(n)
-	if err := b.Commit(pebbledb.Sync); err != nil {
+	if err := b.Commit(o); err != nil {
 		return err
 	}
 	e.noteCommitted(batchPosition(b))
@@ -1228,12 +1235,12 @@ func (e *Engine) purgeLoop() {
 // pass, and returns how many it deleted. It is a maintenance hook.
 //
 // A pass walks the expiry index of each table that has one from its start up to now
-// (the keys are in expiry order), so it reads the expired rows' index keys and rows and
+// (the keys are in expiry order), so it reads the expired rows' index keys (no row) and
 // one key more per table: its cost is proportional to what expired, not to the tables.
 // It works in batches of expiryBatch rows, each under the rows' locks and committed in
-// one synced batch, deleting a row only if its stored expiry is still the index key's
-// (a write since has moved it) together with the index key. A crash between batches
-// leaves the rest for the next pass.
+// one batch (not synced), deleting a row with its index key unless a write has moved
+// it since the key was listed (deleteExpired). A crash between batches leaves the rest
+// for the next pass.
 func (e *Engine) PurgeExpired(ctx context.Context) (int, error) {
 	return e.purgeExpired(ctx)
 }
@@ -1263,12 +1270,6 @@ func (e *Engine) purgeExpired(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-// expiredEntry is an expiry index key read by a pass.
-type expiredEntry struct {
-	key    []byte // the index key
-	expiry int64
-}
-
 // expireBatch deletes up to expiryBatch rows expired at now whose index keys are at or
 // after from, and returns how many it deleted and where the next batch starts (nil when
 // the index holds no more expired keys).
@@ -1284,35 +1285,53 @@ func (e *Engine) expireBatch(ctx context.Context, from []byte, now int64) (int, 
 	return n, next, nil
 }
 
-// deleteExpired locks the rows of entries, reads them, and in one synced batch deletes
-// the index keys and each row still stored with the index key's expiry. A row written
-// since the index key was read has another expiry (its version is new) and stays.
-func (e *Engine) deleteExpired(entries []expiredEntry, rows []row) (int, error) {
+// deleteExpired locks the rows of entries and, in one batch, deletes each entry's index
+// key and row if the index key is still there. It reads no row: under a row's lock its
+// index key exists exactly when the row is stored with that expiry (Apply changes both
+// in one batch under the lock, and the purges remove both together), so a row written
+// or deleted since the index key was listed has lost that key and is left alone.
+//
+// The batch is not synced: it costs the foreground no WAL sync of its own, and losing it
+// in a crash loses nothing (the rows come back expired, with their index keys, and the
+// next pass deletes them again). A later synced write — an Apply that writes one of the
+// rows again, say — syncs it too, since the WAL is written in order.
+func (e *Engine) deleteExpired(entries [][]byte, rows []row) (int, error) {
 	defer e.lockRows(rows)()
-	if err := e.loadRows(rows, false, 0); err != nil {
+	// Created under the locks: its snapshot holds the index keys' latest state. The
+	// index keys were just listed, so their blocks are in the cache.
+	it, err := e.db.NewIter(nil)
+	if err != nil {
 		return 0, err
 	}
-	e.expiryVisited.Add(int64(len(rows)))
+	defer it.Close()
 	b := e.db.NewBatch()
 	defer b.Close()
 	n := 0
-	for i := range entries {
-		r := &rows[i]
-		if r.stored && r.storedExpiry == entries[i].expiry {
-			_ = b.Delete(r.key, nil)
-			n++
+	for i, k := range entries {
+		e.expiryVisited.Add(1)
+		if !it.SeekPrefixGE(k) || !bytes.Equal(it.Key(), k) {
+			if err := it.Error(); err != nil {
+				return 0, err
+			}
+			continue
 		}
-		_ = b.Delete(entries[i].key, nil)
+		_ = b.Delete(rows[i].key, nil)
+		_ = b.Delete(k, nil)
+		n++
 	}
-	if err := e.commit(b); err != nil {
+	if n == 0 {
+		return 0, nil
+	}
+	if err := e.commitWith(b, pebbledb.NoSync); err != nil {
 		return 0, err
 	}
 	return n, nil
 }
 
 // expiredEntries reads up to expiryBatch index keys expired at now from from on, with
-// the rows they name, skipping from each table's first unexpired key to the next table.
-func (e *Engine) expiredEntries(ctx context.Context, from []byte, now int64) ([]expiredEntry, []row, []byte, error) {
+// the rows they name (to lock), skipping from each table's first unexpired key to the
+// next table.
+func (e *Engine) expiredEntries(ctx context.Context, from []byte, now int64) ([][]byte, []row, []byte, error) {
 	it, err := e.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
 		LowerBound: from,
 		UpperBound: []byte{kindExpiry + 1},
@@ -1321,7 +1340,7 @@ func (e *Engine) expiredEntries(ctx context.Context, from []byte, now int64) ([]
 		return nil, nil, nil, err
 	}
 	defer it.Close()
-	var entries []expiredEntry
+	var entries [][]byte
 	var rows []row
 	for valid := it.First(); valid; {
 		k := it.Key()
@@ -1339,7 +1358,7 @@ func (e *Engine) expiredEntries(ctx context.Context, from []byte, now int64) ([]
 			return entries, rows, bytes.Clone(k), nil
 		}
 		key := dataKey(id, pk, rk)
-		entries = append(entries, expiredEntry{key: bytes.Clone(k), expiry: expiry})
+		entries = append(entries, bytes.Clone(k))
 		rows = append(rows, row{key: key, rk: rk, stripe: uint32(maphash.Bytes(e.seed, key) % lockStripes)})
 		valid = it.Next()
 	}
