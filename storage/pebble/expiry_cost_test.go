@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,13 +19,14 @@ import (
 // TestExpiryCost measures what removing expired rows costs on a large table: it loads
 // CERULEAN_BENCH_EXPIRY_ROWS entities (default 1,000,000) into an elastic table, gives 1%
 // of them, spread over the whole key range, a TTL of a few seconds, and once they have
-// expired runs one expiry pass while foreground workers insert and read. It reports the
-// keys the pass read (each expired row's index key, listed and checked again: about 2
+// expired runs one expiry pass while foreground workers insert and read; it does so
+// CERULEAN_BENCH_EXPIRY_ROUNDS times (default 5), each with another 1%. It reports the
+// keys each pass read (each expired row's index key, listed and checked again: about 2
 // per expired row, independent of the table's size; rows are deleted unread) and the
-// foreground insert and read rates during the pass against the same workload before and
-// after it. Opt-in, since it takes minutes:
+// foreground insert and read rates during the pass against the same workload just before
+// and after it. Opt-in, since it takes a minute or more:
 //
-//	CERULEAN_BENCH_EXPIRY=1 go test ./storage/pebble -run TestExpiryCost -v -timeout 30m
+//	CERULEAN_BENCH_EXPIRY=1 go test ./storage/pebble -count=1 -run TestExpiryCost -v -timeout 30m
 func TestExpiryCost(t *testing.T) {
 	if os.Getenv("CERULEAN_BENCH_EXPIRY") == "" {
 		t.Skip("set CERULEAN_BENCH_EXPIRY=1 to run")
@@ -44,6 +46,14 @@ func TestExpiryCost(t *testing.T) {
 		ttlSeconds   = 5
 		workers      = 8 // 4 inserting, 4 reading
 	)
+	rounds := 5
+	if s := os.Getenv("CERULEAN_BENCH_EXPIRY_ROUNDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 99 {
+			t.Fatalf("CERULEAN_BENCH_EXPIRY_ROUNDS=%q: want 1 to 99", s)
+		}
+		rounds = n
+	}
 	ctx := context.Background()
 	e := openTest(t, t.TempDir(), Options{ExpiryInterval: -1})
 	if err := e.CreateTable(ctx, "bench", "T", storage.TableSettings{Elastic: true, DefaultTTL: storage.TTLNever}); err != nil {
@@ -92,29 +102,8 @@ func TestExpiryCost(t *testing.T) {
 	load := time.Since(start)
 	t.Logf("loaded %d entities in %v (%.0f entities/s)", total, load.Round(time.Millisecond), float64(total)/load.Seconds())
 
-	// 1% get a TTL: a merge of the TTL property, which restarts their clock.
-	expiring := total / expireEvery
-	var last int64
-	for p := 0; p < total; p += perPartition {
-		pk, _ := key(p)
-		var muts []storage.Mutation
-		for i := p; i < min(p+perPartition, total); i += expireEvery {
-			_, rk := key(i)
-			muts = append(muts, storage.Mutation{Op: storage.Merge, RowKey: rk, Props: []entity.Property{ttlProp(ttlSeconds)}})
-		}
-		applied, err := e.Apply(ctx, "bench", "T", pk, muts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = max(last, applied.Versions[len(applied.Versions)-1])
-	}
-	// Flush, so the pass reads from sstables as it would on a table that has lived.
-	if err := e.db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-
 	// Foreground workload: inserts of new entities (single-entity Applies) and point reads
-	// of random loaded ones, counted as they complete, until stop is closed.
+	// of loaded entities that never expire, counted as they complete, until stop closes.
 	var fresh, nIns, nReads atomic.Int64
 	stop := make(chan struct{})
 	var fg sync.WaitGroup
@@ -137,10 +126,8 @@ func TestExpiryCost(t *testing.T) {
 					nIns.Add(1)
 				} else {
 					i := rnd.IntN(total)
-					if i%expireEvery == 0 {
-						i++ // not an expiring one
-					}
-					pk, rk := key(i)
+					i += expireEvery - 1 - i%expireEvery // i%100 == 99: never given a TTL
+					pk, rk := key(min(i, total-1))
 					if _, err := e.Get(ctx, "bench", "T", pk, rk); err != nil {
 						t.Error(err)
 						return
@@ -150,54 +137,106 @@ func TestExpiryCost(t *testing.T) {
 			}
 		})
 	}
-	// rates returns the insert and read rates over [from, now] given the counts at from.
-	rates := func(from time.Time, ins0, reads0 int64) (float64, float64) {
+	defer func() {
+		close(stop)
+		fg.Wait()
+	}()
+	type rate struct{ ins, reads float64 }
+	counts := func() (time.Time, int64, int64) { return time.Now(), nIns.Load(), nReads.Load() }
+	since := func(from time.Time, ins0, reads0 int64) rate {
 		d := time.Since(from).Seconds()
-		return float64(nIns.Load()-ins0) / d, float64(nReads.Load()-reads0) / d
+		return rate{float64(nIns.Load()-ins0) / d, float64(nReads.Load()-reads0) / d}
 	}
-	window := func(d time.Duration) (float64, float64) {
-		from, ins0, reads0 := time.Now(), nIns.Load(), nReads.Load()
+	window := func(d time.Duration) rate {
+		from, ins0, reads0 := counts()
 		time.Sleep(d)
-		return rates(from, ins0, reads0)
+		return since(from, ins0, reads0)
 	}
 
-	waitUntilExpired(last, ttlSeconds)
-	window(time.Second) // warm-up
-	var baseIns, baseReads float64
-	const windows = 3
-	for range windows {
-		ins, reads := window(2 * time.Second)
-		baseIns += ins / windows
-		baseReads += reads / windows
+	// Each round gives a fresh 1% of the entities (i%100 == round, spread over the whole
+	// key range) a TTL — a merge of the TTL property, which restarts their clock — waits
+	// for them to expire, and runs one pass with the workload running, against windows
+	// of the workload just before and just after it: on a shared machine the rate drifts
+	// more from minute to minute than a pass could move it.
+	expiring := total / expireEvery
+	var insRatios, readRatios []float64
+	for round := range rounds {
+		var last atomic.Int64
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for {
+					p := int(next.Add(perPartition)) - perPartition
+					if p >= total {
+						return
+					}
+					pk, _ := key(p)
+					var muts []storage.Mutation
+					for i := p + round; i < min(p+perPartition, total); i += expireEvery {
+						_, rk := key(i)
+						muts = append(muts, storage.Mutation{Op: storage.Merge, RowKey: rk, Props: []entity.Property{ttlProp(ttlSeconds)}})
+					}
+					applied, err := e.Apply(ctx, "bench", "T", pk, muts)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for v := applied.Versions[len(applied.Versions)-1]; ; {
+						l := last.Load()
+						if v <= l || last.CompareAndSwap(l, v) {
+							break
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		// Flushed, so the pass reads from sstables as on a table that has lived, and
+		// measured once the compactions that follow are done.
+		if err := e.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		waitUntilExpired(last.Load(), ttlSeconds)
+		for e.db.Metrics().Compact.NumInProgress > 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		before := window(time.Second)
+		e.expiryVisited.Store(0)
+		from, ins0, reads0 := counts()
+		removed, err := e.PurgeExpired(ctx)
+		pass := time.Since(from)
+		during := since(from, ins0, reads0)
+		after := window(time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		visited := e.expiryVisited.Load()
+		base := rate{(before.ins + after.ins) / 2, (before.reads + after.reads) / 2}
+		insRatios = append(insRatios, during.ins/base.ins)
+		readRatios = append(readRatios, during.reads/base.reads)
+		t.Logf("round %d: pass removed %d of %d entities in %v reading %d index keys (listed, then checked under the row locks) and no row; "+
+			"inserts/s %.0f before, %.0f during (%.0f%%), %.0f after; reads/s %.0f before, %.0f during (%.0f%%), %.0f after",
+			round, removed, total-round*expiring, pass.Round(time.Millisecond), visited,
+			before.ins, during.ins, 100*during.ins/base.ins, after.ins,
+			before.reads, during.reads, 100*during.reads/base.reads, after.reads)
+		if removed != expiring {
+			t.Fatalf("removed %d, want %d", removed, expiring)
+		}
+		// Each expired entity's index key twice, plus the key each batch stops at (the
+		// next batch's first) and the first live index key.
+		if visited > int64(2*expiring+expiring/expiryBatch+2) {
+			t.Fatalf("the pass read %d keys for %d expired entities", visited, expiring)
+		}
 	}
-	// The pass, the workload's rates measured over exactly its duration.
-	e.expiryVisited.Store(0)
-	passStart, ins0, reads0 := time.Now(), nIns.Load(), nReads.Load()
-	removed, err := e.PurgeExpired(ctx)
-	pass := time.Since(passStart)
-	duringIns, duringReads := rates(passStart, ins0, reads0)
-	afterIns, afterReads := window(2 * time.Second)
-	close(stop)
-	fg.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	visited := e.expiryVisited.Load()
-	t.Logf("expiry pass: removed %d of %d entities (%d expired) in %v, reading %d index keys (listed, then checked under the row locks) and no row",
-		removed, total, expiring, pass.Round(time.Millisecond), visited)
-	t.Logf("foreground baseline: %.0f inserts/s, %.0f reads/s (mean of %d × 2 s)", baseIns, baseReads, windows)
-	t.Logf("foreground during the pass: %.0f inserts/s (%.0f%%), %.0f reads/s (%.0f%%)",
-		duringIns, 100*duringIns/baseIns, duringReads, 100*duringReads/baseReads)
-	t.Logf("foreground after the pass (2 s): %.0f inserts/s (%.0f%%), %.0f reads/s (%.0f%%)",
-		afterIns, 100*afterIns/baseIns, afterReads, 100*afterReads/baseReads)
-	if removed != expiring {
-		t.Fatalf("removed %d, want %d", removed, expiring)
-	}
-	// Each expired entity's index key twice, plus the key each batch stops at (the next
-	// batch's first) and the first live index key.
-	if visited > int64(2*expiring+expiring/expiryBatch+2) {
-		t.Fatalf("the pass read %d keys for %d expired entities", visited, expiring)
-	}
+	slices.Sort(insRatios)
+	slices.Sort(readRatios)
+	t.Logf("during a pass, against the windows around it: inserts median %.0f%% (range %.0f–%.0f%%), reads median %.0f%% (range %.0f–%.0f%%) over %d rounds",
+		100*insRatios[rounds/2], 100*insRatios[0], 100*insRatios[rounds-1],
+		100*readRatios[rounds/2], 100*readRatios[0], 100*readRatios[rounds-1], rounds)
 	if n := countKeys(t, e, expiryPrefix(1), expiryPrefix(1<<62)); n != 0 {
 		t.Fatalf("%d index keys left", n)
 	}
