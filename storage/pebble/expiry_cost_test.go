@@ -24,7 +24,8 @@ import (
 // keys each pass read (each expired row's index key, listed and checked again: about 2
 // per expired row, independent of the table's size; rows are deleted unread) and the
 // foreground insert and read rates during the pass against the same workload just before
-// and after it. Opt-in, since it takes a minute or more:
+// and after it — and, as a control, the same for an idle spell as long as the pass, since
+// on a shared machine the rates drift by more than a pass could move them. Opt-in, since it takes a minute or more:
 //
 //	CERULEAN_BENCH_EXPIRY=1 go test ./storage/pebble -count=1 -run TestExpiryCost -v -timeout 30m
 func TestExpiryCost(t *testing.T) {
@@ -159,7 +160,7 @@ func TestExpiryCost(t *testing.T) {
 	// of the workload just before and just after it: on a shared machine the rate drifts
 	// more from minute to minute than a pass could move it.
 	expiring := total / expireEvery
-	var insRatios, readRatios []float64
+	var insRatios, readRatios, ctlIns, ctlReads []float64
 	for round := range rounds {
 		var last atomic.Int64
 		var next atomic.Int64
@@ -201,9 +202,12 @@ func TestExpiryCost(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitUntilExpired(last.Load(), ttlSeconds)
-		for e.db.Metrics().Compact.NumInProgress > 0 {
-			time.Sleep(50 * time.Millisecond)
+		settle := func() {
+			for e.db.Metrics().Compact.NumInProgress > 0 {
+				time.Sleep(50 * time.Millisecond)
+			}
 		}
+		settle()
 		before := window(time.Second)
 		e.expiryVisited.Store(0)
 		from, ins0, reads0 := counts()
@@ -215,14 +219,26 @@ func TestExpiryCost(t *testing.T) {
 			t.Fatal(err)
 		}
 		visited := e.expiryVisited.Load()
-		base := rate{(before.ins + after.ins) / 2, (before.reads + after.reads) / 2}
-		insRatios = append(insRatios, during.ins/base.ins)
-		readRatios = append(readRatios, during.reads/base.reads)
-		t.Logf("round %d: pass removed %d of %d entities in %v reading %d index keys (listed, then checked under the row locks) and no row; "+
-			"inserts/s %.0f before, %.0f during (%.0f%%), %.0f after; reads/s %.0f before, %.0f during (%.0f%%), %.0f after",
-			round, removed, total-round*expiring, pass.Round(time.Millisecond), visited,
-			before.ins, during.ins, 100*during.ins/base.ins, after.ins,
-			before.reads, during.reads, 100*during.reads/base.reads, after.reads)
+		// The control: the same windows around an idle spell as long as the pass.
+		settle()
+		cBefore := window(time.Second)
+		cDuring := window(pass)
+		cAfter := window(time.Second)
+
+		ratio := func(before, during, after rate) rate {
+			return rate{during.ins / ((before.ins + after.ins) / 2), during.reads / ((before.reads + after.reads) / 2)}
+		}
+		r, c := ratio(before, during, after), ratio(cBefore, cDuring, cAfter)
+		insRatios = append(insRatios, r.ins)
+		readRatios = append(readRatios, r.reads)
+		ctlIns = append(ctlIns, c.ins)
+		ctlReads = append(ctlReads, c.reads)
+		t.Logf("round %d: pass removed %d of %d entities in %v reading %d index keys (listed, then checked under the row locks) and no row",
+			round, removed, total-round*expiring, pass.Round(time.Millisecond), visited)
+		t.Logf("  with the pass: inserts/s %.0f before, %.0f during (%.0f%%), %.0f after; reads/s %.0f before, %.0f during (%.0f%%), %.0f after",
+			before.ins, during.ins, 100*r.ins, after.ins, before.reads, during.reads, 100*r.reads, after.reads)
+		t.Logf("  control:       inserts/s %.0f before, %.0f during (%.0f%%), %.0f after; reads/s %.0f before, %.0f during (%.0f%%), %.0f after",
+			cBefore.ins, cDuring.ins, 100*c.ins, cAfter.ins, cBefore.reads, cDuring.reads, 100*c.reads, cAfter.reads)
 		if removed != expiring {
 			t.Fatalf("removed %d, want %d", removed, expiring)
 		}
@@ -232,11 +248,14 @@ func TestExpiryCost(t *testing.T) {
 			t.Fatalf("the pass read %d keys for %d expired entities", visited, expiring)
 		}
 	}
-	slices.Sort(insRatios)
-	slices.Sort(readRatios)
-	t.Logf("during a pass, against the windows around it: inserts median %.0f%% (range %.0f–%.0f%%), reads median %.0f%% (range %.0f–%.0f%%) over %d rounds",
-		100*insRatios[rounds/2], 100*insRatios[0], 100*insRatios[rounds-1],
-		100*readRatios[rounds/2], 100*readRatios[0], 100*readRatios[rounds-1], rounds)
+	median := func(xs []float64) string {
+		slices.Sort(xs)
+		return fmt.Sprintf("median %.0f%% (range %.0f–%.0f%%)", 100*xs[len(xs)/2], 100*xs[0], 100*xs[len(xs)-1])
+	}
+	t.Logf("foreground rate during a pass against the windows around it, over %d rounds: inserts %s, reads %s",
+		rounds, median(insRatios), median(readRatios))
+	t.Logf("the same for an idle spell as long (control):                         inserts %s, reads %s",
+		median(ctlIns), median(ctlReads))
 	if n := countKeys(t, e, expiryPrefix(1), expiryPrefix(1<<62)); n != 0 {
 		t.Fatalf("%d index keys left", n)
 	}
