@@ -75,9 +75,9 @@ func (e *Engine) Apply(ctx context.Context, account, tableName, pk string, muts 
 	err := e.retry(ctx, "apply", func() error {
 		var err error
 		if len(muts) == 0 {
-			// Nothing to write: the table must exist, and the position is the current one.
+			// Nothing to write: the table must exist.
 			if err = e.checkTable(ctx, a.acct, a.key); err == nil {
-				out.Position, err = e.currentPosition(ctx)
+				out.Position, err = e.markPosition(ctx)
 			}
 			return err
 		}
@@ -524,7 +524,7 @@ func (e *Engine) applyRMW(ctx context.Context, a *applyArgs) (storage.Applied, e
 		}
 	}
 	if len(writes) == 0 {
-		pos, err := e.currentPosition(ctx)
+		pos, err := e.markPosition(ctx)
 		if err != nil {
 			return storage.Applied{}, err
 		}

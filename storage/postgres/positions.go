@@ -39,7 +39,7 @@ type stmt struct {
 	sql  string
 	args []any
 	dest []any // scan targets for the first row; nil ignores the rows
-	rows int    // rows the statement returned (set by exec)
+	rows int   // rows the statement returned (set by exec)
 }
 
 // exec runs stmts as one implicit transaction and then reads the commit position, in
@@ -231,6 +231,12 @@ func (e *Engine) observe(p storage.Position) {
 			return
 		}
 	}
+}
+
+// markPosition commits a transaction that writes no row but still moves the position,
+// and returns the position after it: the position of an Apply that wrote nothing.
+func (e *Engine) markPosition(ctx context.Context) (storage.Position, error) {
+	return e.exec(ctx, []stmt{{sql: e.q.mark}})
 }
 
 // currentPosition reads the position the primary has reached.
