@@ -53,9 +53,11 @@ import (
 // Expiry: every written row stores storage.Expiry of the table's settings, its final
 // properties and its new version. Where SQL computes the version, Go computes the
 // time-to-live first (storage.Expiry at version 0, which also validates the entity's TTL
-// property, so an invalid one fails the Apply before anything is sent) from the
-// settings cached per front end, and the statement stores version + TTL; the statement
-// commits only if the table's settings generation is still the cached one (settings.go).
+// property) from the settings cached per front end, and the statement stores version +
+// TTL; the statement commits only if the table's settings generation is still the cached
+// one (settings.go). A refused TTL property fails the Apply before any write is sent,
+// once diagnose has checked the refusal against the current settings and found no
+// earlier mutation failing its precondition.
 // The read-modify-write path reads the settings with its rows and computes expiries in
 // Go. Expired rows (expiry <= the database clock) are absent for every precondition:
 // an insert over one succeeds, a replace or delete does not match it.
