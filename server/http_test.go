@@ -59,7 +59,7 @@ func limitsServer(t *testing.T, limits Limits, level slog.Level) (*Server, *http
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	if err := srv.tables.CreateTable(t.Context(), auth.DevAccountName, "tbl"); err != nil {
+	if err := srv.tables.CreateTable(t.Context(), auth.DevAccountName, "tbl", nil); err != nil {
 		t.Fatal(err)
 	}
 	return srv, hs, logs
