@@ -460,6 +460,8 @@ func TestOperationNames(t *testing.T) {
 		{"POST", "/a/$batch", "", "EntityGroupTransaction"},
 		{"GET", "/a/t?comp=acl", "", "GetTableACL"},
 		{"PUT", "/a/t?comp=acl", "", "SetTableACL"},
+		{"GET", "/a/t?comp=properties", "", "GetTableSettings"},
+		{"PUT", "/a/t?comp=properties", "", "SetTableSettings"},
 		{"GET", "/a/?restype=service&comp=properties", "", "GetTableServiceProperties"},
 		{"PUT", "/a/?restype=service&comp=properties", "", "SetTableServiceProperties"},
 		{"GET", "/a-secondary/?restype=service&comp=stats", "", "GetTableServiceStats"},
