@@ -44,6 +44,8 @@ type serveOptions struct {
 	// elasticTables is --elastic-tables as given; elastic its parsed rules.
 	elasticTables string
 	elastic       []table.ElasticRule
+	// expiryInterval is how often the engine removes expired entities.
+	expiryInterval time.Duration
 
 	limits server.Limits
 	// slowRequest is --slow-request as given (0 disables the lines).
@@ -117,6 +119,12 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	}
 	fs.DurationVar(&o.postgresStmtTime, "postgres-statement-timeout", stmt, "server-side timeout of each statement for --engine postgres; 0 disables it (CERULEAN_POSTGRES_STATEMENT_TIMEOUT)")
 
+	expiry, err := envDuration("CERULEAN_EXPIRY_INTERVAL", pebble.DefaultExpiryInterval)
+	if err != nil {
+		return fs, o, err
+	}
+	fs.DurationVar(&o.expiryInterval, "expiry-interval", expiry, "how often expired entities of elastic tables are removed from storage; they are invisible from the moment they expire whatever this is, so it only bounds how long they take space (CERULEAN_EXPIRY_INTERVAL)")
+
 	d := server.DefaultLimits
 	mem, err := envSize("CERULEAN_MAX_BODY_MEMORY", d.MaxBodyMemory)
 	if err != nil {
@@ -186,6 +194,9 @@ func (o *serveOptions) check() error {
 	if o.slowRequest < 0 {
 		return fmt.Errorf("--slow-request must not be negative")
 	}
+	if o.expiryInterval <= 0 {
+		return fmt.Errorf("--expiry-interval must be positive")
+	}
 	o.limits.SlowRequest = o.slowRequest
 	if o.slowRequest == 0 {
 		o.limits.SlowRequest = -1 // server.Limits: negative disables
@@ -245,7 +256,7 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 	if reserve == 0 {
 		reserve = -1 // Options: negative turns the guard off
 	}
-	eng, err := pebble.Open(o.data, pebble.Options{Logger: pebbleLogger{plog}, Log: plog, DiskReserve: reserve})
+	eng, err := pebble.Open(o.data, pebble.Options{Logger: pebbleLogger{plog}, Log: plog, DiskReserve: reserve, ExpiryInterval: o.expiryInterval})
 	if errors.Is(err, storage.ErrNoSpace) {
 		return nil, "", fmt.Errorf("%w, or lower --disk-reserve (now %s)", err, formatSize(reserve))
 	}
