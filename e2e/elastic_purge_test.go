@@ -3,10 +3,14 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/ceruleandb/cerulean/client"
 )
@@ -47,13 +51,11 @@ func TestExpiryPurgeAndRestart(t *testing.T) {
 	t.Parallel()
 	const interval = 300 * time.Millisecond
 	srv := startServer(t, withArgs("--expiry-interval", interval.String()))
-	svc := newServiceClient(t, srv)
-	sc := settingsClient(t, srv)
 	name := tableName(t)
-	if err := sc.CreateTable(ctx(t), name, &client.TableSettings{Elastic: true, DefaultTimeToLive: 1}); err != nil {
+	if err := settingsClient(t, srv).CreateTable(ctx(t), name, &client.TableSettings{Elastic: true, DefaultTimeToLive: 1}); err != nil {
 		t.Fatal(err)
 	}
-	c := svc.NewClient(name)
+	c := newServiceClient(t, srv).NewClient(name)
 	const n = 40
 	start := time.Now()
 	for i := range n {
@@ -81,7 +83,8 @@ func TestExpiryPurgeAndRestart(t *testing.T) {
 		}
 	}
 	sleepUntil(start.Add(time.Second + ttlMargin))
-	srv.restart(t)
+	srv.restart(t) // on a new port
+	c = newServiceClient(t, srv).NewClient(name)
 
 	// At once after the restart: the 1 s entities are gone, the 3 s ones still there.
 	all := listAll(t, c, nil)
@@ -129,4 +132,29 @@ func TestExpiryPurgeAndRestart(t *testing.T) {
 	if got := pebbleStored(t, srv.DataDir); got != want {
 		t.Errorf("stored %+v after the expiry and %v of purge passes; want %+v", got, 3*interval, want)
 	}
+}
+
+// postgresStored counts, in the database of CERULEAN_TEST_ENGINE_ARGS' --postgres-url,
+// the rows of the default account's table name and those with an expiry (the column the
+// purge walks; storage/postgres/schema.go).
+func postgresStored(t *testing.T, name string) storedCounts {
+	t.Helper()
+	args := strings.Fields(os.Getenv("CERULEAN_TEST_ENGINE_ARGS"))
+	i := slices.Index(args, "--postgres-url")
+	if i < 0 || i+1 >= len(args) {
+		t.Fatalf("CERULEAN_TEST_ENGINE_ARGS %q has no --postgres-url", args)
+	}
+	conn, err := pgx.Connect(ctx(t), args[i+1])
+	if err != nil {
+		t.Fatalf("connect to the test database: %v", err)
+	}
+	defer conn.Close(ctx(t))
+	var c storedCounts
+	err = conn.QueryRow(ctx(t), `SELECT count(*), count(e.expiry) FROM cerulean_entities e
+		JOIN cerulean_tables t ON t.id = e.table_id WHERE t.account = $1 AND t.key = $2`,
+		[]byte(devAccount), []byte(strings.ToLower(name))).Scan(&c.rows, &c.expiring)
+	if err != nil {
+		t.Fatalf("count stored rows: %v", err)
+	}
+	return c
 }

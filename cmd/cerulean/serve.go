@@ -241,6 +241,7 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 		eng, err := postgres.Open(ctx, o.postgresURL, postgres.Options{
 			PoolSize:         o.postgresPool,
 			StatementTimeout: timeout,
+			ExpiryInterval:   o.expiryInterval,
 			Logger:           log.With("component", "postgres"),
 		})
 		if err != nil {
