@@ -33,6 +33,7 @@ func TestRunHelpAndMistakes(t *testing.T) {
 		{[]string{"serve", "--stall-timeout", "0s"}, 2, "", "--stall-timeout must be positive", true},
 		{[]string{"version", "x"}, 2, "", "unexpected arguments: x", true},
 		{[]string{"serve", "--elastic-tables", "events_*:60"}, 2, "", `--elastic-tables: item 1 "events_*:60": the pattern has '_'`, true},
+		{[]string{"serve", "--expiry-interval", "0s"}, 2, "", "--expiry-interval must be positive", true},
 		{[]string{"serve", "--elastic-tables", "events*:0"}, 2, "", `--elastic-tables: item 1 "events*:0": the time-to-live "0" is not -1 or a number of seconds`, true},
 	} {
 		var out, errb bytes.Buffer
