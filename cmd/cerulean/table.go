@@ -180,7 +180,7 @@ func runTable(args []string) error {
 	if cmd == "create" && !o.elastic && (o.given["ttl"] && ttl != 0 || o.given["ttl-property"]) {
 		return usageErrorf("create: --ttl and --ttl-property need --elastic (time-to-live is for elastic tables)")
 	}
-	c, err := o.client()
+	c, err := o.restClient()
 	if err != nil {
 		return usageError{err}
 	}
@@ -252,8 +252,8 @@ func runTable(args []string) error {
 	return nil
 }
 
-// client builds the REST client from the flags, the environment and the defaults.
-func (o *tableOptions) client() (*client.Client, error) {
+// restClient builds the REST client from the flags, the environment and the defaults.
+func (o *tableOptions) restClient() (*client.Client, error) {
 	pick := func(flagV, envName, def string) string {
 		if flagV != "" {
 			return flagV
