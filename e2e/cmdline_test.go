@@ -48,6 +48,8 @@ func TestCommandLineHelp(t *testing.T) {
 		{[]string{"bench", "-h"}, "-workers"},
 		{[]string{"bench", "--help"}, "-workers"},
 		{[]string{"help", "bench"}, "-hot-partition"},
+		{[]string{"table", "-h"}, "cerulean table create NAME"},
+		{[]string{"help", "table"}, "-ttl-property"},
 		{[]string{"version", "-h"}, "cerulean version"},
 		{[]string{"help", "version"}, "cerulean version"},
 	} {
@@ -65,7 +67,8 @@ func TestCommandLineHelp(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{{"--bogus"}, {"serve", "--bogus"}, {"bench", "--bogus"}, {"frobnicate"},
-		{"help", "frobnicate"}, {"serve", "extra"}, {"version", "extra"}, {"serve", "--max-body-memory", "lots"}} {
+		{"help", "frobnicate"}, {"serve", "extra"}, {"version", "extra"}, {"serve", "--max-body-memory", "lots"},
+		{"serve", "--elastic-tables", "bad_name*"}, {"serve", "--expiry-interval", "0s"}, {"table"}, {"table", "show"}} {
 		status, out, errOut := runCLI(t, args...)
 		if status != 2 || out != "" || !strings.Contains(errOut, "Usage:") || !strings.Contains(errOut, commandList) {
 			t.Errorf("cerulean %s: status %d, stdout %q, stderr %q; want 2 with the usage on stderr", strings.Join(args, " "), status, out, errOut)

@@ -24,6 +24,7 @@ import (
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/storage/pebble"
 	"github.com/ceruleandb/cerulean/storage/postgres"
+	"github.com/ceruleandb/cerulean/table"
 )
 
 // serveOptions are the flags of `cerulean serve`, each with an environment variable.
@@ -39,6 +40,12 @@ type serveOptions struct {
 	postgresURL      string
 	postgresPool     int
 	postgresStmtTime time.Duration
+
+	// elasticTables is --elastic-tables as given; elastic its parsed rules.
+	elasticTables string
+	elastic       []table.ElasticRule
+	// expiryInterval is how often the engine removes expired entities.
+	expiryInterval time.Duration
 
 	limits server.Limits
 	// slowRequest is --slow-request as given (0 disables the lines).
@@ -94,6 +101,11 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	fs.StringVar(&o.accounts, "accounts", env("CERULEAN_ACCOUNTS", ""), "accounts as name:base64key pairs separated by ';' (CERULEAN_ACCOUNTS); default the development account devstoreaccount1")
 	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error (CERULEAN_LOG_LEVEL)")
 	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
+	fs.StringVar(&o.elasticTables, "elastic-tables", env("CERULEAN_ELASTIC_TABLES", ""), "make tables elastic when they are created, by name: a comma-separated list of PATTERN[:TTL[:PROPERTY]], "+
+		"e.g. 'events*:86400,cache*:-1,audit*'. PATTERN is a glob (* ? [a-z]) matched case-insensitively against the whole table name; the first match wins. "+
+		"TTL is the table's default time-to-live in seconds (1 to 2147483647), or -1 for on without a default (only entities with their own TTL expire); "+
+		"empty or omitted, time-to-live is off. PROPERTY names the per-entity TTL property (default TTLInSeconds). "+
+		"A Create Table request that gives settings itself wins; existing tables keep theirs (CERULEAN_ELASTIC_TABLES)")
 	fs.StringVar(&o.engine, "engine", env("CERULEAN_ENGINE", "pebble"), "storage engine: pebble (embedded, in --data) or postgres (--postgres-url) (CERULEAN_ENGINE)")
 	fs.StringVar(&o.postgresURL, "postgres-url", env("CERULEAN_POSTGRES_URL", ""), "PostgreSQL, YugabyteDB or CockroachDB connection URL for --engine postgres (CERULEAN_POSTGRES_URL)")
 	pool, err := envInt("CERULEAN_POSTGRES_POOL_SIZE", postgres.DefaultPoolSize)
@@ -106,6 +118,12 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 		return fs, o, err
 	}
 	fs.DurationVar(&o.postgresStmtTime, "postgres-statement-timeout", stmt, "server-side timeout of each statement for --engine postgres; 0 disables it (CERULEAN_POSTGRES_STATEMENT_TIMEOUT)")
+
+	expiry, err := envDuration("CERULEAN_EXPIRY_INTERVAL", pebble.DefaultExpiryInterval)
+	if err != nil {
+		return fs, o, err
+	}
+	fs.DurationVar(&o.expiryInterval, "expiry-interval", expiry, "how often expired entities of elastic tables are removed from storage; they are invisible from the moment they expire whatever this is, so it only bounds how long they take space (CERULEAN_EXPIRY_INTERVAL)")
 
 	d := server.DefaultLimits
 	mem, err := envSize("CERULEAN_MAX_BODY_MEMORY", d.MaxBodyMemory)
@@ -156,6 +174,11 @@ func (o *serveOptions) check() error {
 	default:
 		return fmt.Errorf("--engine %q: want pebble or postgres", o.engine)
 	}
+	rules, err := table.ParseElasticRules(o.elasticTables)
+	if err != nil {
+		return fmt.Errorf("--elastic-tables: %w", err)
+	}
+	o.elastic = rules
 	l := o.limits
 	if l.MaxBodyMemory < 8<<20 {
 		return fmt.Errorf("--max-body-memory %d: want at least 8MiB (a batch body alone may be 4 MiB)", l.MaxBodyMemory)
@@ -170,6 +193,9 @@ func (o *serveOptions) check() error {
 	}
 	if o.slowRequest < 0 {
 		return fmt.Errorf("--slow-request must not be negative")
+	}
+	if o.expiryInterval <= 0 {
+		return fmt.Errorf("--expiry-interval must be positive")
 	}
 	o.limits.SlowRequest = o.slowRequest
 	if o.slowRequest == 0 {
@@ -215,6 +241,7 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 		eng, err := postgres.Open(ctx, o.postgresURL, postgres.Options{
 			PoolSize:         o.postgresPool,
 			StatementTimeout: timeout,
+			ExpiryInterval:   o.expiryInterval,
 			Logger:           log.With("component", "postgres"),
 		})
 		if err != nil {
@@ -230,7 +257,7 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 	if reserve == 0 {
 		reserve = -1 // Options: negative turns the guard off
 	}
-	eng, err := pebble.Open(o.data, pebble.Options{Logger: pebbleLogger{plog}, Log: plog, DiskReserve: reserve})
+	eng, err := pebble.Open(o.data, pebble.Options{Logger: pebbleLogger{plog}, Log: plog, DiskReserve: reserve, ExpiryInterval: o.expiryInterval})
 	if errors.Is(err, storage.ErrNoSpace) {
 		return nil, "", fmt.Errorf("%w, or lower --disk-reserve (now %s)", err, formatSize(reserve))
 	}
@@ -278,12 +305,15 @@ func runServe(args []string) error {
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
 	}
-	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits})
+	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic})
 	if err != nil {
 		eng.Close()
 		return err
 	}
 	log.Info("cerulean serving", "addr", ln.Addr().String(), "engine", o.engine, "data", where, "startup", time.Since(start).Round(time.Millisecond))
+	for _, r := range o.elastic {
+		log.Info("elastic tables", "pattern", r.Pattern, "default_ttl", r.Settings.DefaultTTL, "ttl_property", r.Settings.TTLPropertyName())
+	}
 	printConnectionStrings(os.Stdout, ln.Addr().String(), accounts)
 
 	if o.debug != "" {
