@@ -300,36 +300,43 @@ func TestSessionPolicy(t *testing.T) {
 	}
 }
 
-// TestSessionTokenRestart: a token from before a restart is still covered after it (not
-// "from the future"), and writes after the restart answer larger tokens.
+// TestSessionTokenRestart: a token from before a restart — graceful or a crash (kill -9)
+// after the write was acknowledged — is still covered after it (not "from the future"),
+// and writes after the restart answer larger tokens.
 func TestSessionTokenRestart(t *testing.T) {
-	srv := startServer(t)
-	c, table := newTable(t, newServiceClient(t, srv))
-	var tok sessionToken
-	for i := range 20 {
-		tok = captured(t, "upsert", func(cx context.Context) error {
-			_, err := c.UpsertEntity(cx, marshal(t, map[string]any{"PartitionKey": "p", "RowKey": strconv.Itoa(i)}), nil)
-			return err
+	for _, crash := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Graceful", true: "Crash"}[crash], func(t *testing.T) {
+			srv := startServer(t)
+			c, table := newTable(t, newServiceClient(t, srv))
+			var tok sessionToken
+			for i := range 20 {
+				tok = captured(t, "upsert", func(cx context.Context) error {
+					_, err := c.UpsertEntity(cx, marshal(t, map[string]any{"PartitionKey": "p", "RowKey": strconv.Itoa(i)}), nil)
+					return err
+				})
+			}
+			if crash {
+				srv.kill()
+			} else if exitErr, inTime := srv.terminate(stopTimeout); !inTime || exitErr != nil {
+				t.Fatalf("stop: %v (in time: %v)", exitErr, inTime)
+			}
+			srv.restart(t)
+			c = newServiceClient(t, srv).NewClient(table)
+			start := time.Now()
+			if _, err := c.GetEntity(withToken(ctx(t), "x-ms-session-token", tok.text), "p", "19", nil); err != nil {
+				t.Fatalf("read with a token from before the restart: %v", err)
+			}
+			if d := time.Since(start); d > 500*time.Millisecond {
+				t.Errorf("read with a token from before the restart took %v: the server waited for it", d)
+			}
+			after := captured(t, "upsert after restart", func(cx context.Context) error {
+				_, err := c.UpsertEntity(cx, marshal(t, map[string]any{"PartitionKey": "p", "RowKey": "x"}), nil)
+				return err
+			})
+			if after.pos <= tok.pos {
+				t.Fatalf("token after the restart %s, before %s", after.text, tok.text)
+			}
 		})
-	}
-	if exitErr, inTime := srv.terminate(stopTimeout); !inTime || exitErr != nil {
-		t.Fatalf("stop: %v (in time: %v)", exitErr, inTime)
-	}
-	srv.restart(t)
-	c = newServiceClient(t, srv).NewClient(table)
-	start := time.Now()
-	if _, err := c.GetEntity(withToken(ctx(t), "x-ms-session-token", tok.text), "p", "19", nil); err != nil {
-		t.Fatalf("read with a token from before the restart: %v", err)
-	}
-	if d := time.Since(start); d > 500*time.Millisecond {
-		t.Errorf("read with a token from before the restart took %v: the server waited for it", d)
-	}
-	after := captured(t, "upsert after restart", func(cx context.Context) error {
-		_, err := c.UpsertEntity(cx, marshal(t, map[string]any{"PartitionKey": "p", "RowKey": "x"}), nil)
-		return err
-	})
-	if after.pos <= tok.pos {
-		t.Fatalf("token after the restart %s, before %s", after.text, tok.text)
 	}
 }
 

@@ -24,10 +24,11 @@ import (
 
 // Session tokens over HTTP (docs/protocol.md §15), on the real Pebble engine.
 
-// sessionServer serves a fresh Pebble engine over HTTP with one table, "tbl".
+// sessionServer serves a fresh Pebble engine over HTTP with one table, "tbl". Its wait
+// for a future position is short: the tests send many.
 func sessionServer(t *testing.T) (*httptest.Server, *pebble.Engine) {
 	t.Helper()
-	eng, err := pebble.Open(t.TempDir(), pebble.Options{})
+	eng, err := pebble.Open(t.TempDir(), pebble.Options{PositionWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
