@@ -78,8 +78,7 @@ func (s *Server) postBatch(rq *request) error {
 	// (An empty changeset commits nothing and answers none.)
 	var token string
 	if len(ops) > 0 {
-		token = s.tables.Token(applied.Position)
-		s.setSessionToken(rq.w.Header(), applied.Position)
+		token = s.setSessionToken(rq.w.Header(), applied.Position)
 	}
 	results := make([]batch.Result, len(ops))
 	for i := range ops {

@@ -28,10 +28,13 @@ const (
 	dataverseTokenName = "MSCRM.SessionToken"
 )
 
-// setSessionToken answers the session token of a committed write at position p.
-func (s *Server) setSessionToken(h http.Header, p storage.Position) {
-	h[headerSessionToken] = []string{s.tables.Token(p)}
+// setSessionToken answers the session token of a committed write at position p, and
+// returns it.
+func (s *Server) setSessionToken(h http.Header, p storage.Position) string {
+	tok := s.tables.Token(p)
+	h[headerSessionToken] = []string{tok}
 	exposeSessionToken(h)
+	return tok
 }
 
 // exposeSessionToken lets a browser's script read the token: when the response carries

@@ -50,7 +50,8 @@ type Query struct {
 	// of a shared access signature).
 	Bound *odata.KeyRange
 	// At is a session token's position: the page sees at least every write up to it, or
-	// the query fails with 503 ServerBusy (GetEntity). 0 reads as the engine ordinarily does.
+	// the query fails with 503 ServerBusy as GetEntity does. 0 reads as the engine
+	// ordinarily does.
 	At storage.Position
 }
 
