@@ -53,9 +53,11 @@ import (
 // Expiry: every written row stores storage.Expiry of the table's settings, its final
 // properties and its new version. Where SQL computes the version, Go computes the
 // time-to-live first (storage.Expiry at version 0, which also validates the entity's TTL
-// property, so an invalid one fails the Apply before anything is sent) from the
-// settings cached per front end, and the statement stores version + TTL; the statement
-// commits only if the table's settings generation is still the cached one (settings.go).
+// property) from the settings cached per front end, and the statement stores version +
+// TTL; the statement commits only if the table's settings generation is still the cached
+// one (settings.go). A refused TTL property fails the Apply before any write is sent,
+// once diagnose has checked the refusal against the current settings and found no
+// earlier mutation failing its precondition.
 // The read-modify-write path reads the settings with its rows and computes expiries in
 // Go. Expired rows (expiry <= the database clock) are absent for every precondition:
 // an insert over one succeeds, a replace or delete does not match it.
@@ -75,9 +77,9 @@ func (e *Engine) Apply(ctx context.Context, account, tableName, pk string, muts 
 	err := e.retry(ctx, "apply", func() error {
 		var err error
 		if len(muts) == 0 {
-			// Nothing to write: the table must exist, and the position is the current one.
+			// Nothing to write: the table must exist.
 			if err = e.checkTable(ctx, a.acct, a.key); err == nil {
-				out.Position, err = e.currentPosition(ctx)
+				out.Position, err = e.markPosition(ctx)
 			}
 			return err
 		}
@@ -524,7 +526,7 @@ func (e *Engine) applyRMW(ctx context.Context, a *applyArgs) (storage.Applied, e
 		}
 	}
 	if len(writes) == 0 {
-		pos, err := e.currentPosition(ctx)
+		pos, err := e.markPosition(ctx)
 		if err != nil {
 			return storage.Applied{}, err
 		}

@@ -16,7 +16,7 @@ import (
 
 // Engine-level benchmarks (no HTTP) on the database of CERULEAN_TEST_POSTGRES_URL:
 //
-//	CERULEAN_TEST_POSTGRES_URL=... go test -run x -bench . ./storage/postgres
+//	CERULEAN_TEST_POSTGRES_URL=... go test -run '^$' -bench . ./storage/postgres
 //
 // Each reports entities/s over 32 concurrent callers, the shape of a loaded front end.
 

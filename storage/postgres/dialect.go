@@ -113,6 +113,19 @@ func (d dialect) positionQuery() string {
 	return `SELECT ({now})::TEXT`
 }
 
+// markQuery is a statement that makes its (implicit) transaction write a commit record,
+// so that the position read after it is above every position read before: an Apply that
+// ends up writing no row (an insert and a delete of one entity, say) still reports a
+// later position than the Applies before it. On PostgreSQL, txid_current() assigns the
+// transaction an id, and a transaction with an id logs its commit. The clock positions
+// of the other databases move by themselves.
+func (d dialect) markQuery() string {
+	if d == dialectPostgres {
+		return `SELECT txid_current()`
+	}
+	return `SELECT 1`
+}
+
 // sql expands the dialect placeholders in a statement: {now} for nowTicks.
 func (d dialect) sql(s string) string {
 	return strings.ReplaceAll(s, "{now}", d.nowTicks())

@@ -22,6 +22,20 @@
 //     row when the table is deleted), service properties a row per account; each Get and
 //     Set is one statement, and nothing is cached, so every front end sees a change at
 //     once. See tables.go.
+//   - A table's settings (elastic, time-to-live) are a column of its catalogue row too,
+//     with a generation that every change renews. The write path keeps them in a cache
+//     per front end, and every write that depends on them commits only at the cached
+//     generation, so a change made through any front end applies to the next write
+//     everywhere at no extra round trip (one read per table and front end fills the
+//     cache). See settings.go.
+//   - Every written row stores its expiry (storage.Expiry, computed in Go from the
+//     settings and stored as the statement's version + TTL); every read and precondition
+//     treats a row whose expiry has passed on the database clock as absent, and a
+//     background purge in every front end deletes expired rows through a partial index
+//     on expiry, in chunks that front ends can run at once. See expiry.go.
+//   - Every Apply reports its commit position: the WAL position read after the commit
+//     in the same round trip (on CockroachDB and YugabyteDB, the database clock).
+//     ReaderAt waits, briefly, for the database to reach a position. See positions.go.
 //   - A database that cannot be reached makes every call fail with
 //     storage.ErrUnavailable (503 ServerBusy with Retry-After for clients); the pool
 //     reconnects by itself when the database is back.
@@ -204,7 +218,7 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 	}
 	q := buildQueries(d)
 	prepare.Store(&[]string{q.insert1, q.upsert1, q.replace1, q.delete1, q.insertB, q.upsertB, q.replaceB, q.deleteB,
-		q.insertMany, q.upsertMany, q.casUpdate, q.casDelete, q.casInsert, q.casUpdateB, q.casDeleteB, q.casInsertB, q.position})
+		q.insertMany, q.upsertMany, q.casUpdate, q.casDelete, q.casInsert, q.casUpdateB, q.casDeleteB, q.casInsertB, q.position, q.mark})
 	e := &Engine{
 		pool:      pool,
 		dialect:   d,

@@ -8,6 +8,7 @@ import (
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/storage/enginetest"
 	"github.com/ceruleandb/cerulean/storage/postgres"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // testURL returns the database the tests use (scripts/test starts a throwaway one and
@@ -40,7 +41,12 @@ func open(t testing.TB, opts postgres.Options) *postgres.Engine {
 }
 
 func TestConformance(t *testing.T) {
-	testURL(t)
+	url := testURL(t)
+	db, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close) // after the parallel subtests
 	enginetest.Run(t, enginetest.Harness{
 		Open: func(t *testing.T) storage.Engine { return open(t, postgres.Options{}) },
 		Reopen: func(t *testing.T, e storage.Engine) storage.Engine {
@@ -49,5 +55,25 @@ func TestConformance(t *testing.T) {
 			}
 			return open(t, postgres.Options{})
 		},
+		PurgeExpired: func(t *testing.T, e storage.Engine) {
+			if _, err := e.(*postgres.Engine).PurgeExpired(t.Context()); err != nil {
+				t.Fatalf("PurgeExpired: %v", err)
+			}
+		},
+		StoredRows: func(t *testing.T, _ storage.Engine, account, table string) int {
+			return storedRows(t, db, account, table)
+		},
 	})
+}
+
+// storedRows counts the rows the database stores for a table, expired ones included.
+func storedRows(t testing.TB, db *pgxpool.Pool, account, table string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM cerulean_entities
+		WHERE table_id = (SELECT id FROM cerulean_tables WHERE account = $1 AND key = $2)`,
+		[]byte(account), []byte(storage.TableKey(table))).Scan(&n); err != nil {
+		t.Fatalf("count stored rows: %v", err)
+	}
+	return n
 }

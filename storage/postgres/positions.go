@@ -39,13 +39,19 @@ type stmt struct {
 	sql  string
 	args []any
 	dest []any // scan targets for the first row; nil ignores the rows
-	rows int    // rows the statement returned (set by exec)
+	rows int   // rows the statement returned (set by exec)
 }
 
 // exec runs stmts as one implicit transaction and then reads the commit position, in
 // one round trip. It returns the first statement error (a *pgconn.PgError when the
 // database refused a statement; nothing of the transaction is then committed).
 func (e *Engine) exec(ctx context.Context, stmts []stmt) (storage.Position, error) {
+	return e.pipeline(ctx, stmts, true)
+}
+
+// pipeline is exec, with the position query only if withPosition (without it, the
+// position is 0: a benchmark's baseline).
+func (e *Engine) pipeline(ctx context.Context, stmts []stmt, withPosition bool) (storage.Position, error) {
 	c, err := e.pool.Acquire(ctx)
 	if err != nil {
 		return 0, err
@@ -53,14 +59,20 @@ func (e *Engine) exec(ctx context.Context, stmts []stmt) (storage.Position, erro
 	defer c.Release()
 	conn := c.Conn()
 	// Statements are prepared once per connection (pgx keeps them by SQL text).
-	sds := make([]*pgconn.StatementDescription, len(stmts)+1)
+	n := len(stmts)
+	if withPosition {
+		n++
+	}
+	sds := make([]*pgconn.StatementDescription, n)
 	for i := range stmts {
 		if sds[i], err = conn.Prepare(ctx, stmts[i].sql, stmts[i].sql); err != nil {
 			return 0, err
 		}
 	}
-	if sds[len(stmts)], err = conn.Prepare(ctx, e.q.position, e.q.position); err != nil {
-		return 0, err
+	if withPosition {
+		if sds[len(stmts)], err = conn.Prepare(ctx, e.q.position, e.q.position); err != nil {
+			return 0, err
+		}
 	}
 	// Encode every argument before anything is sent: a failure then sends nothing.
 	m := conn.TypeMap()
@@ -77,7 +89,7 @@ func (e *Engine) exec(ctx context.Context, stmts []stmt) (storage.Position, erro
 	pipe := conn.PgConn().StartPipeline(ctx)
 	for i := range sds {
 		pipe.SendQueryPrepared(sds[i].Name, eqbs[i].ParamValues, eqbs[i].ParamFormats, eqbs[i].ResultFormats)
-		if i == len(stmts)-1 {
+		if i == len(stmts)-1 && withPosition {
 			pipe.SendPipelineSync() // the commit
 		}
 	}
@@ -113,7 +125,7 @@ func (e *Engine) exec(ctx context.Context, stmts []stmt) (storage.Position, erro
 	// The first Sync (after an error, the server skipped to it), then the position.
 	var pos storage.Position
 	posErr := func() error {
-		if err := nextSync(pipe); err != nil {
+		if err := nextSync(pipe); err != nil || !withPosition {
 			return err
 		}
 		res, err := pipe.GetResults()
@@ -142,6 +154,9 @@ func (e *Engine) exec(ctx context.Context, stmts []stmt) (storage.Position, erro
 	}
 	if stmtErr != nil {
 		return 0, stmtErr
+	}
+	if posErr != nil && !withPosition {
+		return 0, posErr
 	}
 	if posErr != nil {
 		// Committed, but the position was not read: read it now (still after the commit).
@@ -231,6 +246,12 @@ func (e *Engine) observe(p storage.Position) {
 			return
 		}
 	}
+}
+
+// markPosition commits a transaction that writes no row but still moves the position,
+// and returns the position after it: the position of an Apply that wrote nothing.
+func (e *Engine) markPosition(ctx context.Context) (storage.Position, error) {
+	return e.exec(ctx, []stmt{{sql: e.q.mark}})
 }
 
 // currentPosition reads the position the primary has reached.

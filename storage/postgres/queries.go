@@ -47,8 +47,9 @@ type queries struct {
 	purgeBound, purgeChunk, purgeRest              string
 	// purgeExpired deletes up to $1 expired rows (expiry.go).
 	purgeExpired string
-	// position reads the commit position the database has reached (positions.go).
-	position string
+	// position reads the commit position the database has reached (positions.go), and
+	// mark makes a transaction that writes nothing move it (dialect.markQuery).
+	position, mark string
 
 	// Stored access policies and service properties: one statement each, no cache.
 	getACL, setACL           string
@@ -231,6 +232,7 @@ func buildQueries(d dialect) queries {
 		DELETE FROM cerulean_entities e USING c
 		WHERE e.table_id = c.table_id AND e.pk = c.pk AND e.rk = c.rk AND e.expiry <= (SELECT {now})`
 	q.position = d.positionQuery()
+	q.mark = d.markQuery()
 
 	q.getACL = `SELECT acl FROM cerulean_tables WHERE account = $1 AND key = $2`
 	// $3 the ACL, NULL to clear. The update locks the catalogue row, so it orders with a

@@ -24,7 +24,7 @@ const (
 )
 
 // Get reads one entity: one statement that also tells a missing table from a missing
-// entity.
+// (or expired) entity.
 func (e *Engine) Get(ctx context.Context, account, tableName, pk, rk string) (storage.Record, error) {
 	var rec storage.Record
 	err := e.retry(ctx, "get entity", func() error {
@@ -86,6 +86,10 @@ type querier interface {
 // dropped: a result set is read to its end). Unfiltered, that is exactly the rows the
 // page needs; filtered, rejected rows take room too, so the scan goes on with more
 // statements while the page has room.
+//
+// Expired rows never leave the database: every scan statement filters them out before
+// its limit and its size window, so they are neither returned nor counted and take no
+// room in a page.
 func (e *Engine) Scan(ctx context.Context, account, tableName string, req storage.ScanRequest) (storage.ScanResult, error) {
 	if req.Limit <= 0 {
 		return storage.ScanResult{}, fmt.Errorf("scan: limit %d is not positive", req.Limit)

@@ -8,12 +8,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/storage"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TestMigrateFromVersion1 opens a database at schema version 1 that already holds a
-// table (in a schema of its own, chosen with search_path) and checks that migration 2
-// adds ACLs and service properties to it.
+// table with an entity (in a schema of its own, chosen with search_path) and checks
+// that migration 2 adds ACLs and service properties to it, and migrations 3 and 4 table
+// settings and expiry: the old table is standard, its entity never expires, and both
+// take new settings and writes.
 func TestMigrateFromVersion1(t *testing.T) {
 	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
 	if url == "" {
@@ -55,6 +59,10 @@ func TestMigrateFromVersion1(t *testing.T) {
 		VALUES ('a'::BYTEA, 'old'::BYTEA, 'Old', nextval('cerulean_table_ids'))`); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := pool.Exec(ctx, `INSERT INTO cerulean_entities (table_id, pk, rk, version, props)
+		SELECT id, 'p'::BYTEA, 'r'::BYTEA, 1, '\x00'::BYTEA FROM cerulean_tables`); err != nil {
+		t.Fatal(err)
+	}
 	pool.Close()
 
 	e, err := Open(ctx, url, Options{DisablePurger: true})
@@ -80,5 +88,31 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	if p, err := e.GetServiceProperties(ctx, "a"); err != nil || string(p) != "props" {
 		t.Fatalf("service properties after set = %q, %v", p, err)
+	}
+
+	if info, err := e.GetTable(ctx, "a", "old"); err != nil || !info.Settings.IsStandard() {
+		t.Fatalf("table from before the migration: %+v, %v; want a standard table", info, err)
+	}
+	if _, err := e.Get(ctx, "a", "Old", "p", "r"); err != nil {
+		t.Fatalf("entity from before the migration: %v", err)
+	}
+	ttl := []entity.Property{{Name: storage.DefaultTTLProperty, Value: entity.Int32Value(60)}}
+	if _, err := e.Apply(ctx, "a", "Old", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "s", Props: ttl}}); err != nil {
+		t.Fatalf("write to a table from before the migration: %v", err)
+	}
+	elastic := storage.TableSettings{Elastic: true, DefaultTTL: 3600}
+	if err := e.SetTableSettings(ctx, "a", "old", elastic); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := e.Apply(ctx, "a", "Old", "p", []storage.Mutation{{Op: storage.InsertOrReplace, RowKey: "r", Props: ttl}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var expiry *int64
+	if err := e.pool.QueryRow(ctx, `SELECT expiry FROM cerulean_entities WHERE rk = 'r'::BYTEA`).Scan(&expiry); err != nil {
+		t.Fatal(err)
+	}
+	if expiry == nil || *expiry != applied.Versions[0]+60*10_000_000 {
+		t.Fatalf("expiry after the settings change: %v, want version %d + 60 s", expiry, applied.Versions[0])
 	}
 }
