@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/ceruleandb/cerulean/entity"
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/storage/pebble"
+	"github.com/ceruleandb/cerulean/storage/postgres"
 )
 
 // bulkEngine wraps an engine to watch and steer the Applies of a bulk request: it counts
@@ -341,5 +343,66 @@ func TestCheckBulk(t *testing.T) {
 	}
 	if err := s.CheckBulk(ctx, "acct", "nosuch"); err == nil || !strings.Contains(err.Error(), "TableNotFound") {
 		t.Errorf("missing table: %v, want TableNotFound", err)
+	}
+}
+
+// BenchmarkBulk measures bulk requests of 10,000 1-KiB inserts over 100 partitions with
+// BulkWorkers at several sizes, on Pebble and (with CERULEAN_TEST_POSTGRES_URL) PostgreSQL:
+//
+//	go test ./table -run '^$' -bench Bulk -benchtime 5x
+func BenchmarkBulk(b *testing.B) {
+	engines := map[string]func(*testing.B) storage.Engine{
+		"pebble": func(b *testing.B) storage.Engine {
+			eng, err := pebble.Open(b.TempDir(), pebble.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { eng.Close() })
+			return eng
+		},
+	}
+	if url := os.Getenv("CERULEAN_TEST_POSTGRES_URL"); url != "" {
+		engines["postgres"] = func(b *testing.B) storage.Engine {
+			eng, err := postgres.Open(context.Background(), url, postgres.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { eng.Close() })
+			return eng
+		}
+	}
+	payload := strings.Repeat("x", 1000)
+	for _, name := range []string{"pebble", "postgres"} {
+		open := engines[name]
+		if open == nil {
+			continue
+		}
+		for _, workers := range []int{1, 4, 8, 16, 32, 64} {
+			b.Run(fmt.Sprintf("%s/workers=%d", name, workers), func(b *testing.B) {
+				eng := open(b)
+				s := New(eng, nil)
+				tbl := fmt.Sprintf("bulk%d%d", workers, time.Now().UnixNano()%1e9)
+				if err := eng.CreateTable(context.Background(), "acct", tbl, storage.TableSettings{Elastic: true}); err != nil {
+					b.Fatal(err)
+				}
+				old := BulkWorkers
+				BulkWorkers = workers
+				defer func() { BulkWorkers = old }()
+				ops := make([]BulkOp, 10_000)
+				b.ResetTimer()
+				for n := range b.N {
+					for i := range ops {
+						ops[i] = ins(fmt.Sprintf("p%03d", i%100), fmt.Sprintf("%d-%05d", n, i), str("S", payload))
+					}
+					res, err := s.Bulk(context.Background(), "acct", tbl, ops)
+					if err != nil || res.Failed != 0 {
+						b.Fatalf("bulk: %v, %d failed", err, res.Failed)
+					}
+				}
+				b.ReportMetric(float64(b.N*len(ops))/b.Elapsed().Seconds(), "entities/s")
+				b.StopTimer()
+				_ = eng.DeleteTable(context.Background(), "acct", tbl)
+			})
+		}
 	}
 }
