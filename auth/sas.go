@@ -441,6 +441,10 @@ const (
 	OpGetACL
 	OpSetACL
 	OpBatch
+	// OpGetTableSettings and OpSetTableSettings are Cerulean's table-settings extension
+	// (GET and PUT /{table}?comp=properties).
+	OpGetTableSettings
+	OpSetTableSettings
 )
 
 var opNames = map[OpKind]string{
@@ -450,7 +454,8 @@ var opNames = map[OpKind]string{
 	OpQueryTables: "Query Tables", OpCreateTable: "Create Table", OpDeleteTable: "Delete Table",
 	OpGetServiceProps: "Get Table Service Properties", OpSetServiceProps: "Set Table Service Properties",
 	OpGetServiceStats: "Get Table Service Stats", OpGetACL: "Get Table ACL", OpSetACL: "Set Table ACL",
-	OpBatch: "Entity Group Transaction",
+	OpBatch:            "Entity Group Transaction",
+	OpGetTableSettings: "Get Table Settings", OpSetTableSettings: "Set Table Settings",
 }
 
 func (k OpKind) String() string {
@@ -490,6 +495,13 @@ var opRules = map[OpKind]opRule{
 	OpGetServiceStats: {acctOK: true, srt: 's', acctAll: "r"},
 	OpGetACL:          {},
 	OpSetACL:          {},
+	// A table's settings are the account's, like the table itself: never under a table
+	// SAS, which grants entity operations on one table. Under an account SAS they are a
+	// table's (srt=c) properties: read with r (or l, which lists them through Query Tables
+	// with $select anyway) and written with w, as a container's properties and metadata
+	// are in the Blob service.
+	OpGetTableSettings: {acctOK: true, srt: 'c', acctAny: "rl"},
+	OpSetTableSettings: {acctOK: true, srt: 'c', acctAll: "w"},
 }
 
 // Operation describes what a request wants to do, as decided by the server.

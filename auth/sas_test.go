@@ -126,7 +126,8 @@ func wantCode(t *testing.T, err error, code azerr.Code) {
 
 var allOps = []auth.OpKind{auth.OpQueryEntities, auth.OpGetEntity, auth.OpInsert, auth.OpUpdate, auth.OpMerge,
 	auth.OpDelete, auth.OpUpsertReplace, auth.OpUpsertMerge, auth.OpQueryTables, auth.OpCreateTable,
-	auth.OpDeleteTable, auth.OpGetServiceProps, auth.OpSetServiceProps, auth.OpGetServiceStats, auth.OpGetACL, auth.OpSetACL}
+	auth.OpDeleteTable, auth.OpGetServiceProps, auth.OpSetServiceProps, auth.OpGetServiceStats, auth.OpGetACL, auth.OpSetACL,
+	auth.OpGetTableSettings, auth.OpSetTableSettings}
 
 func TestSASTablePermissions(t *testing.T) {
 	need := map[auth.OpKind]string{
@@ -163,6 +164,7 @@ func TestSASAccountPermissions(t *testing.T) {
 		auth.OpUpsertReplace: {'o', "au", ""}, auth.OpUpsertMerge: {'o', "au", ""},
 		auth.OpQueryTables: {'c', "l", ""}, auth.OpCreateTable: {'c', "", "cw"}, auth.OpDeleteTable: {'c', "d", ""},
 		auth.OpGetServiceProps: {'s', "r", ""}, auth.OpSetServiceProps: {'s', "w", ""}, auth.OpGetServiceStats: {'s', "r", ""},
+		auth.OpGetTableSettings: {'c', "", "rl"}, auth.OpSetTableSettings: {'c', "w", ""},
 	}
 	perms := []string{"r", "w", "d", "l", "a", "c", "u", "p", "au", "rwdlacup"}
 	for _, srt := range []string{"s", "c", "o", "sco"} {

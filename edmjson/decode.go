@@ -96,37 +96,6 @@ func DecodeEntity(body []byte) (entity.Entity, Keys, error) {
 	return resolve(ms)
 }
 
-// DecodeTableName decodes a Create Table body, {"TableName":"mytable"}. Other keys
-// (odata.* and anything else) are ignored. A missing or null TableName is 400
-// PropertiesNeedValue; a TableName that is not a string, or malformed JSON, is 400
-// InvalidInput; two TableName keys are 400 DuplicatePropertiesSpecified. The name itself
-// is not validated here.
-func DecodeTableName(body []byte) (string, error) {
-	var stack [8]member
-	d := decoder{b: body}
-	ms, err := d.object(stack[:0])
-	if err != nil {
-		return "", err
-	}
-	var found *member
-	for i := range ms {
-		if string(ms[i].key) != "TableName" {
-			continue
-		}
-		if found != nil {
-			return "", azerr.New(azerr.DuplicatePropertiesSpecified)
-		}
-		found = &ms[i]
-	}
-	switch {
-	case found == nil || found.kind == kNull:
-		return "", azerr.New(azerr.PropertiesNeedValue)
-	case found.kind != kString:
-		return "", invalidf("TableName must be a string")
-	}
-	return string(found.val), nil
-}
-
 // kind is the JSON type of a member's value.
 type kind uint8
 

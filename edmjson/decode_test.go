@@ -231,31 +231,6 @@ func TestKeysRequire(t *testing.T) {
 	}
 }
 
-func TestDecodeTableName(t *testing.T) {
-	for _, tc := range []struct {
-		body, want string
-		code       azerr.Code
-	}{
-		{`{"TableName":"mytable"}`, "mytable", ""},
-		{` {"odata.metadata":"x","TableName":"Tbl1","other":5} `, "Tbl1", ""},
-		{`{"TableName@odata.type":"Edm.String","TableName":"t\u0041b"}`, "tAb", ""},
-		{`{"TableName":""}`, "", ""},
-		{`{}`, "", azerr.PropertiesNeedValue},
-		{`{"tablename":"x"}`, "", azerr.PropertiesNeedValue},
-		{`{"TableName":null}`, "", azerr.PropertiesNeedValue},
-		{`{"TableName":5}`, "", azerr.InvalidInput},
-		{`{"TableName":"a","TableName":"b"}`, "", azerr.DuplicatePropertiesSpecified},
-		{`{"TableName":["a"]}`, "", azerr.InvalidInput},
-		{`{"TableName":"a"`, "", azerr.InvalidInput},
-		{``, "", azerr.InvalidInput},
-	} {
-		got, err := DecodeTableName([]byte(tc.body))
-		if codeOf(err) != tc.code || got != tc.want || (err != nil) != (tc.code != "") {
-			t.Errorf("DecodeTableName(%s) = %q, %v; want %q, %q", tc.body, got, err, tc.want, tc.code)
-		}
-	}
-}
-
 // The result must not alias the request body (servers reuse body buffers).
 func TestDecodeDoesNotAliasBody(t *testing.T) {
 	body := []byte(`{"PartitionKey":"pk","RowKey":"rk","s":"hello","b@odata.type":"Edm.Binary","b":"AQID","g@odata.type":"Edm.Guid","g":"c9da6455-213d-42c9-9a79-3e9149a57833"}`)

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/storage"
 )
 
 // EntityOptions says how AppendEntity and AppendCollectionStart render entities.
@@ -79,6 +80,8 @@ type TableOptions struct {
 	// Element marks a single-table response (Create Table): the object then starts with
 	// "odata.metadata":"<root>/$metadata#Tables/@Element".
 	Element bool
+	// Select names the settings members written after TableName (NewTableSelect).
+	Select TableSelect
 }
 
 // AppendEntity appends the JSON object for e, whose version gives its Timestamp and ETag,
@@ -214,16 +217,16 @@ func AppendTablesStart(dst []byte, opts TableOptions) []byte {
 	return append(dst, `/$metadata#Tables","value":[`...)
 }
 
-// AppendTables appends a whole Query Tables body for names: AppendTablesStart, each
-// table with AppendTable (opts.Element is ignored), AppendCollectionEnd.
-func AppendTables(dst []byte, names []string, opts TableOptions) []byte {
+// AppendTables appends a whole Query Tables body for tables: AppendTablesStart, each
+// table with AppendTableInfo (opts.Element is ignored), AppendCollectionEnd.
+func AppendTables(dst []byte, tables []storage.TableInfo, opts TableOptions) []byte {
 	opts.Element = false
 	dst = AppendTablesStart(dst, opts)
-	for i, name := range names {
+	for i := range tables {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = AppendTable(dst, name, opts)
+		dst = AppendTableInfo(dst, tables[i], opts)
 	}
 	return AppendCollectionEnd(dst)
 }
@@ -237,7 +240,17 @@ func AppendCollectionEnd(dst []byte) []byte {
 // at full metadata by odata.type "<account>.Tables", odata.id "<root>/Tables('t')" and
 // odata.editLink "Tables('t')", and, for a single-table response (opts.Element), by
 // odata.metadata "<root>/$metadata#Tables/@Element" at minimal and full metadata.
+// Settings members selected by opts.Select are written as a standard table's.
 func AppendTable(dst []byte, name string, opts TableOptions) []byte {
+	return AppendTableInfo(dst, storage.TableInfo{Name: name}, opts)
+}
+
+// AppendTableInfo is AppendTable for a catalogue entry: after TableName come the settings
+// members opts.Select names (none unless $select asked for them), each written whether
+// or not it is set: Elastic true or false, DefaultTimeToLive the number or null (off),
+// TimeToLiveProperty the name in effect or null (a standard table).
+func AppendTableInfo(dst []byte, t storage.TableInfo, opts TableOptions) []byte {
+	name := t.Name
 	dst = append(dst, '{')
 	if opts.Level != NoMetadata {
 		root := trimSlash(opts.ServiceRoot)
@@ -262,6 +275,9 @@ func AppendTable(dst []byte, name string, opts TableOptions) []byte {
 	dst = comma(dst)
 	dst = append(dst, `"TableName":`...)
 	dst = appendString(dst, name)
+	if opts.Select != 0 {
+		dst = appendSelectedSettings(dst, t.Settings, opts.Select)
+	}
 	return append(dst, '}')
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/storage"
 )
 
 const (
@@ -339,7 +340,7 @@ func TestTables(t *testing.T) {
 		if got := list(l); got != want {
 			t.Errorf("tables %s:\n got %s\nwant %s", l, got, want)
 		}
-		if got := string(AppendTables(nil, []string{"a", "b"}, to(l, true))); got != want {
+		if got := string(AppendTables(nil, []storage.TableInfo{{Name: "a"}, {Name: "b"}}, to(l, true))); got != want {
 			t.Errorf("AppendTables %s:\n got %s\nwant %s", l, got, want)
 		}
 	}

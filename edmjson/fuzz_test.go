@@ -11,6 +11,7 @@ import (
 
 	"github.com/ceruleandb/cerulean/azerr"
 	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/storage"
 )
 
 // FuzzDecodeEntity: DecodeEntity never panics, fails only with a 400 *azerr.Error,
@@ -54,22 +55,48 @@ func FuzzDecodeEntity(f *testing.F) {
 	})
 }
 
-// FuzzDecodeTableName: never panics; errors are 400s.
-func FuzzDecodeTableName(f *testing.F) {
+// FuzzDecodeTable: DecodeTable and DecodeTableSettings never panic and fail only with a
+// 400 *azerr.Error; what DecodeTable accepts survives AppendTableInfo (all settings
+// selected) → DecodeTable, and settings survive AppendTableSettings → DecodeTableSettings.
+func FuzzDecodeTable(f *testing.F) {
 	f.Add([]byte(`{"TableName":"mytable"}`))
 	f.Add([]byte(`{"odata.type":"x","TableName":"t\u0041"}`))
+	f.Add([]byte(`{"TableName":"events","Elastic":true,"DefaultTimeToLive":86400,"TimeToLiveProperty":"ttl"}`))
+	f.Add([]byte(`{"TableName":"c","Elastic":true,"DefaultTimeToLive":-1}`))
+	f.Add([]byte(`{"TableName":"c","Elastic":false,"DefaultTimeToLive":null,"TimeToLiveProperty":null}`))
+	f.Add([]byte(`{"TableName":"c","Elastic":"yes","DefaultTimeToLive":1.5}`))
+	f.Add([]byte(`{"Elastic":true,"DefaultTimeToLive":2147483648}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		name, err := DecodeTableName(body)
-		if err != nil {
+		is400 := func(err error) {
 			var ae *azerr.Error
 			if !errors.As(err, &ae) || ae.Status != 400 {
-				t.Fatalf("error %v", err)
+				t.Fatalf("error %v is not a 400 *azerr.Error", err)
 			}
+		}
+		if tb, err := DecodeTableSettings(body); err != nil {
+			is400(err)
+		} else {
+			out := AppendTableSettings(nil, storage.TableInfo{Name: tb.Name, Settings: tb.Settings})
+			back, err := DecodeTableSettings(out)
+			if err != nil || back.Settings.Elastic != tb.Settings.Elastic ||
+				(tb.Settings.TTLOn() && back.Settings.DefaultTTL != tb.Settings.DefaultTTL) ||
+				(tb.Settings.Elastic && back.Settings.TTLPropertyName() != tb.Settings.TTLPropertyName()) {
+				t.Fatalf("settings %+v: %+v %v (%s)", tb.Settings, back.Settings, err, out)
+			}
+		}
+		tb, err := DecodeTable(body)
+		if err != nil {
+			is400(err)
 			return
 		}
-		out := AppendTable(nil, name, TableOptions{Level: FullMetadata, ServiceRoot: "http://h/a", Account: "a", Element: true})
-		if got, err := DecodeTableName(out); err != nil || got != name {
-			t.Fatalf("table name %q: %q %v (%s)", name, got, err, out)
+		if !json.Valid(bytes.TrimPrefix(body, []byte("\xEF\xBB\xBF"))) {
+			t.Fatalf("accepted invalid JSON %q", body)
+		}
+		out := AppendTableInfo(nil, storage.TableInfo{Name: tb.Name, Settings: tb.Settings},
+			TableOptions{Level: FullMetadata, ServiceRoot: "http://h/a", Account: "a", Element: true, Select: SelectElastic | SelectDefaultTTL | SelectTTLProperty})
+		back, err := DecodeTable(out)
+		if err != nil || back.Name != tb.Name || !back.HasSettings || back.Settings.Elastic != tb.Settings.Elastic {
+			t.Fatalf("table %q %+v: %+v %v (%s)", tb.Name, tb.Settings, back, err, out)
 		}
 	})
 }

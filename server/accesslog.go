@@ -172,6 +172,9 @@ var operationNames = map[auth.OpKind]string{
 	auth.OpGetACL:          "GetTableACL",
 	auth.OpSetACL:          "SetTableACL",
 	auth.OpBatch:           "EntityGroupTransaction",
+	// Cerulean's extensions, named in the same style.
+	auth.OpGetTableSettings: "GetTableSettings",
+	auth.OpSetTableSettings: "SetTableSettings",
 }
 
 // noteError keeps the error a request is answered with, for its log line.

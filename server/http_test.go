@@ -59,7 +59,7 @@ func limitsServer(t *testing.T, limits Limits, level slog.Level) (*Server, *http
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	if err := srv.tables.CreateTable(t.Context(), auth.DevAccountName, "tbl"); err != nil {
+	if err := srv.tables.CreateTable(t.Context(), auth.DevAccountName, "tbl", nil); err != nil {
 		t.Fatal(err)
 	}
 	return srv, hs, logs
@@ -460,6 +460,8 @@ func TestOperationNames(t *testing.T) {
 		{"POST", "/a/$batch", "", "EntityGroupTransaction"},
 		{"GET", "/a/t?comp=acl", "", "GetTableACL"},
 		{"PUT", "/a/t?comp=acl", "", "SetTableACL"},
+		{"GET", "/a/t?comp=properties", "", "GetTableSettings"},
+		{"PUT", "/a/t?comp=properties", "", "SetTableSettings"},
 		{"GET", "/a/?restype=service&comp=properties", "", "GetTableServiceProperties"},
 		{"PUT", "/a/?restype=service&comp=properties", "", "SetTableServiceProperties"},
 		{"GET", "/a-secondary/?restype=service&comp=stats", "", "GetTableServiceStats"},

@@ -105,6 +105,12 @@ func sasOperation(res Resource, method string, q map[string][]string, cond table
 	case KindBatch:
 		return auth.OpBatch
 	case KindEntities:
+		if comp && len(q["comp"]) > 0 && q["comp"][0] == compSettings {
+			if method == http.MethodPut {
+				return auth.OpSetTableSettings
+			}
+			return auth.OpGetTableSettings
+		}
 		switch {
 		case comp && len(q["comp"]) > 0 && q["comp"][0] == compBulk:
 			// Like a $batch: the table here, each operation by the handler.

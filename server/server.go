@@ -43,6 +43,9 @@ type Options struct {
 	// Limits bound what clients can make the server hold; zero fields take the defaults
 	// of DefaultLimits.
 	Limits Limits
+	// ElasticTables make tables elastic at creation by name when the Create Table request
+	// does not give settings (table.WithElasticTables; from table.ParseElasticRules).
+	ElasticTables []table.ElasticRule
 }
 
 // Server serves the Azure Table REST API over one engine.
@@ -88,7 +91,7 @@ func New(opts Options) (*Server, error) {
 	h := hex.EncodeToString(rnd[:])
 	limits := opts.Limits.withDefaults()
 	s := &Server{
-		tables:    table.New(opts.Engine, log),
+		tables:    table.New(opts.Engine, log, table.WithElasticTables(opts.ElasticTables)),
 		verifier:  auth.NewVerifier(opts.Accounts, opts.Now),
 		log:       log,
 		limits:    limits,

@@ -27,7 +27,7 @@ func pebbleServer(tb testing.TB, tbl string) (*Server, *pebble.Engine) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := srv.tables.CreateTable(context.Background(), auth.DevAccount().Name, tbl); err != nil {
+	if err := srv.tables.CreateTable(context.Background(), auth.DevAccount().Name, tbl, nil); err != nil {
 		tb.Fatal(err)
 	}
 	return srv, eng

@@ -6,6 +6,7 @@ import (
 	"github.com/ceruleandb/cerulean/azerr"
 	"github.com/ceruleandb/cerulean/edmjson"
 	"github.com/ceruleandb/cerulean/odata"
+	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/table"
 )
 
@@ -17,15 +18,22 @@ func (s *Server) createTable(rq *request) error {
 	if err != nil {
 		return err
 	}
-	name, err := edmjson.DecodeTableName(body)
+	tb, err := edmjson.DecodeTable(body)
 	if err != nil {
 		return err
+	}
+	name := tb.Name
+	// Settings in the body (Cerulean's extension) win; a body without them leaves the
+	// table to the server's --elastic-tables rules.
+	var settings *storage.TableSettings
+	if tb.HasSettings {
+		settings = &tb.Settings
 	}
 	pref := preference(rq.r)
 	if pref != "" {
 		rq.w.Header()["Preference-Applied"] = []string{pref}
 	}
-	if err := s.tables.CreateTable(rq.r.Context(), rq.account, name); err != nil {
+	if err := s.tables.CreateTable(rq.r.Context(), rq.account, name, settings); err != nil {
 		return err
 	}
 	loc := rq.root + "/Tables('" + name + "')"
@@ -47,6 +55,10 @@ func (s *Server) createTable(rq *request) error {
 }
 
 func (s *Server) getTable(rq *request) error {
+	sel, err := tableSelect(rq)
+	if err != nil {
+		return err
+	}
 	ti, err := s.tables.GetTable(rq.r.Context(), rq.account, rq.res.Table)
 	if err != nil {
 		return err
@@ -56,7 +68,8 @@ func (s *Server) getTable(rq *request) error {
 	defer putBuf(bp)
 	opts := s.tableOptions(rq)
 	opts.Element = true
-	*bp = edmjson.AppendTable((*bp)[:0], ti.Name, opts)
+	opts.Select = sel
+	*bp = edmjson.AppendTableInfo((*bp)[:0], ti, opts)
 	rq.send(http.StatusOK, edmjson.ContentType(rq.level), *bp)
 	return nil
 }
@@ -79,6 +92,10 @@ func (s *Server) listTables(rq *request) error {
 	if err != nil {
 		return err
 	}
+	sel, err := tableSelect(rq)
+	if err != nil {
+		return err
+	}
 	tables, next, err := s.tables.ListTables(rq.r.Context(), rq.account, filter, q.Get("NextTableName"), top)
 	if err != nil {
 		return err
@@ -86,16 +103,25 @@ func (s *Server) listTables(rq *request) error {
 	if next != "" {
 		rq.w.Header()["X-Ms-Continuation-Nexttablename"] = []string{next}
 	}
-	names := make([]string, len(tables))
-	for i, t := range tables {
-		names[i] = t.Name
-	}
 	rq.odataHeaders()
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)
-	*bp = edmjson.AppendTables((*bp)[:0], names, s.tableOptions(rq))
+	opts := s.tableOptions(rq)
+	opts.Select = sel
+	*bp = edmjson.AppendTables((*bp)[:0], tables, opts)
 	rq.send(http.StatusOK, edmjson.ContentType(rq.level), *bp)
 	return nil
+}
+
+// tableSelect reads $select of Query Tables and Get Table: the table settings members it
+// names are written after TableName, which is always written; other names select nothing
+// (docs/protocol.md §15). A malformed list is 400 InvalidInput, as for entities.
+func tableSelect(rq *request) (edmjson.TableSelect, error) {
+	names, err := odata.ParseSelect(rq.query.Get("$select"))
+	if err != nil {
+		return 0, err
+	}
+	return edmjson.NewTableSelect(names), nil
 }
 
 func (s *Server) tableOptions(rq *request) edmjson.TableOptions {

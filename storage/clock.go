@@ -46,3 +46,12 @@ func (c *Clock) Observe(v int64) {
 		}
 	}
 }
+
+// Now returns the current time in version ticks: the wall clock, or the last version
+// handed out if that is later (after the wall clock stepped back, or after Observe). It
+// is the clock against which an engine that owns its data decides expiry (Expired), so
+// an entity's expiry (its version plus its time-to-live) is measured on the clock that
+// gave it its version. Now hands nothing out and changes nothing.
+func (c *Clock) Now() int64 {
+	return max(entity.TimeToTicks(c.now()), c.last.Load())
+}

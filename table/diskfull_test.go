@@ -30,7 +30,7 @@ func TestDiskFullIsServerBusy(t *testing.T) {
 	defer eng.Close()
 	s := New(fullEngine{eng}, nil)
 	ctx := context.Background()
-	if err := s.CreateTable(ctx, "acct", "full"); err != nil {
+	if err := s.CreateTable(ctx, "acct", "full", nil); err != nil {
 		t.Fatal(err)
 	}
 	e := &entity.Entity{PartitionKey: "p", RowKey: "r"}

@@ -34,7 +34,7 @@ func TestHealthFollowsEngine(t *testing.T) {
 	fe := &flakyEngine{Engine: eng}
 	s := New(fe, nil)
 	ctx := context.Background()
-	if err := s.CreateTable(ctx, "acct", "health"); err != nil {
+	if err := s.CreateTable(ctx, "acct", "health", nil); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _ := s.Health(); !ok {

@@ -130,7 +130,7 @@ func testQueryPageBytes(t *testing.T, eng storage.Engine) {
 	account := fmt.Sprintf("pagebytes%x", rand.Uint64())
 	ctx := context.Background()
 	svc := table.New(eng, nil)
-	if err := svc.CreateTable(ctx, account, tbl); err != nil {
+	if err := svc.CreateTable(ctx, account, tbl, nil); err != nil {
 		t.Fatal(err)
 	}
 	// 3 partitions × 12 entities of 300 KB (five 60 KB Binary properties): 10.8 MB.
@@ -205,7 +205,7 @@ func testQueryCancelled(t *testing.T, eng storage.Engine) {
 	const tbl = "cancelled"
 	account := fmt.Sprintf("cancelled%x", rand.Uint64())
 	svc := table.New(eng, nil)
-	if err := svc.CreateTable(context.Background(), account, tbl); err != nil {
+	if err := svc.CreateTable(context.Background(), account, tbl, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := eng.Apply(context.Background(), account, tbl, "p", []storage.Mutation{{Op: storage.Insert, RowKey: "r"}}); err != nil {
@@ -910,7 +910,7 @@ func testQueryDifferential(t *testing.T, eng storage.Engine, seed uint64) {
 	)
 	ctx := context.Background()
 	svc := table.New(eng, nil)
-	if err := svc.CreateTable(ctx, account, tbl); err != nil {
+	if err := svc.CreateTable(ctx, account, tbl, nil); err != nil {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(seed, 1))
@@ -990,7 +990,7 @@ func testWritesBetweenPages(t *testing.T, eng storage.Engine, seed uint64) {
 	)
 	ctx := context.Background()
 	svc := table.New(eng, nil)
-	if err := svc.CreateTable(ctx, account, tbl); err != nil {
+	if err := svc.CreateTable(ctx, account, tbl, nil); err != nil {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(seed, 2))
@@ -1252,12 +1252,12 @@ func testListTablesDifferential(t *testing.T, eng storage.Engine, seed uint64) {
 		}
 		seen[strings.ToLower(name)] = true
 		names = append(names, name)
-		if err := svc.CreateTable(ctx, account, name); err != nil {
+		if err := svc.CreateTable(ctx, account, name, nil); err != nil {
 			t.Fatalf("CreateTable(%s): %v", name, err)
 		}
 	}
 	// Another account's tables must never show.
-	if err := svc.CreateTable(ctx, account+"other", "aaa"); err != nil {
+	if err := svc.CreateTable(ctx, account+"other", "aaa", nil); err != nil {
 		t.Fatal(err)
 	}
 	sorted := slices.Clone(names)
@@ -1397,7 +1397,7 @@ func testTopNone(t *testing.T, eng storage.Engine) {
 	const account = "topnone"
 	ctx := context.Background()
 	svc := table.New(eng, nil)
-	if err := svc.CreateTable(ctx, account, "full"); err != nil {
+	if err := svc.CreateTable(ctx, account, "full", nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, pk := range []string{"a", "b"} {
@@ -1451,7 +1451,7 @@ func testQueryErrors(t *testing.T, eng storage.Engine) {
 	const account = "queryerrors"
 	ctx := context.Background()
 	svc := table.New(eng, nil)
-	if err := svc.CreateTable(ctx, account, "errs"); err != nil {
+	if err := svc.CreateTable(ctx, account, "errs", nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := eng.Apply(ctx, account, "errs", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "r"}}); err != nil {

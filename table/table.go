@@ -23,6 +23,8 @@ import (
 type Service struct {
 	eng storage.Engine
 	log *slog.Logger
+	// elastic are the rules that make tables elastic at creation (WithElasticTables).
+	elastic []ElasticRule
 
 	// unavailableSince is when the engine last went from answering to failing with
 	// storage.ErrUnavailable (Unix nanoseconds), or 0 while it answers.
@@ -52,11 +54,15 @@ func (s *Service) markUnavailable(err error) {
 }
 
 // New returns a Service over eng.
-func New(eng storage.Engine, log *slog.Logger) *Service {
+func New(eng storage.Engine, log *slog.Logger, opts ...Option) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{eng: eng, log: log}
+	s := &Service{eng: eng, log: log}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // ValidateTableName applies the service's naming rules: 3–63 characters, ASCII letters and
@@ -78,15 +84,26 @@ func ValidateTableName(name string) error {
 	return nil
 }
 
-// CreateTable creates a table; an existing table of the same name in any case is a conflict.
-func (s *Service) CreateTable(ctx context.Context, account, name string) error {
+// CreateTable creates a table with settings; an existing table of the same name in any
+// case is a conflict. Nil settings — the request did not say — are those of the first
+// elastic rule matching the name (WithElasticTables), or a standard table's; given
+// settings are checked with CheckSettings and win over the rules.
+func (s *Service) CreateTable(ctx context.Context, account, name string, settings *storage.TableSettings) error {
 	if err := ValidateTableName(name); err != nil {
 		return err
 	}
-	return s.mapErr(s.eng.CreateTable(ctx, account, name, storage.TableSettings{}), tableScope)
+	st := s.settingsFor(name)
+	if settings != nil {
+		var err error
+		if st, err = CheckSettings(*settings); err != nil {
+			return err
+		}
+	}
+	return s.mapErr(s.eng.CreateTable(ctx, account, name, st), tableScope)
 }
 
-// GetTable returns the table's catalogue entry (its name in original case).
+// GetTable returns the table's catalogue entry (its name in original case) with its
+// settings.
 func (s *Service) GetTable(ctx context.Context, account, name string) (storage.TableInfo, error) {
 	ti, err := s.eng.GetTable(ctx, account, name)
 	// A lookup of a missing table by its own URL is ResourceNotFound, as for Delete Table.

@@ -1,6 +1,8 @@
 // Command cerulean is a self-hosted table service that speaks the Azure Table Storage REST
 // API. `cerulean` (or `cerulean serve`) runs the server; `cerulean bench` load-tests any
-// Azure Table endpoint through the official Go SDK; `cerulean version` prints the build.
+// Azure Table endpoint through the official Go SDK; `cerulean table` creates, shows,
+// changes and lists tables' settings on a running server; `cerulean version` prints the
+// build.
 package main
 
 import (
@@ -23,6 +25,7 @@ type command struct {
 var commands = []command{
 	{"serve", serveUsage, runServe},
 	{"bench", benchUsage, runBench},
+	{"table", tableUsage, runTable},
 	{"version", func(io.Writer) {}, runVersion},
 }
 
@@ -107,6 +110,7 @@ func help(w io.Writer, c *command) {
 	fmt.Fprint(w, `Usage:
   cerulean [serve] [flags]   serve the Azure Table API (default 127.0.0.1:10002, data in ./data)
   cerulean bench [flags]     load-test an Azure Table endpoint through the official Go SDK
+  cerulean table COMMAND     create, show, change (elastic, time-to-live) and list tables of a running server
   cerulean version           print the module version and VCS revision (also --version)
   cerulean help [command]    print this help, with the flags of a command (default serve)
 

@@ -32,6 +32,8 @@ func TestRunHelpAndMistakes(t *testing.T) {
 		{[]string{"serve", "--max-body-memory", "1MiB"}, 2, "", "want at least 8MiB", true},
 		{[]string{"serve", "--stall-timeout", "0s"}, 2, "", "--stall-timeout must be positive", true},
 		{[]string{"version", "x"}, 2, "", "unexpected arguments: x", true},
+		{[]string{"serve", "--elastic-tables", "events_*:60"}, 2, "", `--elastic-tables: item 1 "events_*:60": the pattern has '_'`, true},
+		{[]string{"serve", "--elastic-tables", "events*:0"}, 2, "", `--elastic-tables: item 1 "events*:0": the time-to-live "0" is not -1 or a number of seconds`, true},
 	} {
 		var out, errb bytes.Buffer
 		status := run(c.args, &out, &errb)
@@ -51,6 +53,24 @@ func TestRunHelpAndMistakes(t *testing.T) {
 		}
 		check("stdout", out.String(), c.out)
 		check("stderr", errb.String(), c.err)
+	}
+}
+
+func TestParseServeElasticTables(t *testing.T) {
+	t.Setenv("CERULEAN_ELASTIC_TABLES", "events*:86400, cache*:-1:Exp ,audit*")
+	o, err := parseServe(nil)
+	if err != nil || len(o.elastic) != 3 || o.elastic[0].String() != "events*:86400" ||
+		o.elastic[1].String() != "cache*:-1:Exp" || o.elastic[2].String() != "audit*" {
+		t.Fatalf("parseServe = %+v, %v", o.elastic, err)
+	}
+	// The flag wins over the environment.
+	if o, err = parseServe([]string{"--elastic-tables", ""}); err != nil || len(o.elastic) != 0 {
+		t.Fatalf("--elastic-tables '': %+v, %v", o.elastic, err)
+	}
+	t.Setenv("CERULEAN_ELASTIC_TABLES", "a,,b")
+	var ue usageError
+	if _, err := parseServe(nil); !errors.As(err, &ue) || err.Error() != "--elastic-tables: item 2 is empty" {
+		t.Fatalf("bad CERULEAN_ELASTIC_TABLES: %v", err)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/storage/pebble"
 	"github.com/ceruleandb/cerulean/storage/postgres"
+	"github.com/ceruleandb/cerulean/table"
 )
 
 // serveOptions are the flags of `cerulean serve`, each with an environment variable.
@@ -39,6 +40,10 @@ type serveOptions struct {
 	postgresURL      string
 	postgresPool     int
 	postgresStmtTime time.Duration
+
+	// elasticTables is --elastic-tables as given; elastic its parsed rules.
+	elasticTables string
+	elastic       []table.ElasticRule
 
 	limits server.Limits
 	// slowRequest is --slow-request as given (0 disables the lines).
@@ -94,6 +99,11 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	fs.StringVar(&o.accounts, "accounts", env("CERULEAN_ACCOUNTS", ""), "accounts as name:base64key pairs separated by ';' (CERULEAN_ACCOUNTS); default the development account devstoreaccount1")
 	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error (CERULEAN_LOG_LEVEL)")
 	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
+	fs.StringVar(&o.elasticTables, "elastic-tables", env("CERULEAN_ELASTIC_TABLES", ""), "make tables elastic when they are created, by name: a comma-separated list of PATTERN[:TTL[:PROPERTY]], "+
+		"e.g. 'events*:86400,cache*:-1,audit*'. PATTERN is a glob (* ? [a-z]) matched case-insensitively against the whole table name; the first match wins. "+
+		"TTL is the table's default time-to-live in seconds (1 to 2147483647), or -1 for on without a default (only entities with their own TTL expire); "+
+		"empty or omitted, time-to-live is off. PROPERTY names the per-entity TTL property (default TTLInSeconds). "+
+		"A Create Table request that gives settings itself wins; existing tables keep theirs (CERULEAN_ELASTIC_TABLES)")
 	fs.StringVar(&o.engine, "engine", env("CERULEAN_ENGINE", "pebble"), "storage engine: pebble (embedded, in --data) or postgres (--postgres-url) (CERULEAN_ENGINE)")
 	fs.StringVar(&o.postgresURL, "postgres-url", env("CERULEAN_POSTGRES_URL", ""), "PostgreSQL, YugabyteDB or CockroachDB connection URL for --engine postgres (CERULEAN_POSTGRES_URL)")
 	pool, err := envInt("CERULEAN_POSTGRES_POOL_SIZE", postgres.DefaultPoolSize)
@@ -156,6 +166,11 @@ func (o *serveOptions) check() error {
 	default:
 		return fmt.Errorf("--engine %q: want pebble or postgres", o.engine)
 	}
+	rules, err := table.ParseElasticRules(o.elasticTables)
+	if err != nil {
+		return fmt.Errorf("--elastic-tables: %w", err)
+	}
+	o.elastic = rules
 	l := o.limits
 	if l.MaxBodyMemory < 8<<20 {
 		return fmt.Errorf("--max-body-memory %d: want at least 8MiB (a batch body alone may be 4 MiB)", l.MaxBodyMemory)
@@ -278,12 +293,15 @@ func runServe(args []string) error {
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
 	}
-	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits})
+	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic})
 	if err != nil {
 		eng.Close()
 		return err
 	}
 	log.Info("cerulean serving", "addr", ln.Addr().String(), "engine", o.engine, "data", where, "startup", time.Since(start).Round(time.Millisecond))
+	for _, r := range o.elastic {
+		log.Info("elastic tables", "pattern", r.Pattern, "default_ttl", r.Settings.DefaultTTL, "ttl_property", r.Settings.TTLPropertyName())
+	}
 	printConnectionStrings(os.Stdout, ln.Addr().String(), accounts)
 
 	if o.debug != "" {

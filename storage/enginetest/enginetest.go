@@ -48,6 +48,17 @@ type Harness struct {
 	// Seed, if non-zero, seeds every subtest's random choices; otherwise each draws a
 	// seed and logs it, so a failure can be replayed.
 	Seed uint64
+	// ExpirySkew is how far the clock that decides expiry (the engine's) may be from this
+	// process's wall clock (default 200 ms). The time-to-live tests wait that much past an
+	// expiry before requiring a row to be gone, and check that a row is still there only
+	// when the read surely happened that much before its expiry.
+	ExpirySkew time.Duration
+	// PurgeExpired, if set, runs the engine's removal of expired rows now and returns when
+	// it is done. Without it (or without StoredRows) the purge tests are skipped.
+	PurgeExpired func(t *testing.T, e storage.Engine)
+	// StoredRows, if set, counts the rows the engine physically stores for a table,
+	// expired ones included, so the suite can see that the purge removes them.
+	StoredRows func(t *testing.T, e storage.Engine, account, table string) int
 }
 
 // Run runs the conformance suite against engines from h.
@@ -60,6 +71,9 @@ func Run(t *testing.T, h Harness) {
 	}
 	if h.CASDuration <= 0 {
 		h.CASDuration = time.Second
+	}
+	if h.ExpirySkew <= 0 {
+		h.ExpirySkew = 200 * time.Millisecond
 	}
 	tests := []struct {
 		name string
@@ -99,6 +113,24 @@ func Run(t *testing.T, h Harness) {
 		{"ACL/RacingDelete", testACLRacingDelete},
 		{"ServiceProperties/SetGetReplace", testServiceProperties},
 		{"Reopen/ACLAndServiceProperties", testReopenACL},
+		{"Settings/CreateGetList", testSettingsCatalogue},
+		{"Settings/Set", testSettingsSet},
+		{"Settings/DeleteRecreate", testSettingsDeleteRecreate},
+		{"Settings/Reopen", testSettingsReopen},
+		{"Expiry/Invalid", testExpiryInvalid},
+		{"Expiry/TableDefault", testExpiryTableDefault},
+		{"Expiry/EntityTTL", testExpiryEntityTTL},
+		{"Expiry/CustomProperty", testExpiryCustomProperty},
+		{"Expiry/Off", testExpiryOff},
+		{"Expiry/SettingsChange", testExpirySettingsChange},
+		{"Expiry/Scan", testExpiryScan},
+		{"Expiry/Preconditions", testExpiryPreconditions},
+		{"Expiry/UpdateRestartsClock", testExpiryRestart},
+		{"Expiry/Purge", testExpiryPurge},
+		{"Expiry/Reopen", testExpiryReopen},
+		{"Positions/Increasing", testPositions},
+		{"Positions/Concurrent", testPositionsConcurrent},
+		{"Positions/Future", testPositionsFuture},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,10 +4,23 @@
 // Layout, concurrency and durability in brief (keys.go has the byte layout):
 //
 //   - Every entity is one key (table id, PartitionKey, RowKey) in an order-preserving
-//     encoding, whose value is a version plus the entity.AppendProps encoding.
-//   - The table catalogue lives in Pebble and, being small, in memory; table ids come from
-//     a persisted counter and are never reused, so DeleteTable is one small synced batch
-//     (catalogue entry out, purge marker in) and the rows are range-deleted later.
+//     encoding, whose value is a version, an expiry when the row has one, and the
+//     entity.AppendProps encoding.
+//   - The table catalogue lives in Pebble and, being small, in memory, each table's
+//     settings (storage.TableSettings) beside its id; table ids come from a persisted
+//     counter and are never reused, so DeleteTable is one small synced batch (catalogue
+//     entry out, purge marker in) and the rows are range-deleted later.
+//   - Time-to-live: Apply computes each written row's expiry (storage.Expiry, with the
+//     table's settings at the time of the write) and stores it in the row's value and in
+//     an expiry index key (table id, expiry, PartitionKey, RowKey) in the same batch. Every
+//     read (Get, Scan, Apply's preconditions) treats a row whose expiry is at or before
+//     the engine clock's Now as absent, so an expired row is invisible at once; a
+//     background pass every Options.ExpiryInterval walks the index up to now and deletes
+//     the expired rows, at a cost proportional to what expired (see PurgeExpired).
+//   - Commit positions are Pebble sequence numbers: an Apply's position is the last
+//     sequence number of its batch. Pebble publishes batches in sequence order and its
+//     sequence survives restarts, so a later commit always has a larger position, and
+//     every write at or below the highest position the engine has committed is visible.
 //   - Apply locks the rows it touches (striped mutexes hashed by key, taken in ascending
 //     stripe order), reads their current values, checks preconditions, builds one batch,
 //     commits it with Sync, and only then unlocks. The write path takes no exclusive lock
@@ -39,6 +52,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ceruleandb/cerulean/entity"
@@ -57,6 +71,11 @@ const (
 	DefaultValueSeparationMinSize      = 256
 	// DefaultDiskReserve is the disk reserve with the default memtables (Options.DiskReserve).
 	DefaultDiskReserve = 2 * DefaultMemTableSize * DefaultMemTableStopWritesThreshold
+	// DefaultExpiryInterval is how often expired rows are removed: with it, an expired
+	// row takes space for at most about that long plus one pass.
+	DefaultExpiryInterval = 15 * time.Second
+	// DefaultPositionWait is how long ReaderAt waits for a position not reached yet.
+	DefaultPositionWait = time.Second
 )
 
 const (
@@ -66,6 +85,11 @@ const (
 	// scanCheckEvery is how many examined records a Scan goes between deadline checks.
 	// The first check comes after that many, so every Scan makes progress.
 	scanCheckEvery = 64
+	// expiryBatch is how many expired rows the expiry purge deletes per synced batch, so
+	// it holds few row locks at a time and a pass can stop between batches.
+	expiryBatch = 256
+	// positionPoll is how often ReaderAt looks again for a position not reached yet.
+	positionPoll = 5 * time.Millisecond
 )
 
 // ErrClosed is returned by every method called after Close.
@@ -114,6 +138,13 @@ type Options struct {
 	// Log receives the engine's own reports, such as the disk filling up and space coming
 	// back (default slog.Default()).
 	Log *slog.Logger
+	// ExpiryInterval is how often the background pass removes expired rows (default
+	// DefaultExpiryInterval; negative turns the pass off, leaving PurgeExpired). Expired
+	// rows are invisible at once whatever it is; it bounds how long they take space.
+	ExpiryInterval time.Duration
+	// PositionWait is how long ReaderAt waits for a position the engine has not reached
+	// before it fails with storage.ErrFuturePosition (default DefaultPositionWait).
+	PositionWait time.Duration
 
 	// statfs, when set by a test, replaces the reading of the volume's free space.
 	statfs func() (uint64, error)
@@ -156,9 +187,19 @@ type Engine struct {
 	tables map[tableRef]*table
 
 	purgeMu   sync.Mutex // serialises purge passes
+	expiryMu  sync.Mutex // serialises expiry passes
 	purgeWake chan struct{}
 	purgeStop chan struct{}
 	purgeDone chan struct{}
+
+	expiryInterval time.Duration
+	positionWait   time.Duration
+	// committed is the highest position (sequence number) of a batch whose commit has
+	// returned; every write at or below it is visible to reads.
+	committed atomic.Uint64
+	// expiryVisited counts the keys expiry passes have read (index keys and rows), so a
+	// test can check that a pass costs what expired, not the table.
+	expiryVisited atomic.Int64
 }
 
 var _ storage.Engine = (*Engine)(nil)
@@ -176,6 +217,15 @@ type table struct {
 	// after its deletion (and purge) has been committed.
 	mu      sync.RWMutex
 	dropped bool // guarded by mu
+	// settings are the table's settings as last committed; Apply reads them once, after
+	// taking mu, so a SetTableSettings that returned applies to it.
+	settings atomic.Pointer[storage.TableSettings]
+}
+
+func newTable(id uint64, name string, s storage.TableSettings) *table {
+	t := &table{id: id, name: name}
+	t.settings.Store(&s)
+	return t
 }
 
 // Open opens (creating if needed) the engine stored in dir. It reads only the catalogue
@@ -198,6 +248,12 @@ func Open(dir string, opts Options) (*Engine, error) {
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
+	}
+	if opts.ExpiryInterval == 0 {
+		opts.ExpiryInterval = DefaultExpiryInterval
+	}
+	if opts.PositionWait <= 0 {
+		opts.PositionWait = DefaultPositionWait
 	}
 	space, err := openSpaceGuard(dir, &opts)
 	if err != nil {
@@ -255,6 +311,9 @@ func Open(dir string, opts Options) (*Engine, error) {
 		purgeWake: make(chan struct{}, 1),
 		purgeStop: make(chan struct{}),
 		purgeDone: make(chan struct{}),
+
+		expiryInterval: opts.ExpiryInterval,
+		positionWait:   opts.PositionWait,
 	}
 	if err := e.load(); err != nil {
 		space.close()
@@ -314,13 +373,38 @@ func replayBytes(dir string) (uint64, error) {
 
 // commit commits b with Sync once the space guard admits its size; a refused batch is not
 // applied at all.
+// On success the batch's position counts as committed (see ReaderAt).
 func (e *Engine) commit(b *pebbledb.Batch) error {
 	n := uint64(b.Len())
 	if err := e.space.admit(n); err != nil {
 		return err
 	}
 	defer e.space.done(n)
-	return b.Commit(pebbledb.Sync)
+	if err := b.Commit(pebbledb.Sync); err != nil {
+		return err
+	}
+	e.noteCommitted(batchPosition(b))
+	return nil
+}
+
+// batchPosition is the position of a committed batch: its last sequence number. Pebble
+// gives a batch's records consecutive sequence numbers from SeqNum.
+func batchPosition(b *pebbledb.Batch) storage.Position {
+	n := uint64(b.Count())
+	if n == 0 {
+		return 0
+	}
+	return storage.Position(uint64(b.SeqNum()) + n - 1)
+}
+
+// noteCommitted raises the committed position to p.
+func (e *Engine) noteCommitted(p storage.Position) {
+	for {
+		c := e.committed.Load()
+		if uint64(p) <= c || e.committed.CompareAndSwap(c, uint64(p)) {
+			return
+		}
+	}
 }
 
 // load reads the meta keys and the catalogue.
@@ -332,10 +416,18 @@ func (e *Engine) load() error {
 	if ok && format > formatVersion {
 		return fmt.Errorf("store format %d is newer than this build's %d", format, formatVersion)
 	}
-	if !ok {
-		if err := e.db.Set(metaFormat, binary.BigEndian.AppendUint64(nil, formatVersion), pebbledb.Sync); err != nil {
-			return fmt.Errorf("write format: %w", err)
-		}
+	// Writing the format (a new store's, or an upgrade of a format-1 store) in a synced
+	// batch also gives the committed position its start: the batch's sequence number is
+	// above that of every write before the restart.
+	b := e.db.NewBatch()
+	_ = b.Set(metaFormat, binary.BigEndian.AppendUint64(nil, formatVersion), nil)
+	err = b.Commit(pebbledb.Sync)
+	if err == nil {
+		e.noteCommitted(batchPosition(b))
+	}
+	b.Close()
+	if err != nil {
+		return fmt.Errorf("write format: %w", err)
 	}
 	e.nextID = 1
 	if id, ok, err := e.getUint64(metaNextID); err != nil {
@@ -377,7 +469,11 @@ func (e *Engine) load() error {
 		if err != nil {
 			return fmt.Errorf("read catalogue: %w", err)
 		}
-		e.tables[tableRef{account, key}] = &table{id: id, name: name}
+		s, err := e.readSettings(id)
+		if err != nil {
+			return fmt.Errorf("read catalogue: %w", err)
+		}
+		e.tables[tableRef{account, key}] = newTable(id, name, s)
 		e.nextID = max(e.nextID, id+1) // never reuse an id, even if the counter were stale
 	}
 	if err := it.Error(); err != nil {
@@ -391,6 +487,15 @@ func (e *Engine) load() error {
 		e.nextID = max(e.nextID, id+1)
 	}
 	return nil
+}
+
+// readSettings reads table id's settings key (absent: a standard table).
+func (e *Engine) readSettings(id uint64) (storage.TableSettings, error) {
+	b, err := e.getBytes(settingsKey(id), "read table settings")
+	if err != nil {
+		return storage.TableSettings{}, err
+	}
+	return storage.UnmarshalSettings(b)
 }
 
 func (e *Engine) getUint64(key []byte) (uint64, bool, error) {
@@ -485,16 +590,19 @@ func (e *Engine) CreateTable(ctx context.Context, account, name string, settings
 	defer b.Close()
 	_ = b.Set(catalogKey(account, ref.key), catalogValue(id, name), nil)
 	_ = b.Set(metaNextID, binary.BigEndian.AppendUint64(nil, id+1), nil)
+	if v := storage.MarshalSettings(settings); v != nil {
+		_ = b.Set(settingsKey(id), v, nil)
+	}
 	if err := e.commit(b); err != nil {
 		return fmt.Errorf("create table: %w", err)
 	}
 	e.catMu.Lock()
-	e.tables[ref] = &table{id: id, name: name}
+	e.tables[ref] = newTable(id, name, settings)
 	e.catMu.Unlock()
 	return nil
 }
 
-// GetTable reports a table's display name.
+// GetTable reports a table's display name and settings (from memory).
 func (e *Engine) GetTable(ctx context.Context, account, name string) (storage.TableInfo, error) {
 	if err := e.enter(); err != nil {
 		return storage.TableInfo{}, err
@@ -504,11 +612,13 @@ func (e *Engine) GetTable(ctx context.Context, account, name string) (storage.Ta
 	if err != nil {
 		return storage.TableInfo{}, err
 	}
-	return storage.TableInfo{Name: t.name}, nil
+	return storage.TableInfo{Name: t.name, Settings: *t.settings.Load()}, nil
 }
 
 // ListTables reads the catalogue keys of the account in order, so it needs memory only
-// for the page. limit ≤ 0 means no limit.
+// for the page, and each listed table's settings from memory (or, for a table deleted or
+// created again since the iterator's snapshot, from its settings key). limit ≤ 0 means
+// no limit.
 func (e *Engine) ListTables(ctx context.Context, account, from string, limit int) ([]storage.TableInfo, string, error) {
 	if err := e.enter(); err != nil {
 		return nil, "", err
@@ -530,7 +640,7 @@ func (e *Engine) ListTables(ctx context.Context, account, from string, limit int
 		if err != nil {
 			return nil, "", fmt.Errorf("list tables: %w", err)
 		}
-		_, name, err := decodeCatalogValue(v)
+		id, name, err := decodeCatalogValue(v)
 		if err != nil {
 			return nil, "", fmt.Errorf("list tables: %w", err)
 		}
@@ -538,12 +648,27 @@ func (e *Engine) ListTables(ctx context.Context, account, from string, limit int
 			next = name
 			break
 		}
-		out = append(out, storage.TableInfo{Name: name})
+		s, err := e.settingsOf(account, name, id)
+		if err != nil {
+			return nil, "", fmt.Errorf("list tables: %w", err)
+		}
+		out = append(out, storage.TableInfo{Name: name, Settings: s})
 	}
 	if err := it.Error(); err != nil {
 		return nil, "", fmt.Errorf("list tables: %w", err)
 	}
 	return out, next, nil
+}
+
+// settingsOf returns the settings of table id, named name in account.
+func (e *Engine) settingsOf(account, name string, id uint64) (storage.TableSettings, error) {
+	e.catMu.RLock()
+	t := e.tables[tableRef{account, storage.TableKey(name)}]
+	e.catMu.RUnlock()
+	if t != nil && t.id == id {
+		return *t.settings.Load(), nil
+	}
+	return e.readSettings(id)
 }
 
 // DeleteTable removes the table from the catalogue and records its id for purging, in
@@ -570,6 +695,7 @@ func (e *Engine) DeleteTable(ctx context.Context, account, name string) error {
 	defer b.Close()
 	_ = b.Delete(catalogKey(account, ref.key), nil)
 	_ = b.Delete(aclKey(t.id), nil)
+	_ = b.Delete(settingsKey(t.id), nil)
 	_ = b.Set(purgeKey(t.id), nil, nil)
 	if err := e.commit(b); err != nil {
 		return fmt.Errorf("delete table: %w", err)
@@ -676,29 +802,37 @@ var testHookBeforeCommit func()
 type row struct {
 	storage.Row
 	key    []byte
+	rk     string
 	stripe uint32
-	stored bool // exists in the database before the Apply
+	stored bool // in the database before the Apply (expired or not)
+	// storedExpiry is the stored row's expiry (0: none), whose index key goes when the
+	// row is written or deleted; expiry is the expiry of the row's state in the Apply.
+	storedExpiry int64
+	expiry       int64
 }
 
 // Apply runs the mutations in order against the rows' current state, read under their
 // locks, and commits the final state of every touched row in one synced batch. A
-// failing precondition or an invalid merge result aborts before anything is written.
+// failing precondition, an invalid merge result or an invalid time-to-live aborts before
+// anything is written. Each written row's expiry is computed from the table's settings
+// as they are when the Apply holds the table; a row's expiry index key changes in the
+// same batch as the row. The position is the batch's last sequence number.
 func (e *Engine) Apply(ctx context.Context, account, tableName, pk string, muts []storage.Mutation) (storage.Applied, error) {
-	vs, err := e.apply(ctx, account, tableName, pk, muts)
-	return storage.Applied{Versions: vs}, err // TODO(i11): position
+	vs, p, err := e.apply(ctx, account, tableName, pk, muts)
+	return storage.Applied{Versions: vs, Position: p}, err
 }
 
-func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts []storage.Mutation) ([]int64, error) {
+func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts []storage.Mutation) ([]int64, storage.Position, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := e.enter(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer e.exit()
 	t, err := e.lookup(account, tableName)
 	if err != nil || len(muts) == 0 {
-		return nil, err
+		return nil, 0, err
 	}
 	needProps := false
 	for i := range muts {
@@ -707,7 +841,7 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 			needProps = true
 		case storage.Insert, storage.Replace, storage.Delete, storage.InsertOrReplace:
 		default:
-			return nil, &storage.ApplyError{Index: i, Err: fmt.Errorf("unknown mutation %v", muts[i].Op)}
+			return nil, 0, &storage.ApplyError{Index: i, Err: fmt.Errorf("unknown mutation %v", muts[i].Op)}
 		}
 	}
 
@@ -728,24 +862,31 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 		}
 		rowOf[i] = len(rows)
 		key := dataKey(t.id, pk, rk)
-		rows = append(rows, row{key: key, stripe: uint32(maphash.Bytes(e.seed, key) % lockStripes)})
+		rows = append(rows, row{key: key, rk: rk, stripe: uint32(maphash.Bytes(e.seed, key) % lockStripes)})
 	}
 
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if t.dropped {
-		return nil, storage.ErrTableNotFound
+		return nil, 0, storage.ErrTableNotFound
 	}
+	settings := *t.settings.Load()
 	defer e.lockRows(rows)()
 
-	if err := e.loadRows(rows, needProps); err != nil {
-		return nil, err
+	if err := e.loadRows(rows, needProps, e.clock.Now()); err != nil {
+		return nil, 0, err
 	}
 	versions := make([]int64, len(muts))
 	for i := range muts {
-		v, err := storage.Step(pk, &muts[i], &rows[rowOf[i]].Row, e.clock.Next)
+		r := &rows[rowOf[i]]
+		v, err := storage.Step(pk, &muts[i], &r.Row, e.clock.Next)
+		if err == nil && r.Exists && muts[i].Op != storage.Delete {
+			// Every write restarts the clock: the expiry of the row as this mutation
+			// leaves it, from its new version.
+			r.expiry, err = storage.Expiry(settings, r.Props, r.Version)
+		}
 		if err != nil {
-			return nil, &storage.ApplyError{Index: i, Err: err}
+			return nil, 0, &storage.ApplyError{Index: i, Err: err}
 		}
 		versions[i] = v
 	}
@@ -755,25 +896,36 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 	var buf []byte
 	for j := range rows {
 		r := &rows[j]
-		switch {
-		case !r.Dirty:
-		case r.Exists:
-			buf = appendValue(buf[:0], r.Version, r.Props)
+		if !r.Dirty {
+			continue
+		}
+		if r.Exists {
+			buf = appendValue(buf[:0], r.Version, r.expiry, r.Props)
 			_ = b.Set(r.key, buf, nil) // copies
-		case r.stored:
+		} else {
+			// Also when nothing is stored (inserted and deleted in this Apply): the
+			// tombstone costs little and gives the batch a sequence number.
 			_ = b.Delete(r.key, nil)
+		}
+		if r.storedExpiry != 0 {
+			buf = appendExpiryKey(buf[:0], t.id, r.storedExpiry, pk, r.rk)
+			_ = b.Delete(buf, nil)
+		}
+		if r.Exists && r.expiry != 0 {
+			buf = appendExpiryKey(buf[:0], t.id, r.expiry, pk, r.rk)
+			_ = b.Set(buf, nil, nil)
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err // nothing committed yet: the caller gave up while we waited
+		return nil, 0, err // nothing committed yet: the caller gave up while we waited
 	}
 	if testHookBeforeCommit != nil {
 		testHookBeforeCommit()
 	}
 	if err := e.commit(b); err != nil {
-		return nil, fmt.Errorf("apply: %w", err)
+		return nil, 0, fmt.Errorf("apply: %w", err)
 	}
-	return versions, nil
+	return versions, batchPosition(b), nil
 }
 
 // lockRows locks the rows' stripes in ascending order, each once, so two Applies with
@@ -805,7 +957,9 @@ func (e *Engine) lockRows(rows []row) func() {
 // (db.Get skips L6 filters). Nearly every Insert looks for a key that does not exist, and
 // without the filter that costs a data block read per insert in the largest level. The
 // iterator is created under the row locks, so its snapshot holds the rows' latest state.
-func (e *Engine) loadRows(rows []row, needProps bool) error {
+// A row expired at now is stored but does not exist; its version stays, so the next one
+// exceeds it.
+func (e *Engine) loadRows(rows []row, needProps bool, now int64) error {
 	it, err := e.db.NewIter(&pebbledb.IterOptions{UseL6Filters: true})
 	if err != nil {
 		return fmt.Errorf("read entity: %w", err)
@@ -820,22 +974,24 @@ func (e *Engine) loadRows(rows []row, needProps bool) error {
 			continue
 		}
 		v, err := it.ValueAndErr()
+		var enc []byte
 		if err == nil {
-			r.Version, err = valueVersion(v)
-			if err == nil && needProps {
-				// Decoded only if a merge needs it; the copy outlives the iterator.
-				r.Encoded = append([]byte(nil), v[valueHeader:]...)
-			}
+			r.Version, r.storedExpiry, enc, err = parseValue(v)
 		}
 		if err != nil {
 			return fmt.Errorf("read entity: %w", err)
 		}
-		r.stored, r.Exists = true, true
+		r.stored = true
+		r.Exists = !storage.Expired(r.storedExpiry, now)
+		if r.Exists && needProps {
+			// Decoded only if a merge needs it; the copy outlives the iterator.
+			r.Encoded = append([]byte(nil), enc...)
+		}
 	}
 	return nil
 }
 
-// Get reads one entity.
+// Get reads one entity; an expired one is not found.
 func (e *Engine) Get(ctx context.Context, account, tableName, pk, rk string) (storage.Record, error) {
 	if err := e.enter(); err != nil {
 		return storage.Record{}, err
@@ -853,9 +1009,12 @@ func (e *Engine) Get(ctx context.Context, account, tableName, pk, rk string) (st
 		return storage.Record{}, fmt.Errorf("get entity: %w", err)
 	}
 	defer closer.Close()
-	ver, props, err := decodeValue(v)
+	ver, exp, props, err := decodeValue(v)
 	if err != nil {
 		return storage.Record{}, fmt.Errorf("get entity: %w", err)
+	}
+	if storage.Expired(exp, e.clock.Now()) {
+		return storage.Record{}, storage.ErrNotFound
 	}
 	return storage.Record{
 		Entity:  entity.Entity{PartitionKey: pk, RowKey: rk, Props: props},
@@ -867,7 +1026,8 @@ func (e *Engine) Get(ctx context.Context, account, tableName, pk, rk string) (st
 // iterator; it holds at most Limit records. When it stops early (Limit reached, or
 // Deadline passed, checked every scanCheckEvery records) Next is the key of the first
 // record it did not examine, so a resumed scan neither skips nor repeats one, and Next is
-// nil exactly when the range is exhausted.
+// nil exactly when the range is exhausted. Rows expired at the scan's start are examined
+// but skipped before any filter or size accounting, like rows that are not there.
 func (e *Engine) Scan(ctx context.Context, account, tableName string, req storage.ScanRequest) (storage.ScanResult, error) {
 	if req.Limit <= 0 {
 		return storage.ScanResult{}, fmt.Errorf("scan: limit %d is not positive", req.Limit)
@@ -899,6 +1059,7 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 	var res storage.ScanResult
 	var dec keyDecoder
 	examined, size := 0, 0
+	now := e.clock.Now()
 	for it.First(); it.Valid(); it.Next() {
 		if len(res.Records) == req.Limit || (examined > 0 && examined%scanCheckEvery == 0 && expired(ctx, req.Deadline)) {
 			pk, rk, err := dec.decode(it.Key())
@@ -917,14 +1078,17 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 		if err != nil {
 			return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
 		}
+		ver, exp, enc, err := parseValue(v)
+		if err != nil {
+			return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
+		}
+		if storage.Expired(exp, now) {
+			continue
+		}
 		if req.EncodedFilter != nil {
 			// Filter on the stored bytes: only the properties the filter names are read,
 			// and only accepted records are decoded.
-			ver, err := valueVersion(v)
-			if err != nil {
-				return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
-			}
-			ok, err := req.EncodedFilter(pk, rk, ver, v[valueHeader:])
+			ok, err := req.EncodedFilter(pk, rk, ver, enc)
 			if err != nil {
 				return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
 			}
@@ -932,19 +1096,19 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 				continue
 			}
 		}
-		// The stored value is the version header and the properties in AppendProps
-		// form, so the record's size is known before it is decoded. (A record the plain
-		// Filter rejects is decoded first; it is not counted.)
-		n := len(pk) + len(rk) + len(v) - valueHeader
+		// The stored value is a header and the properties in AppendProps form, so the
+		// record's size is known before it is decoded. (A record the plain Filter
+		// rejects is decoded first; it is not counted.)
+		n := len(pk) + len(rk) + len(enc)
 		full := req.MaxBytes > 0 && len(res.Records) > 0 && size+n > req.MaxBytes
 		accepted := req.EncodedFilter != nil || req.Filter == nil
 		if full && accepted {
 			res.Next = &storage.Key{PartitionKey: pk, RowKey: rk}
 			break
 		}
-		ver, props, err := decodeValue(v)
+		props, err := entity.DecodeProps(enc)
 		if err != nil {
-			return storage.ScanResult{}, fmt.Errorf("scan: %w", err)
+			return storage.ScanResult{}, fmt.Errorf("scan: value: %w", err)
 		}
 		rec := storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk, Props: props}, Version: ver}
 		if !accepted && !req.Filter(&rec) {
@@ -1024,26 +1188,159 @@ func (e *Engine) purgeLoop() {
 		<-e.purgeStop
 		cancel()
 	}()
+	var tick <-chan time.Time
+	if e.expiryInterval > 0 {
+		t := time.NewTicker(e.expiryInterval)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
+		woken := false
 		select {
 		case <-e.purgeStop:
 			return
 		case <-e.purgeWake:
+			woken = true
+		case <-tick:
 		}
-		if err := e.enter(); err != nil {
-			return
+		if woken {
+			if err := e.enter(); err != nil {
+				return
+			}
+			err := e.purgePending(ctx)
+			e.exit()
+			// On a full disk the purge waits: the guard wakes it when space returns.
+			if err != nil && ctx.Err() == nil && !errors.Is(err, storage.ErrNoSpace) {
+				e.logger.Errorf("cerulean: purge deleted tables: %v", err)
+			}
 		}
-		err := e.purgePending(ctx)
-		e.exit()
-		// On a full disk the purge waits: the guard wakes it when space returns.
-		if err != nil && ctx.Err() == nil && !errors.Is(err, storage.ErrNoSpace) {
-			e.logger.Errorf("cerulean: purge deleted tables: %v", err)
+		// Expired rows go on every tick, and after a wake-up (the disk guard's, when
+		// space returns, included). On a full disk the pass stops and the next one
+		// resumes where the index says.
+		if _, err := e.purgeExpired(ctx); err != nil && ctx.Err() == nil &&
+			!errors.Is(err, storage.ErrNoSpace) && !errors.Is(err, ErrClosed) {
+			e.logger.Errorf("cerulean: purge expired rows: %v", err)
 		}
 	}
 }
 
+// PurgeExpired deletes every row expired by now, instead of waiting for the background
+// pass, and returns how many it deleted. It is a maintenance hook.
+//
+// A pass walks the expiry index of each table that has one from its start up to now
+// (the keys are in expiry order), so it reads the expired rows' index keys and rows and
+// one key more per table: its cost is proportional to what expired, not to the tables.
+// It works in batches of expiryBatch rows, each under the rows' locks and committed in
+// one synced batch, deleting a row only if its stored expiry is still the index key's
+// (a write since has moved it) together with the index key. A crash between batches
+// leaves the rest for the next pass.
+func (e *Engine) PurgeExpired(ctx context.Context) (int, error) {
+	return e.purgeExpired(ctx)
+}
+
+func (e *Engine) purgeExpired(ctx context.Context) (int, error) {
+	e.expiryMu.Lock()
+	defer e.expiryMu.Unlock()
+	now := e.clock.Now()
+	from := []byte{kindExpiry}
+	total := 0
+	for from != nil {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		// Entered per batch, so Close waits for one batch, not a whole pass.
+		if err := e.enter(); err != nil {
+			return total, err
+		}
+		n, next, err := e.expireBatch(ctx, from, now)
+		e.exit()
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("purge expired rows: %w", err)
+		}
+		from = next
+	}
+	return total, nil
+}
+
+// expiredEntry is an expiry index key read by a pass.
+type expiredEntry struct {
+	key    []byte // the index key
+	expiry int64
+}
+
+// expireBatch deletes up to expiryBatch rows expired at now whose index keys are at or
+// after from, and returns how many it deleted and where the next batch starts (nil when
+// the index holds no more expired keys).
+func (e *Engine) expireBatch(ctx context.Context, from []byte, now int64) (int, []byte, error) {
+	entries, rows, next, err := e.expiredEntries(ctx, from, now)
+	if err != nil || len(entries) == 0 {
+		return 0, next, err
+	}
+	defer e.lockRows(rows)()
+	if err := e.loadRows(rows, false, now); err != nil {
+		return 0, nil, err
+	}
+	e.expiryVisited.Add(int64(len(rows)))
+	b := e.db.NewBatch()
+	defer b.Close()
+	n := 0
+	for i := range entries {
+		r := &rows[i]
+		if r.stored && r.storedExpiry == entries[i].expiry {
+			_ = b.Delete(r.key, nil)
+			n++
+		}
+		_ = b.Delete(entries[i].key, nil)
+	}
+	if err := e.commit(b); err != nil {
+		return 0, nil, err
+	}
+	return n, next, nil
+}
+
+// expiredEntries reads up to expiryBatch index keys expired at now from from on, with
+// the rows they name, skipping from each table's first unexpired key to the next table.
+func (e *Engine) expiredEntries(ctx context.Context, from []byte, now int64) ([]expiredEntry, []row, []byte, error) {
+	it, err := e.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
+		LowerBound: from,
+		UpperBound: []byte{kindExpiry + 1},
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer it.Close()
+	var entries []expiredEntry
+	var rows []row
+	for valid := it.First(); valid; {
+		k := it.Key()
+		e.expiryVisited.Add(1)
+		id, expiry, pk, rk, err := decodeExpiryKey(k)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("read expiry index: %w", err)
+		}
+		if expiry > now {
+			// Nothing more of this table has expired: on to the next table's keys.
+			valid = it.SeekGE(expiryPrefix(id + 1))
+			continue
+		}
+		if len(entries) == expiryBatch {
+			return entries, rows, bytes.Clone(k), nil
+		}
+		key := dataKey(id, pk, rk)
+		entries = append(entries, expiredEntry{key: bytes.Clone(k), expiry: expiry})
+		rows = append(rows, row{key: key, rk: rk, stripe: uint32(maphash.Bytes(e.seed, key) % lockStripes)})
+		valid = it.Next()
+	}
+	if err := it.Error(); err != nil {
+		return nil, nil, nil, fmt.Errorf("read expiry index: %w", err)
+	}
+	return entries, rows, nil, nil
+}
+
 // purgePending purges every table with a purge marker: one synced batch per table
-// range-deletes its span and removes the marker, so a crash in between leaves the marker
+// range-deletes its span and its expiry index span, removes its ACL and settings keys
+// and the marker, so a crash in between leaves the marker
 // and the purge is redone on the next Open. A range deletion costs the same whatever the
 // table's size; compactions reclaim the space later.
 func (e *Engine) purgePending(ctx context.Context) error {
@@ -1059,7 +1356,9 @@ func (e *Engine) purgePending(ctx context.Context) error {
 		}
 		b := e.db.NewBatch()
 		_ = b.DeleteRange(tablePrefix(id), tablePrefix(id+1), nil)
+		_ = b.DeleteRange(expiryPrefix(id), expiryPrefix(id+1), nil)
 		_ = b.Delete(aclKey(id), nil) // DeleteTable removed it; this covers older stores
+		_ = b.Delete(settingsKey(id), nil)
 		_ = b.Delete(purgeKey(id), nil)
 		err := e.commit(b)
 		b.Close()
@@ -1095,12 +1394,52 @@ func (e *Engine) pendingPurges(ctx context.Context) ([]uint64, error) {
 // Name is the engine's name.
 func (e *Engine) Name() string { return "pebble" }
 
-// SetTableSettings TODO(i11).
+// SetTableSettings replaces a table's settings: one synced write of the key of its id
+// (deleted for a standard table), then the in-memory copy that Apply reads. It holds
+// ddlMu, so it is ordered with CreateTable and DeleteTable: it either lands before a
+// DeleteTable (whose batch removes the key) or finds the table gone; a table created
+// again has a new id and so never gets the old one's settings.
 func (e *Engine) SetTableSettings(ctx context.Context, account, name string, settings storage.TableSettings) error {
-	return errors.New("TODO(i11)")
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.exit()
+	e.ddlMu.Lock()
+	defer e.ddlMu.Unlock()
+	t, err := e.lookup(account, name)
+	if err != nil {
+		return err
+	}
+	if err := e.setBytes(settingsKey(t.id), storage.MarshalSettings(settings), "set table settings"); err != nil {
+		return err
+	}
+	t.settings.Store(&settings)
+	return nil
 }
 
-// ReaderAt TODO(i11).
+// ReaderAt returns the engine itself once it has committed position p: every position
+// an Apply returned (in this process or before a restart) is at or below the committed
+// position by the time that Apply returns, so only a position from another store (or a
+// made-up one) waits, polling, up to Options.PositionWait, and then fails with
+// storage.ErrFuturePosition. A done ctx ends the wait with its error.
 func (e *Engine) ReaderAt(ctx context.Context, p storage.Position) (storage.Reader, error) {
-	return e, nil
+	if uint64(p) <= e.committed.Load() {
+		return e, nil
+	}
+	wait := time.NewTimer(e.positionWait)
+	defer wait.Stop()
+	poll := time.NewTicker(positionPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-wait.C:
+			return nil, storage.ErrFuturePosition
+		case <-poll.C:
+			if uint64(p) <= e.committed.Load() {
+				return e, nil
+			}
+		}
+	}
 }

@@ -32,13 +32,15 @@ func openTest(t testing.TB, dir string, opts Options) *Engine {
 	return e
 }
 
-func TestConformance(t *testing.T) {
+// harness runs the conformance suite over engines opened with opts, each in its own
+// directory.
+func harness(opts Options) enginetest.Harness {
 	var mu sync.Mutex
 	dirs := map[storage.Engine]string{}
-	enginetest.Run(t, enginetest.Harness{
+	return enginetest.Harness{
 		Open: func(t *testing.T) storage.Engine {
 			dir := t.TempDir()
-			e := openTest(t, dir, Options{})
+			e := openTest(t, dir, opts)
 			mu.Lock()
 			dirs[e] = dir
 			mu.Unlock()
@@ -51,13 +53,76 @@ func TestConformance(t *testing.T) {
 			if err := old.Close(); err != nil {
 				t.Fatalf("Close: %v", err)
 			}
-			e := openTest(t, dir, Options{})
+			e := openTest(t, dir, opts)
 			mu.Lock()
 			dirs[e] = dir
 			mu.Unlock()
 			return e
 		},
-	})
+		PurgeExpired: func(t *testing.T, e storage.Engine) {
+			if _, err := e.(*Engine).PurgeExpired(t.Context()); err != nil {
+				t.Fatalf("PurgeExpired: %v", err)
+			}
+		},
+		StoredRows: func(t *testing.T, e storage.Engine, account, table string) int {
+			return storedRows(t, e.(*Engine), account, table)
+		},
+	}
+}
+
+// storedRows counts the data keys of a table, expired rows included, and checks that
+// its expiry index holds one key per stored row with an expiry.
+func storedRows(t testing.TB, e *Engine, account, table string) int {
+	t.Helper()
+	tb, err := e.lookup(account, table)
+	if err != nil {
+		t.Fatalf("storedRows(%s): %v", table, err)
+	}
+	it, err := e.db.NewIter(&pebbledb.IterOptions{LowerBound: tablePrefix(tb.id), UpperBound: tablePrefix(tb.id + 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	n, withExpiry := 0, 0
+	for it.First(); it.Valid(); it.Next() {
+		n++
+		_, exp, _, err := parseValue(it.Value())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exp != 0 {
+			withExpiry++
+			_, pk, rk, err := decodeDataKey(it.Key())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, closer, err := e.db.Get(appendExpiryKey(nil, tb.id, exp, pk, rk)); err != nil {
+				t.Fatalf("row (%q, %q) expiring at %d has no index key: %v", pk, rk, exp, err)
+			} else {
+				closer.Close()
+			}
+		}
+	}
+	if err := it.Error(); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := e.db.NewIter(&pebbledb.IterOptions{LowerBound: expiryPrefix(tb.id), UpperBound: expiryPrefix(tb.id + 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idx.Close()
+	keys := 0
+	for idx.First(); idx.Valid(); idx.Next() {
+		keys++
+	}
+	if keys != withExpiry {
+		t.Fatalf("table %s: %d rows with an expiry but %d expiry index keys", table, withExpiry, keys)
+	}
+	return n
+}
+
+func TestConformance(t *testing.T) {
+	enginetest.Run(t, harness(Options{}))
 }
 
 // TestConformanceOnDisk runs the suite again with a tiny memtable, so that the data it
@@ -66,33 +131,9 @@ func TestConformanceOnDisk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	opts := Options{MemTableSize: 256 << 10, ValueSeparationMinSize: 64}
-	var mu sync.Mutex
-	dirs := map[storage.Engine]string{}
-	enginetest.Run(t, enginetest.Harness{
-		Open: func(t *testing.T) storage.Engine {
-			dir := t.TempDir()
-			e := openTest(t, dir, opts)
-			mu.Lock()
-			dirs[e] = dir
-			mu.Unlock()
-			return e
-		},
-		Reopen: func(t *testing.T, old storage.Engine) storage.Engine {
-			mu.Lock()
-			dir := dirs[old]
-			mu.Unlock()
-			if err := old.Close(); err != nil {
-				t.Fatalf("Close: %v", err)
-			}
-			e := openTest(t, dir, opts)
-			mu.Lock()
-			dirs[e] = dir
-			mu.Unlock()
-			return e
-		},
-		CASDuration: 200 * time.Millisecond,
-	})
+	h := harness(Options{MemTableSize: 256 << 10, ValueSeparationMinSize: 64})
+	h.CASDuration = 200 * time.Millisecond
+	enginetest.Run(t, h)
 }
 
 // TestCompactedData writes entities large enough for blob files, flushes and compacts

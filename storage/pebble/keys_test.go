@@ -155,22 +155,65 @@ func TestCatalogKeys(t *testing.T) {
 
 func TestValueEncoding(t *testing.T) {
 	props := []entity.Property{{Name: "A", Value: entity.Int64Value(-5)}, {Name: "B", Value: entity.StringValue("x")}}
-	v := appendValue(nil, 1234567, props)
-	ver, got, err := decodeValue(v)
-	if err != nil || ver != 1234567 || len(got) != 2 || !got[0].Value.Equal(props[0].Value) || !got[1].Value.Equal(props[1].Value) {
-		t.Fatalf("decodeValue = %d, %v, %v", ver, got, err)
-	}
-	if ver, err := valueVersion(v); err != nil || ver != 1234567 {
-		t.Fatalf("valueVersion = %d, %v", ver, err)
-	}
-	// A filter can read one property straight from the stored value.
-	if b, ok, err := entity.FindProperty(v[valueHeader:], "B"); err != nil || !ok || b.Str != "x" {
-		t.Fatalf("FindProperty = %v, %v, %v", b, ok, err)
-	}
-	for _, bad := range [][]byte{nil, {valueTag}, {0x7f, 0, 0, 0, 0, 0, 0, 0, 0, 0}, append(v[:len(v):len(v)], 1)} {
-		if _, _, err := decodeValue(bad); err == nil {
-			t.Errorf("decodeValue(%x) succeeded", bad)
+	for _, expiry := range []int64{0, 98765432109} {
+		v := appendValue(nil, 1234567, expiry, props)
+		wantTag, header := valueTag, valueHeader
+		if expiry != 0 {
+			wantTag, header = valueTagExpiry, valueHeaderExpiry
 		}
+		if v[0] != wantTag {
+			t.Fatalf("expiry %d: tag %d, want %d", expiry, v[0], wantTag)
+		}
+		ver, exp, got, err := decodeValue(v)
+		if err != nil || ver != 1234567 || exp != expiry || len(got) != 2 || !got[0].Value.Equal(props[0].Value) || !got[1].Value.Equal(props[1].Value) {
+			t.Fatalf("decodeValue = %d, %d, %v, %v", ver, exp, got, err)
+		}
+		ver, exp, enc, err := parseValue(v)
+		if err != nil || ver != 1234567 || exp != expiry || len(enc) != len(v)-header {
+			t.Fatalf("parseValue = %d, %d, %d bytes, %v", ver, exp, len(enc), err)
+		}
+		// A filter can read one property straight from the stored value.
+		if b, ok, err := entity.FindProperty(enc, "B"); err != nil || !ok || b.Str != "x" {
+			t.Fatalf("FindProperty = %v, %v, %v", b, ok, err)
+		}
+		for _, bad := range [][]byte{nil, {valueTag}, {valueTagExpiry, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {0x7f, 0, 0, 0, 0, 0, 0, 0, 0, 0}, append(v[:len(v):len(v)], 1)} {
+			if _, _, _, err := decodeValue(bad); err == nil {
+				t.Errorf("decodeValue(%x) succeeded", bad)
+			}
+		}
+	}
+	// A format-1 row (tag 1, no expiry) reads as one that never expires.
+	v1 := append([]byte{valueTag, 0, 0, 0, 0, 0, 0, 0, 9}, entity.AppendProps(nil, props)...)
+	if ver, exp, got, err := decodeValue(v1); err != nil || ver != 9 || exp != 0 || len(got) != 2 {
+		t.Fatalf("format-1 value = %d, %d, %v, %v", ver, exp, got, err)
+	}
+}
+
+func TestExpiryKey(t *testing.T) {
+	for _, c := range []struct {
+		pk, rk string
+	}{{"", ""}, {"a\x00b", "c"}, {"p", "\x00\xff"}} {
+		k := appendExpiryKey(nil, 7, 1<<60+3, c.pk, c.rk)
+		id, exp, pk, rk, err := decodeExpiryKey(k)
+		if err != nil || id != 7 || exp != 1<<60+3 || pk != c.pk || rk != c.rk {
+			t.Fatalf("decodeExpiryKey = %d, %d, %q, %q, %v", id, exp, pk, rk, err)
+		}
+		if !bytes.HasPrefix(k, expiryPrefix(7)) || bytes.Compare(k, expiryPrefix(8)) >= 0 {
+			t.Fatalf("key %x is outside table 7's index span", k)
+		}
+		// Keys expired at now sort below expiryBound(id, now), later ones at or above it.
+		if bytes.Compare(k, expiryBound(7, 1<<60+3)) >= 0 || bytes.Compare(k, expiryBound(7, 1<<60+2)) < 0 {
+			t.Fatalf("key %x is on the wrong side of the bounds", k)
+		}
+	}
+	// Within a table, index keys sort by expiry first.
+	a := appendExpiryKey(nil, 1, 100, "z", "z")
+	b := appendExpiryKey(nil, 1, 101, "a", "a")
+	if bytes.Compare(a, b) >= 0 {
+		t.Fatal("index keys do not sort by expiry")
+	}
+	if _, _, _, _, err := decodeExpiryKey(a[:20]); err == nil {
+		t.Fatal("decodeExpiryKey of a truncated key succeeded")
 	}
 }
 

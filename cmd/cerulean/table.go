@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ceruleandb/cerulean/auth"
+	"github.com/ceruleandb/cerulean/client"
+)
+
+// `cerulean table` reads and changes tables' settings (elastic, time-to-live) through a
+// running server's REST API (package client): the same calls any HTTP client can make.
+
+// tableTimeout bounds one `cerulean table` command.
+const tableTimeout = 30 * time.Second
+
+// tableCommands are the subcommands of `cerulean table`: synopsis and description.
+var tableCommands = [][2]string{
+	{"create NAME [--elastic] [--ttl N|-1] [--ttl-property P]", "create a table; without these flags the server's --elastic-tables rules decide"},
+	{"show NAME [--json]", "print a table's settings"},
+	{"set NAME [--elastic=true|false] [--ttl N|-1|off] [--ttl-property P]", "change a table's settings; those not named are kept"},
+	{"list [--settings]", "list the tables, with their settings if asked"},
+}
+
+// tableUsage writes the help of `cerulean table`.
+func tableUsage(w io.Writer) {
+	fmt.Fprint(w, "Usage of cerulean table (talks to a running server through its REST API):\n")
+	for _, c := range tableCommands {
+		fmt.Fprintf(w, "  cerulean table %s\n      %s\n", c[0], c[1])
+	}
+	fmt.Fprint(w, `
+An elastic table may have a time-to-live: --ttl N makes entities expire N seconds (1 to
+2147483647) after their last write, --ttl -1 turns time-to-live on without a default (only
+entities with their own TTL expire), --ttl off turns it off. An entity's own TTL is its
+integer property TTLInSeconds (or the name --ttl-property gives): -1 never, N seconds.
+A change applies to later writes; entities keep the expiry they were written with.
+Flags may come before or after NAME. Exit status: 0 done, 1 refused or unreachable, 2 a
+command-line mistake.
+
+Flags of every cerulean table command:
+`)
+	fs := tableFlags("", &tableOptions{})
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	for _, cmd := range []string{"create", "set", "show", "list"} {
+		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+		commandFlags(cmd, fs, &tableOptions{})
+		fmt.Fprintf(w, "Flags of cerulean table %s:\n", cmd)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+}
+
+// tableOptions are the flags of `cerulean table` commands.
+type tableOptions struct {
+	endpoint, account, key string
+
+	elastic     bool
+	ttl         string
+	ttlProperty string
+	json        bool
+	settings    bool
+	// given records which flags the command line set.
+	given map[string]bool
+}
+
+// tableFlags defines the flags of one table command (name "" for the common ones).
+func tableFlags(cmd string, o *tableOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("table "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	// Defaults are resolved after parsing, so that -h never prints a key from the
+	// environment.
+	fs.StringVar(&o.endpoint, "endpoint", "", "the account's table endpoint (CERULEAN_TABLE_ENDPOINT; default http://127.0.0.1:10002/ACCOUNT)")
+	fs.StringVar(&o.account, "account", "", "account name (CERULEAN_TABLE_ACCOUNT; default "+auth.DevAccountName+")")
+	fs.StringVar(&o.key, "key", "", "account key, base64 (CERULEAN_TABLE_KEY; default the development account's well-known key)")
+	commandFlags(cmd, fs, o)
+	return fs
+}
+
+// commandFlags defines the flags of one table command beyond the common ones.
+func commandFlags(cmd string, fs *flag.FlagSet, o *tableOptions) {
+	switch cmd {
+	case "create", "set":
+		elastic := "make the table elastic"
+		ttl := "the table's default time-to-live: seconds (1 to 2147483647), or -1 for on without a default; off when omitted"
+		if cmd == "set" {
+			elastic = "true makes the table elastic, false standard (which turns time-to-live off)"
+			ttl = "the table's default time-to-live: seconds (1 to 2147483647), -1 for on without a default, or off"
+		}
+		fs.BoolVar(&o.elastic, "elastic", false, elastic)
+		fs.StringVar(&o.ttl, "ttl", "", ttl)
+		fs.StringVar(&o.ttlProperty, "ttl-property", "", "the integer entity property that overrides the default time-to-live (default TTLInSeconds)")
+	case "show":
+		fs.BoolVar(&o.json, "json", false, "print the settings as JSON")
+	case "list":
+		fs.BoolVar(&o.settings, "settings", false, "print each table's settings")
+	}
+}
+
+// parseTableArgs parses a table command's flags, which may come before or after its
+// positional arguments, and returns the positional ones.
+func parseTableArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// parseTTL reads --ttl: seconds (1 to 2147483647), -1, or off.
+func parseTTL(v string) (int32, error) {
+	if v == "off" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n == 0 || n < -1 {
+		return 0, fmt.Errorf("--ttl %q: want seconds (1 to 2147483647), -1 (on, no default) or off", v)
+	}
+	return int32(n), nil
+}
+
+func runTable(args []string) error {
+	if len(args) == 0 {
+		return usageErrorf("missing command: create, show, set or list")
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "-h", "-help", "--help", "help":
+		return flag.ErrHelp
+	case "create", "show", "set", "list":
+	default:
+		return usageErrorf("unknown command %q: want create, show, set or list", cmd)
+	}
+	o := &tableOptions{given: map[string]bool{}}
+	fs := tableFlags(cmd, o)
+	pos, err := parseTableArgs(fs, args)
+	if err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return usageError{err}
+	}
+	fs.Visit(func(f *flag.Flag) { o.given[f.Name] = true })
+	wantArgs := 1
+	if cmd == "list" {
+		wantArgs = 0
+	}
+	switch {
+	case len(pos) < wantArgs:
+		return usageErrorf("%s: missing the table NAME", cmd)
+	case len(pos) > wantArgs:
+		return usageErrorf("%s: unexpected arguments: %s", cmd, strings.Join(pos[wantArgs:], " "))
+	}
+	var ttl int32
+	if o.given["ttl"] {
+		if ttl, err = parseTTL(o.ttl); err != nil {
+			return usageError{err}
+		}
+	}
+	if cmd == "create" && !o.elastic && (o.given["ttl"] && ttl != 0 || o.given["ttl-property"]) {
+		return usageErrorf("create: --ttl and --ttl-property need --elastic (time-to-live is for elastic tables)")
+	}
+	c, err := o.client()
+	if err != nil {
+		return usageError{err}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, tableTimeout)
+	defer cancel()
+	out := os.Stdout
+	switch cmd {
+	case "list":
+		tables, err := c.ListTables(ctx, o.settings)
+		if err != nil {
+			return fmt.Errorf("table list: %w", err)
+		}
+		writeTables(out, tables, o.settings)
+		return nil
+	case "show":
+		t, err := c.GetTableSettings(ctx, pos[0])
+		if err != nil {
+			return fmt.Errorf("table show %s: %w", pos[0], err)
+		}
+		if o.json {
+			b, _ := json.Marshal(struct {
+				TableName string
+				client.TableSettings
+			}{t.Name, t.TableSettings})
+			fmt.Fprintf(out, "%s\n", b)
+			return nil
+		}
+		writeSettings(out, t)
+		return nil
+	case "create":
+		var st *client.TableSettings
+		if o.given["elastic"] || o.given["ttl"] || o.given["ttl-property"] {
+			st = &client.TableSettings{Elastic: o.elastic, DefaultTimeToLive: ttl, TimeToLiveProperty: o.ttlProperty}
+		}
+		if err := c.CreateTable(ctx, pos[0], st); err != nil {
+			return fmt.Errorf("table create %s: %w", pos[0], err)
+		}
+	case "set":
+		t, err := c.GetTableSettings(ctx, pos[0])
+		if err != nil {
+			return fmt.Errorf("table set %s: %w", pos[0], err)
+		}
+		st := t.TableSettings
+		if o.given["elastic"] {
+			if st.Elastic = o.elastic; !o.elastic {
+				// A standard table has no time-to-live.
+				st.DefaultTimeToLive, st.TimeToLiveProperty = 0, ""
+			}
+		}
+		if o.given["ttl"] {
+			st.DefaultTimeToLive = ttl
+		}
+		if o.given["ttl-property"] {
+			st.TimeToLiveProperty = o.ttlProperty
+		}
+		if err := c.SetTableSettings(ctx, pos[0], st); err != nil {
+			return fmt.Errorf("table set %s: %w", pos[0], err)
+		}
+	}
+	// create and set print the settings in force, which for create may come from the
+	// server's rules.
+	t, err := c.GetTableSettings(ctx, pos[0])
+	if err != nil {
+		return fmt.Errorf("table %s %s: %w", cmd, pos[0], err)
+	}
+	writeSettings(out, t)
+	return nil
+}
+
+// client builds the REST client from the flags, the environment and the defaults.
+func (o *tableOptions) client() (*client.Client, error) {
+	pick := func(flagV, envName, def string) string {
+		if flagV != "" {
+			return flagV
+		}
+		if v := os.Getenv(envName); v != "" {
+			return v
+		}
+		return def
+	}
+	account := pick(o.account, "CERULEAN_TABLE_ACCOUNT", auth.DevAccountName)
+	endpoint := pick(o.endpoint, "CERULEAN_TABLE_ENDPOINT", "http://127.0.0.1:10002/"+account)
+	key := pick(o.key, "CERULEAN_TABLE_KEY", "")
+	if key == "" {
+		if account != auth.DevAccountName {
+			return nil, fmt.Errorf("--key (or CERULEAN_TABLE_KEY) is needed for account %q", account)
+		}
+		key = auth.DevAccountKey
+	}
+	if !strings.HasPrefix(endpoint, "http://") && !strings.HasPrefix(endpoint, "https://") {
+		return nil, fmt.Errorf("--endpoint %q: want an http:// or https:// URL", endpoint)
+	}
+	c, err := client.New(endpoint, account, key)
+	if err != nil {
+		return nil, fmt.Errorf("--key: %w", err)
+	}
+	return c, nil
+}
+
+// ttlText is a default time-to-live for people.
+func ttlText(ttl int32) string {
+	switch ttl {
+	case 0:
+		return "off"
+	case -1:
+		return "-1 (on, no default: only entities with their own TTL expire)"
+	}
+	return strconv.Itoa(int(ttl)) + " s"
+}
+
+// writeSettings prints one table's settings, a "name: value" line each.
+func writeSettings(w io.Writer, t client.Table) {
+	fmt.Fprintf(w, "TableName:          %s\n", t.Name)
+	fmt.Fprintf(w, "Elastic:            %v\n", t.Elastic)
+	if !t.Elastic {
+		return
+	}
+	fmt.Fprintf(w, "DefaultTimeToLive:  %s\n", ttlText(t.DefaultTimeToLive))
+	fmt.Fprintf(w, "TimeToLiveProperty: %s\n", t.TimeToLiveProperty)
+}
+
+// writeTables prints a table list: names, one per line, or a table with the settings.
+func writeTables(w io.Writer, tables []client.Table, settings bool) {
+	if !settings {
+		for _, t := range tables {
+			fmt.Fprintln(w, t.Name)
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tELASTIC\tDEFAULT TTL\tTTL PROPERTY")
+	for _, t := range tables {
+		ttl, prop := "-", "-"
+		if t.Elastic {
+			ttl, prop = "off", t.TimeToLiveProperty
+			if t.DefaultTimeToLive != 0 {
+				ttl = strconv.Itoa(int(t.DefaultTimeToLive))
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", t.Name, t.Elastic, ttl, prop)
+	}
+	tw.Flush()
+}
