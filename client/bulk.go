@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
 )
 
 // MaxBulkOperations is the most operations the server takes in one bulk request.
@@ -73,7 +71,7 @@ func (e *BulkError) Error() string { return e.Code + ": " + e.Message }
 // (POST /{table}?comp=bulk). It is not a transaction: each operation succeeds or fails
 // on its own and the response says which. An error means the request as a whole was
 // refused (a malformed request, a standard table, too many operations or bytes) and
-// nothing was written, or that no answer arrived — then any operation may or may not
+// nothing was written (an *Error), or that no answer arrived — then any operation may or may not
 // have been written, and repeating the request with upserts is safe.
 func (c *Client) Bulk(ctx context.Context, table string, ops []BulkOp) (*BulkResponse, error) {
 	var buf bytes.Buffer
@@ -94,8 +92,8 @@ func (c *Client) Bulk(ctx context.Context, table string, ops []BulkOp) (*BulkRes
 		return nil, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, bulkRefusal(resp)
+	if err := ResponseError(resp); err != nil {
+		return nil, fmt.Errorf("bulk: %w", err)
 	}
 	var out BulkResponse
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
@@ -103,21 +101,4 @@ func (c *Client) Bulk(ctx context.Context, table string, ops []BulkOp) (*BulkRes
 	}
 	out.SessionToken = resp.Header.Get("x-ms-session-token")
 	return &out, nil
-}
-
-// bulkRefusal is the error of a refused bulk request: status, code and message.
-func bulkRefusal(resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var body struct {
-		Err struct {
-			Message struct {
-				Value string `json:"value"`
-			} `json:"message"`
-		} `json:"odata.error"`
-	}
-	msg, _, _ := strings.Cut(string(b), "\n")
-	if json.Unmarshal(b, &body) == nil {
-		msg, _, _ = strings.Cut(body.Err.Message.Value, "\n")
-	}
-	return fmt.Errorf("bulk: %d %s: %s", resp.StatusCode, resp.Header.Get("x-ms-error-code"), msg)
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,7 +29,7 @@ func bulkServer(t *testing.T, limits Limits) (*httptest.Server, *pebble.Engine) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	srv, err := New(Options{Engine: settingsKeeper{eng}, Accounts: []auth.Account{auth.DevAccount()}, Limits: limits})
+	srv, err := New(Options{Engine: eng, Accounts: []auth.Account{auth.DevAccount()}, Limits: limits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,18 +43,6 @@ func bulkServer(t *testing.T, limits Limits) (*httptest.Server, *pebble.Engine) 
 		t.Fatal(err)
 	}
 	return hs, eng
-}
-
-// settingsKeeper reports the elastic table as elastic while the engine does not keep
-// table settings yet.
-type settingsKeeper struct{ *pebble.Engine }
-
-func (k settingsKeeper) GetTable(ctx context.Context, account, name string) (storage.TableInfo, error) {
-	ti, err := k.Engine.GetTable(ctx, account, name)
-	if err == nil && strings.EqualFold(name, "elastic") {
-		ti.Settings.Elastic = true
-	}
-	return ti, err
 }
 
 type bulkAnswer struct {
