@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ceruleandb/cerulean/azerr"
 	"github.com/ceruleandb/cerulean/entity"
 	"github.com/ceruleandb/cerulean/storage"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -47,32 +47,45 @@ import (
 // its read and computes the same in Go, and its compare-and-swap guarantees the previous
 // version is still the one it read. A re-inserted entity (after a delete) gets the server
 // clock: the database keeps no tombstone, so that is "greater" only as long as the clock
-// does not step back across the delete.
+// does not step back across the delete. An expired row is still stored, so a version
+// written over it exceeds its own.
+//
+// Expiry: every written row stores storage.Expiry of the table's settings, its final
+// properties and its new version. Where SQL computes the version, Go computes the
+// time-to-live first (storage.Expiry at version 0, which also validates the entity's TTL
+// property, so an invalid one fails the Apply before anything is sent) from the
+// settings cached per front end, and the statement stores version + TTL; the statement
+// commits only if the table's settings generation is still the cached one (settings.go).
+// The read-modify-write path reads the settings with its rows and computes expiries in
+// Go. Expired rows (expiry <= the database clock) are absent for every precondition:
+// an insert over one succeeds, a replace or delete does not match it.
+//
+// Every path ends with one pipeline that commits and then reads the commit position
+// (positions.go), so a write costs the same round trips as before positions.
 func (e *Engine) Apply(ctx context.Context, account, tableName, pk string, muts []storage.Mutation) (storage.Applied, error) {
-	vs, err := e.apply(ctx, account, tableName, pk, muts)
-	return storage.Applied{Versions: vs}, err // TODO(i11): position
-}
-
-func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts []storage.Mutation) ([]int64, error) {
 	for i := range muts {
 		switch muts[i].Op {
 		case storage.Insert, storage.Replace, storage.Merge, storage.Delete, storage.InsertOrReplace, storage.InsertOrMerge:
 		default:
-			return nil, &storage.ApplyError{Index: i, Err: fmt.Errorf("unknown mutation %v", muts[i].Op)}
+			return storage.Applied{}, &storage.ApplyError{Index: i, Err: fmt.Errorf("unknown mutation %v", muts[i].Op)}
 		}
 	}
 	a := applyArgs{acct: []byte(account), key: []byte(storage.TableKey(tableName)), pk: pk, muts: muts}
-	if len(muts) == 0 {
-		return nil, e.retry(ctx, "apply", func() error { return e.checkTable(ctx, a.acct, a.key) })
-	}
-	var out []int64
+	var out storage.Applied
 	err := e.retry(ctx, "apply", func() error {
 		var err error
+		if len(muts) == 0 {
+			// Nothing to write: the table must exist, and the position is the current one.
+			if err = e.checkTable(ctx, a.acct, a.key); err == nil {
+				out.Position, err = e.currentPosition(ctx)
+			}
+			return err
+		}
 		out, err = e.applyOnce(ctx, &a)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return storage.Applied{}, err
 	}
 	return out, nil
 }
@@ -81,31 +94,71 @@ type applyArgs struct {
 	acct, key []byte
 	pk        string
 	muts      []storage.Mutation
+	// ent is the table's settings the statements compute expiries with, and needGen
+	// whether they check its generation (any mutation but a delete does).
+	ent     tableEntry
+	needGen bool
 }
 
-func (e *Engine) applyOnce(ctx context.Context, a *applyArgs) ([]int64, error) {
+func (a *applyArgs) ref() tableRef { return tableRef{string(a.acct), string(a.key)} }
+
+// settings loads the table's cached settings into a and returns the time-to-live of
+// each mutation's properties (0 for deletes), or nil and the first validation error.
+func (e *Engine) settings(ctx context.Context, a *applyArgs) ([]int64, error) {
+	a.needGen = false
+	for i := range a.muts {
+		a.needGen = a.needGen || a.muts[i].Op != storage.Delete
+	}
+	if !a.needGen {
+		return make([]int64, len(a.muts)), nil
+	}
+	ent, err := e.entry(ctx, a.acct, a.key)
+	if err != nil {
+		return nil, err
+	}
+	a.ent = ent
+	ttls := make([]int64, len(a.muts))
+	for i := range a.muts {
+		if m := &a.muts[i]; m.Op != storage.Delete {
+			if ttls[i], err = storage.Expiry(ent.settings, m.Props, 0); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return ttls, nil
+}
+
+func (e *Engine) applyOnce(ctx context.Context, a *applyArgs) (storage.Applied, error) {
 	if len(a.muts) == 1 {
 		switch m := &a.muts[0]; m.Op {
 		case storage.Merge:
 			return e.applyRMW(ctx, a)
 		case storage.InsertOrMerge:
 			// Most upserts create: try a plain insert first, and merge only if the
-			// entity turns out to exist.
-			v, done, err := e.applySingle(ctx, a, &storage.Mutation{Op: storage.Insert, RowKey: m.RowKey, Props: m.Props})
+			// entity turns out to exist (or its TTL property is refused: the merged
+			// result decides that, and the merge path explains it).
+			ins := storage.Mutation{Op: storage.Insert, RowKey: m.RowKey, Props: m.Props}
+			b := applyArgs{acct: a.acct, key: a.key, pk: a.pk, muts: []storage.Mutation{ins}}
+			ttls, err := e.settings(ctx, &b)
+			var az *azerr.Error
+			if errors.As(err, &az) {
+				return e.applyRMW(ctx, a)
+			}
+			if err != nil {
+				return storage.Applied{}, err
+			}
+			res, err := e.applySingle(ctx, &b, &b.muts[0], ttls[0])
 			var ae *storage.ApplyError
 			if errors.As(err, &ae) && errors.Is(ae.Err, storage.ErrExists) {
 				return e.applyRMW(ctx, a)
 			}
-			if err != nil || !done {
-				return nil, err
-			}
-			return []int64{v}, nil
+			return res, err
 		default:
-			v, _, err := e.applySingle(ctx, a, m)
+			ttls, err := e.settings(ctx, a)
 			if err != nil {
-				return nil, err
+				return storage.Applied{}, e.invalid(ctx, a, err)
 			}
-			return []int64{v}, nil
+			return e.applySingle(ctx, a, m, ttls[0])
 		}
 	}
 	seen := make(map[string]struct{}, len(a.muts))
@@ -119,49 +172,71 @@ func (e *Engine) applyOnce(ctx context.Context, a *applyArgs) ([]int64, error) {
 	return e.applyBatch(ctx, a)
 }
 
-// applySingle runs one non-merge mutation as one statement. done is false only when
-// nothing failed but nothing was written either (cannot happen for these ops).
-func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutation) (int64, bool, error) {
+// invalid handles an error of settings: a refused TTL property is reported by
+// diagnose, which reads the rows and the current settings, so that an earlier failing
+// precondition wins and a stale cache is refreshed first; other errors pass.
+func (e *Engine) invalid(ctx context.Context, a *applyArgs, err error) error {
+	var az *azerr.Error
+	if errors.As(err, &az) {
+		return e.diagnose(ctx, a)
+	}
+	return err
+}
+
+// applySingle runs one non-merge mutation as one statement, m's time-to-live being ttl.
+func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutation, ttl int64) (storage.Applied, error) {
 	pk, rk := []byte(a.pk), []byte(m.RowKey)
-	var row pgx.Row
+	var (
+		tid, gen, ver, cur *int64
+		raw                []byte
+	)
+	st := stmt{dest: []any{&tid, &gen, &raw, &ver, &cur}}
 	switch m.Op {
 	case storage.Insert:
-		row = e.pool.QueryRow(ctx, e.q.insert1, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props))
+		st.sql, st.args = e.q.insert1, []any{a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl}
 	case storage.InsertOrReplace:
-		row = e.pool.QueryRow(ctx, e.q.upsert1, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props))
+		st.sql, st.args = e.q.upsert1, []any{a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl}
 	case storage.Replace:
-		row = e.pool.QueryRow(ctx, e.q.replace1, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), m.IfMatch)
+		st.sql, st.args = e.q.replace1, []any{a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl, m.IfMatch}
 	case storage.Delete:
-		row = e.pool.QueryRow(ctx, e.q.delete1, a.acct, a.key, pk, rk, m.IfMatch)
+		st.sql, st.args = e.q.delete1, []any{a.acct, a.key, pk, rk, m.IfMatch}
 	default:
-		return 0, false, fmt.Errorf("applySingle: %v", m.Op)
+		return storage.Applied{}, fmt.Errorf("applySingle: %v", m.Op)
 	}
-	var tid, ver, cur *int64
-	if err := row.Scan(&tid, &ver, &cur); err != nil {
-		return 0, false, err
+	stmts := []stmt{st}
+	pos, err := e.exec(ctx, stmts)
+	if err != nil {
+		return storage.Applied{}, err
+	}
+	if stmts[0].rows != 1 {
+		return storage.Applied{}, fmt.Errorf("apply: %d result rows", stmts[0].rows)
 	}
 	switch {
 	case tid == nil:
-		return 0, false, storage.ErrTableNotFound
+		e.cache.drop(a.ref())
+		return storage.Applied{}, storage.ErrTableNotFound
+	case a.needGen && gen != nil && *gen != a.ent.gen:
+		// Nothing was written: the statement resolved no table at the cached generation.
+		return storage.Applied{}, e.refresh(a.acct, a.key, *gen, raw)
 	case ver != nil && m.Op == storage.Delete:
-		return 0, true, nil
+		return storage.Applied{Versions: []int64{0}, Position: pos}, nil
 	case ver != nil:
-		return *ver, true, nil
+		return storage.Applied{Versions: []int64{*ver}, Position: pos}, nil
 	}
 	switch m.Op {
 	case storage.Insert:
-		return 0, false, &storage.ApplyError{Index: 0, Err: storage.ErrExists}
+		return storage.Applied{}, &storage.ApplyError{Index: 0, Err: storage.ErrExists}
 	case storage.Replace, storage.Delete:
-		// cur is the version in the statement's snapshot. Missing, or present with
-		// If-Match * (then it was deleted while the statement waited for its lock):
-		// not found. Present with a version: it differed, or was changed while we
-		// waited; either way the expected version is no longer there.
+		// cur is the live version in the statement's snapshot. Missing (or expired),
+		// or present with If-Match * (then it was deleted while the statement waited for
+		// its lock): not found. Present with a version: it differed, or was changed
+		// while we waited; either way the expected version is no longer there.
 		if cur == nil || m.IfMatch == 0 {
-			return 0, false, &storage.ApplyError{Index: 0, Err: storage.ErrNotFound}
+			return storage.Applied{}, &storage.ApplyError{Index: 0, Err: storage.ErrNotFound}
 		}
-		return 0, false, &storage.ApplyError{Index: 0, Err: storage.ErrVersionMismatch}
+		return storage.Applied{}, &storage.ApplyError{Index: 0, Err: storage.ErrVersionMismatch}
 	}
-	return 0, false, fmt.Errorf("apply %v: no row written", m.Op)
+	return storage.Applied{}, fmt.Errorf("apply %v: no row written", m.Op)
 }
 
 // isRaised reports the error raise() produces for a statement that changed no row.
@@ -171,7 +246,11 @@ func isRaised(err error) bool {
 }
 
 // applyBatch runs several non-merge mutations on distinct rows in one round trip.
-func (e *Engine) applyBatch(ctx context.Context, a *applyArgs) ([]int64, error) {
+func (e *Engine) applyBatch(ctx context.Context, a *applyArgs) (storage.Applied, error) {
+	ttls, err := e.settings(ctx, a)
+	if err != nil {
+		return storage.Applied{}, e.invalid(ctx, a, err)
+	}
 	order := make([]int, len(a.muts))
 	for i := range order {
 		order[i] = i
@@ -184,59 +263,58 @@ func (e *Engine) applyBatch(ctx context.Context, a *applyArgs) ([]int64, error) 
 			same = same && a.muts[i].Op == op
 		}
 		if same {
-			return e.applyMany(ctx, a, order)
+			return e.applyMany(ctx, a, order, ttls)
 		}
 	}
-	b := &pgx.Batch{}
-	for _, i := range order {
+	stmts := make([]stmt, len(order))
+	got := make([]int64, len(order))
+	for j, i := range order {
 		m := &a.muts[i]
 		rk := []byte(m.RowKey)
+		st := &stmts[j]
+		st.dest = []any{&got[j]}
 		switch m.Op {
 		case storage.Insert:
-			b.Queue(e.q.insertB, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props))
+			st.sql, st.args = e.q.insertB, []any{a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttls[i]}
 		case storage.InsertOrReplace:
-			b.Queue(e.q.upsertB, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props))
+			st.sql, st.args = e.q.upsertB, []any{a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttls[i]}
 		case storage.Replace:
-			b.Queue(e.q.replaceB, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), m.IfMatch)
+			st.sql, st.args = e.q.replaceB, []any{a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttls[i], m.IfMatch}
 		case storage.Delete:
-			b.Queue(e.q.deleteB, a.acct, a.key, pk, rk, m.IfMatch)
+			st.sql, st.args = e.q.deleteB, []any{a.acct, a.key, pk, rk, m.IfMatch}
 		}
 	}
-	versions := make([]int64, len(a.muts))
-	br := e.pool.SendBatch(ctx, b)
-	var err error
-	for _, i := range order {
-		var v int64
-		if err = br.QueryRow().Scan(&v); err != nil {
-			break
-		}
-		if a.muts[i].Op != storage.Delete {
-			versions[i] = v
-		}
-	}
-	// Close reads to the end of the pipeline: the commit's own failure shows here.
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	pos, err := e.exec(ctx, stmts)
 	if isRaised(err) {
-		return nil, e.diagnose(ctx, a)
+		return storage.Applied{}, e.diagnose(ctx, a)
 	}
 	if err != nil {
-		return nil, err
+		return storage.Applied{}, err
 	}
-	return versions, nil
+	versions := make([]int64, len(a.muts))
+	for j, i := range order {
+		if stmts[j].rows != 1 {
+			return storage.Applied{}, fmt.Errorf("apply: %d result rows", stmts[j].rows)
+		}
+		if a.muts[i].Op != storage.Delete {
+			versions[i] = got[j]
+		}
+	}
+	return storage.Applied{Versions: versions, Position: pos}, nil
 }
 
 // applyMany runs a batch of inserts only, or of insert-or-replaces only, as one
-// statement over arrays of RowKeys and properties (in RowKey order, so concurrent
-// batches take row locks in the same order). It costs the database one statement instead
-// of one per entity.
-func (e *Engine) applyMany(ctx context.Context, a *applyArgs, order []int) ([]int64, error) {
+// statement over arrays of RowKeys, properties and time-to-lives (in RowKey order, so
+// concurrent batches take row locks in the same order). It costs the database one
+// statement instead of one per entity.
+func (e *Engine) applyMany(ctx context.Context, a *applyArgs, order []int, ttls []int64) (storage.Applied, error) {
 	rks := make([][]byte, len(order))
 	props := make([][]byte, len(order))
+	rowTTLs := make([]int64, len(order))
 	for j, i := range order {
 		rks[j] = []byte(a.muts[i].RowKey)
 		props[j] = entity.AppendProps(nil, a.muts[i].Props)
+		rowTTLs[j] = ttls[i]
 	}
 	q := e.q.insertMany
 	if a.muts[0].Op == storage.InsertOrReplace {
@@ -247,15 +325,17 @@ func (e *Engine) applyMany(ctx context.Context, a *applyArgs, order []int) ([]in
 		gotVs  []int64
 		one    int64
 	)
-	err := e.pool.QueryRow(ctx, q, a.acct, a.key, []byte(a.pk), rks, props, int64(len(rks))).Scan(&gotRKs, &gotVs, &one)
+	stmts := []stmt{{sql: q, args: []any{a.acct, a.key, []byte(a.pk), rks, props, int64(len(rks)), rowTTLs, a.ent.gen},
+		dest: []any{&gotRKs, &gotVs, &one}}}
+	pos, err := e.exec(ctx, stmts)
 	if isRaised(err) {
-		return nil, e.diagnose(ctx, a)
+		return storage.Applied{}, e.diagnose(ctx, a)
 	}
 	if err != nil {
-		return nil, err
+		return storage.Applied{}, err
 	}
 	if len(gotRKs) != len(a.muts) || len(gotVs) != len(a.muts) {
-		return nil, fmt.Errorf("apply: %d versions for %d mutations", len(gotVs), len(a.muts))
+		return storage.Applied{}, fmt.Errorf("apply: %d versions for %d mutations", len(gotVs), len(a.muts))
 	}
 	byRK := make(map[string]int64, len(gotRKs))
 	for j := range gotRKs {
@@ -265,20 +345,26 @@ func (e *Engine) applyMany(ctx context.Context, a *applyArgs, order []int) ([]in
 	for i := range a.muts {
 		v, ok := byRK[a.muts[i].RowKey]
 		if !ok {
-			return nil, fmt.Errorf("apply: no version for %q", a.muts[i].RowKey)
+			return storage.Applied{}, fmt.Errorf("apply: no version for %q", a.muts[i].RowKey)
 		}
 		versions[i] = v
 	}
-	return versions, nil
+	return storage.Applied{Versions: versions, Position: pos}, nil
 }
 
-// diagnose names the first mutation (in the caller's order) of a failed batch whose
-// precondition does not hold, by reading the rows again. If every precondition holds
-// now, a concurrent write caused the failure and the batch is retried.
+// diagnose names the first mutation (in the caller's order) of a failed or refused
+// batch without merges that fails — its precondition, then its TTL property under the
+// table's current settings — by reading the rows and the settings. If the settings
+// changed since they were cached, the cache is refreshed and the Apply runs again
+// (errStale); if nothing fails now, a concurrent write caused the failure and the Apply
+// runs again too.
 func (e *Engine) diagnose(ctx context.Context, a *applyArgs) error {
-	st, err := e.readRows(ctx, a, e.q.diagnose, false)
+	st, err := e.readRows(ctx, a, false)
 	if err != nil {
 		return err
+	}
+	if a.needGen && st.gen != a.ent.gen {
+		return errStale // readRows refreshed the cache
 	}
 	for i := range a.muts {
 		m := &a.muts[i]
@@ -301,6 +387,9 @@ func (e *Engine) diagnose(ctx context.Context, a *applyArgs) error {
 		default:
 			r.Exists = true
 		}
+		if ferr == nil && (m.Op == storage.Insert || m.Op == storage.Replace || m.Op == storage.InsertOrReplace) {
+			_, ferr = storage.Expiry(st.settings, m.Props, 0)
+		}
 		if ferr != nil {
 			return &storage.ApplyError{Index: i, Err: ferr}
 		}
@@ -312,19 +401,24 @@ func (e *Engine) diagnose(ctx context.Context, a *applyArgs) error {
 // rowState is one entity as an Apply sees it.
 type rowState struct {
 	storage.Row
-	stored  bool  // exists in the database as read
+	stored  bool  // stored in the database as read (expired or not)
 	storedV int64 // its version as read
+	expiry  int64 // the expiry of the row as written (0: never)
 }
 
 type readState struct {
-	tableID int64
-	now     int64
-	rows    map[string]rowState
+	tableID  int64
+	gen      int64
+	settings storage.TableSettings
+	now      int64
+	rows     map[string]rowState
 }
 
-// readRows reads the table id, (optionally) the server clock, and the current state of
-// every row the mutations touch.
-func (e *Engine) readRows(ctx context.Context, a *applyArgs, query string, withNow bool) (*readState, error) {
+// readRows reads the table's id and settings, the server clock, and the stored state of
+// every row the mutations touch (with properties if withProps). A row expired at that
+// clock is stored (a compare-and-swap must match its version) but does not exist. The
+// settings read refresh the front end's cache.
+func (e *Engine) readRows(ctx context.Context, a *applyArgs, withProps bool) (*readState, error) {
 	rks := make([][]byte, 0, len(a.muts))
 	seen := make(map[string]struct{}, len(a.muts))
 	for i := range a.muts {
@@ -333,57 +427,73 @@ func (e *Engine) readRows(ctx context.Context, a *applyArgs, query string, withN
 			rks = append(rks, []byte(a.muts[i].RowKey))
 		}
 	}
+	query := e.q.readRows
+	if withProps {
+		query = e.q.readRowsProps
+	}
 	rows, err := e.pool.Query(ctx, query, a.acct, a.key, []byte(a.pk), rks)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	type stored struct {
+		ver, expiry int64
+		blob        []byte
+	}
+	found := make(map[string]stored, len(rks))
 	st := &readState{tableID: -1, rows: make(map[string]rowState, len(rks))}
+	var rawSettings []byte
 	for rows.Next() {
 		var (
-			tid  int64
-			now  int64
-			rk   []byte
-			ver  *int64
-			blob []byte
+			rk       []byte
+			ver, exp *int64
+			blob     []byte
+			now      int64
 		)
-		if withNow {
-			err = rows.Scan(&tid, &now, &rk, &ver, &blob)
-		} else {
-			err = rows.Scan(&tid, &rk, &ver)
-		}
-		if err != nil {
+		if err := rows.Scan(&st.tableID, &st.gen, &rawSettings, &now, &rk, &ver, &exp, &blob); err != nil {
 			return nil, err
 		}
-		st.tableID, st.now = tid, max(st.now, now)
+		st.now = max(st.now, now)
 		if ver != nil {
-			st.rows[string(rk)] = rowState{stored: true, storedV: *ver, Row: storage.Row{Exists: true, Version: *ver, Encoded: blob}}
+			s := stored{ver: *ver, blob: blob}
+			if exp != nil {
+				s.expiry = *exp
+			}
+			found[string(rk)] = s
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	if st.tableID < 0 {
+		e.cache.drop(a.ref())
 		return nil, storage.ErrTableNotFound
+	}
+	if st.settings, err = storage.UnmarshalSettings(rawSettings); err != nil {
+		return nil, err
+	}
+	e.cache.put(a.ref(), tableEntry{gen: st.gen, settings: st.settings})
+	for rk, s := range found {
+		r := rowState{stored: true, storedV: s.ver, Row: storage.Row{Version: s.ver}}
+		if !storage.Expired(s.expiry, st.now) {
+			r.Exists, r.Encoded, r.expiry = true, s.blob, s.expiry
+		}
+		st.rows[rk] = r
 	}
 	return st, nil
 }
 
 // applyRMW is the read-modify-write path: read, apply in Go, compare-and-swap.
-func (e *Engine) applyRMW(ctx context.Context, a *applyArgs) ([]int64, error) {
+func (e *Engine) applyRMW(ctx context.Context, a *applyArgs) (storage.Applied, error) {
 	needProps := false
 	for i := range a.muts {
 		if op := a.muts[i].Op; op == storage.Merge || op == storage.InsertOrMerge {
 			needProps = true
 		}
 	}
-	q := e.q.readRows
-	if needProps {
-		q = e.q.readRowsProps
-	}
-	st, err := e.readRows(ctx, a, q, true)
+	st, err := e.readRows(ctx, a, needProps)
 	if err != nil {
-		return nil, err
+		return storage.Applied{}, err
 	}
 	versions := make([]int64, len(a.muts))
 	next := func(prev int64) int64 { return max(st.now, prev+1) }
@@ -392,7 +502,12 @@ func (e *Engine) applyRMW(ctx context.Context, a *applyArgs) ([]int64, error) {
 		r := st.rows[m.RowKey]
 		v, err := storage.Step(a.pk, m, &r.Row, next)
 		if err != nil {
-			return nil, &storage.ApplyError{Index: i, Err: err}
+			return storage.Applied{}, &storage.ApplyError{Index: i, Err: err}
+		}
+		if m.Op != storage.Delete {
+			if r.expiry, err = storage.Expiry(st.settings, r.Props, v); err != nil {
+				return storage.Applied{}, &storage.ApplyError{Index: i, Err: err}
+			}
 		}
 		versions[i] = v
 		st.rows[m.RowKey] = r
@@ -409,54 +524,43 @@ func (e *Engine) applyRMW(ctx context.Context, a *applyArgs) ([]int64, error) {
 		}
 	}
 	if len(writes) == 0 {
-		return versions, nil
+		pos, err := e.currentPosition(ctx)
+		if err != nil {
+			return storage.Applied{}, err
+		}
+		return storage.Applied{Versions: versions, Position: pos}, nil
 	}
 	slices.SortFunc(writes, func(x, y write) int { return strings.Compare(x.rk, y.rk) })
 	pk := []byte(a.pk)
-	queue := func(b *pgx.Batch, w *write, single bool) {
-		rk := []byte(w.rk)
+	// One write is a statement that answers no row when its swap fails; several raise,
+	// so that a failed swap aborts the transaction.
+	single := len(writes) == 1
+	pick := func(one, many string) string {
+		if single {
+			return one
+		}
+		return many
+	}
+	stmts := make([]stmt, len(writes))
+	for i := range writes {
+		w, rk := &writes[i], []byte(writes[i].rk)
 		switch {
 		case w.r.stored && w.r.Exists:
-			q := e.q.casUpdateB
-			if single {
-				q = e.q.casUpdate
-			}
-			b.Queue(q, st.tableID, pk, rk, w.r.storedV, w.r.Version, entity.AppendProps(nil, w.r.Props))
+			stmts[i] = stmt{sql: pick(e.q.casUpdate, e.q.casUpdateB),
+				args: []any{st.tableID, pk, rk, w.r.storedV, w.r.Version, entity.AppendProps(nil, w.r.Props), w.r.expiry}}
 		case w.r.stored:
-			q := e.q.casDeleteB
-			if single {
-				q = e.q.casDelete
-			}
-			b.Queue(q, st.tableID, pk, rk, w.r.storedV)
+			stmts[i] = stmt{sql: pick(e.q.casDelete, e.q.casDeleteB), args: []any{st.tableID, pk, rk, w.r.storedV}}
 		default:
-			q := e.q.casInsertB
-			if single {
-				q = e.q.casInsert
-			}
-			b.Queue(q, st.tableID, pk, rk, int64(0), w.r.Version, entity.AppendProps(nil, w.r.Props), a.acct, a.key)
+			stmts[i] = stmt{sql: pick(e.q.casInsert, e.q.casInsertB),
+				args: []any{st.tableID, pk, rk, int64(0), w.r.Version, entity.AppendProps(nil, w.r.Props), w.r.expiry, a.acct, a.key}}
 		}
 	}
-	b := &pgx.Batch{}
-	if len(writes) == 1 {
-		queue(b, &writes[0], true)
-		var v int64
-		err := e.pool.QueryRow(ctx, b.QueuedQueries[0].SQL, b.QueuedQueries[0].Arguments...).Scan(&v)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, errConflict
-		}
-		if err != nil {
-			return nil, err
-		}
-		return versions, nil
+	pos, err := e.exec(ctx, stmts)
+	if isRaised(err) || (err == nil && single && stmts[0].rows == 0) {
+		return storage.Applied{}, errConflict
 	}
-	for i := range writes {
-		queue(b, &writes[i], false)
+	if err != nil {
+		return storage.Applied{}, err
 	}
-	if err := e.pool.SendBatch(ctx, b).Close(); err != nil {
-		if isRaised(err) {
-			return nil, errConflict
-		}
-		return nil, err
-	}
-	return versions, nil
+	return storage.Applied{Versions: versions, Position: pos}, nil
 }

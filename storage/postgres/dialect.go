@@ -85,6 +85,34 @@ func (d dialect) tablesPrimaryKey() string {
 	return "PRIMARY KEY (account, key)"
 }
 
+// expiryIndex is the statement that creates the partial index of expiring rows, which
+// the purge walks in expiry order (range-sharded on YugabyteDB too). Rows that never
+// expire (expiry NULL) are not in it, so it costs nothing to tables without a
+// time-to-live.
+func (d dialect) expiryIndex() string {
+	if d == dialectYugabyte {
+		return `CREATE INDEX cerulean_entities_expiry ON cerulean_entities (expiry ASC) WHERE expiry IS NOT NULL`
+	}
+	return `CREATE INDEX cerulean_entities_expiry ON cerulean_entities (expiry) WHERE expiry IS NOT NULL`
+}
+
+// positionQuery reads the commit position the database has reached, as text.
+//
+// PostgreSQL: the WAL insert position, "X/Y" (see positions.go). Read after a commit,
+// it is at or past the end of the commit's WAL record whatever synchronous_commit says,
+// so a replica that has replayed up to it has replayed the commit.
+//
+// YugabyteDB and CockroachDB have no WAL position a client can read; the position is
+// the database clock in ticks ({now}), read after the commit. Both serve consistent
+// reads from every node (a read that starts after a commit sees it), so a position
+// there only orders a session's writes, up to the clock offset between nodes.
+func (d dialect) positionQuery() string {
+	if d == dialectPostgres {
+		return `SELECT pg_current_wal_insert_lsn()::TEXT`
+	}
+	return `SELECT ({now})::TEXT`
+}
+
 // sql expands the dialect placeholders in a statement: {now} for nowTicks.
 func (d dialect) sql(s string) string {
 	return strings.ReplaceAll(s, "{now}", d.nowTicks())

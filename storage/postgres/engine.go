@@ -54,6 +54,8 @@ const (
 	DefaultConnectTimeout   = 5 * time.Second
 	DefaultPurgeInterval    = time.Minute
 	DefaultPurgeGrace       = 10 * time.Minute
+	DefaultExpiryInterval   = 15 * time.Second
+	DefaultPositionWait     = time.Second
 	// PurgeChunk is how many rows one purge statement deletes, so that purging a large
 	// table never holds one huge transaction.
 	PurgeChunk = 10_000
@@ -86,9 +88,17 @@ type Options struct {
 	// so the purger keeps deleting until the grace period, longer than any statement,
 	// has passed; only then is the entry dropped.
 	PurgeGrace time.Duration
+	// ExpiryInterval is how often the background purge looks for expired rows (default
+	// DefaultExpiryInterval). Expired rows are invisible at once; this bounds how long
+	// they take room.
+	ExpiryInterval time.Duration
+	// PositionWait is how long ReaderAt waits for the database to reach a position
+	// before it fails with storage.ErrFuturePosition (default DefaultPositionWait).
+	PositionWait time.Duration
 	// Logger receives background errors (default slog.Default()).
 	Logger *slog.Logger
-	// DisablePurger turns the background purger off (Purge still works). For tests.
+	// DisablePurger turns both background purges off, of deleted tables and of expired
+	// rows (Purge and PurgeExpired still work). For tests.
 	DisablePurger bool
 }
 
@@ -101,12 +111,17 @@ type Engine struct {
 	log     *slog.Logger
 	q       queries
 
+	// cache holds tables' settings for the write path (settings.go).
+	cache settingsCache
+	// highest is the highest commit position this front end has seen (positions.go).
+	highest atomic.Uint64
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 	purgeMu   sync.Mutex
 	purgeWake chan struct{}
 	purgeStop chan struct{}
-	purgeDone chan struct{}
+	loops     sync.WaitGroup // the background purges
 }
 
 var _ storage.Engine = (*Engine)(nil)
@@ -130,6 +145,12 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 	if opts.PurgeGrace <= 0 {
 		opts.PurgeGrace = DefaultPurgeGrace
 	}
+	if opts.ExpiryInterval <= 0 {
+		opts.ExpiryInterval = DefaultExpiryInterval
+	}
+	if opts.PositionWait <= 0 {
+		opts.PositionWait = DefaultPositionWait
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -149,11 +170,22 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 	// for more than a second); a check period finds them in the background too.
 	cfg.HealthCheckPeriod = 5 * time.Second
 	timeout := opts.StatementTimeout
+	// The write statements, prepared on every connection as it is made (once the schema
+	// is migrated), so that no write waits for a prepare.
+	var prepare atomic.Pointer[[]string]
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		if timeout > 0 {
 			// SET rather than a startup parameter: every database accepts the statement.
-			_, err := c.Exec(ctx, fmt.Sprintf("SET statement_timeout = %d", timeout.Milliseconds()))
-			return err
+			if _, err := c.Exec(ctx, fmt.Sprintf("SET statement_timeout = %d", timeout.Milliseconds())); err != nil {
+				return err
+			}
+		}
+		if p := prepare.Load(); p != nil {
+			for _, sql := range *p {
+				if _, err := c.Prepare(ctx, sql, sql); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	}
@@ -170,21 +202,23 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
+	q := buildQueries(d)
+	prepare.Store(&[]string{q.insert1, q.upsert1, q.replace1, q.delete1, q.insertB, q.upsertB, q.replaceB, q.deleteB,
+		q.insertMany, q.upsertMany, q.casUpdate, q.casDelete, q.casInsert, q.casUpdateB, q.casDeleteB, q.casInsertB, q.position})
 	e := &Engine{
 		pool:      pool,
 		dialect:   d,
 		opts:      opts,
 		log:       opts.Logger,
-		q:         buildQueries(d),
+		q:         q,
 		purgeWake: make(chan struct{}, 1),
 		purgeStop: make(chan struct{}),
-		purgeDone: make(chan struct{}),
 	}
 	e.log.Debug("postgres engine open", "dialect", d.String(), "server", version)
-	if opts.DisablePurger {
-		close(e.purgeDone)
-	} else {
+	if !opts.DisablePurger {
+		e.loops.Add(2)
 		go e.purgeLoop()
+		go e.expiryLoop()
 		e.wakePurger() // resume purges pending from before
 	}
 	return e, nil
@@ -193,13 +227,13 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 // Dialect names the database the engine detected: postgresql, yugabytedb or cockroachdb.
 func (e *Engine) Dialect() string { return e.dialect.String() }
 
-// Close stops the purger and closes the pool, after the calls in flight return. Later
+// Close stops the purges and closes the pool, after the calls in flight return. Later
 // calls fail with ErrClosed. Closing twice is harmless.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
 		close(e.purgeStop)
-		<-e.purgeDone
+		e.loops.Wait()
 		e.pool.Close()
 	})
 	return nil

@@ -5,27 +5,32 @@ import "fmt"
 // queries are the engine's SQL statements, expanded for the dialect once at Open.
 //
 // Parameters follow one convention where it helps reading: $1 account, $2 table key
-// (storage.TableKey as bytes), $3 PartitionKey, $4 RowKey, all BYTEA.
+// (storage.TableKey as bytes), $3 PartitionKey, $4 RowKey, all BYTEA. Write statements
+// that store properties take $5 the properties, $6 the table's settings generation the
+// caller computed expiry with (the statement writes nothing unless the catalogue row
+// still has it, see settings.go) and $7 the time-to-live in ticks (0: never expires).
 type queries struct {
-	// Single-mutation Apply: one statement each, answering (table id, new version,
-	// version before the statement) so that a failed precondition is explained without
-	// another round trip. A NULL table id means no such table; a NULL new version means
-	// the precondition failed.
+	// Single-mutation Apply: one statement each, answering (table id, settings
+	// generation, settings if the generation is not $6, new version, version before the
+	// statement) so that a failed precondition or a stale settings cache is explained
+	// without another round trip. A NULL table id means no such table; a NULL new version
+	// means nothing was written.
 	insert1, upsert1, replace1, delete1 string
-	// Batch Apply: the same writes, but a failed precondition raises division_by_zero
-	// (22012), which aborts the implicit transaction of the pipeline and so every
-	// statement of the batch. They answer the new version (the old one for a delete).
+	// Batch Apply: the same writes, but writing no row raises division_by_zero (22012),
+	// which aborts the implicit transaction of the pipeline and so every statement of the
+	// batch. They answer the new version (the old one for a delete).
 	insertB, upsertB, replaceB, deleteB string
 	// Batch Apply of inserts only, or insert-or-replaces only (the usual entity group
-	// transaction): one statement for every row ($4 RowKeys, $5 properties, $6 how many),
-	// answering the RowKeys and versions written, raising 22012 unless all were.
+	// transaction): one statement for every row ($4 RowKeys, $5 properties, $6 how many,
+	// $7 time-to-live ticks, $8 settings generation), answering the RowKeys and versions
+	// written, raising 22012 unless all were.
 	insertMany, upsertMany string
-	// Read-modify-write Apply (merges): read the rows, then compare-and-swap each.
+	// Read-modify-write Apply (merges): read the catalogue row (id, settings), the server
+	// clock and the rows, then compare-and-swap each row. readRows also explains a failed
+	// batch (diagnose).
 	readRows, readRowsProps            string
 	casUpdate, casDelete, casInsert    string
 	casUpdateB, casDeleteB, casInsertB string
-	// diagnose reads the rows of a failed batch to name its first failing mutation.
-	diagnose string
 
 	get, tableExists string
 	scan, scanTo     string
@@ -37,7 +42,13 @@ type queries struct {
 	scanCapped, scanToCapped string
 
 	createTable, getTable, listTables, deleteTable string
-	purgeList, purgeChunk, purgeDone               string
+	loadTable, setSettings                         string
+	purgeList, purgeDone                           string
+	purgeBound, purgeChunk, purgeRest              string
+	// purgeExpired deletes up to $1 expired rows (expiry.go).
+	purgeExpired string
+	// position reads the commit position the database has reached (positions.go).
+	position string
 
 	// Stored access policies and service properties: one statement each, no cache.
 	getACL, setACL           string
@@ -45,9 +56,18 @@ type queries struct {
 	clearSvcProps            string
 }
 
-// tableID resolves the table inside a statement, so that no front end caches the
-// catalogue and a table deleted by another front end is gone for every later statement.
+// tableID resolves the table inside a statement, so that no front end caches the table
+// id and a table deleted by another front end is gone for every later statement.
 const tableID = `(SELECT id FROM cerulean_tables WHERE account = $1 AND key = $2)`
+
+// tableIDAtGen is tableID for a write whose expiries were computed from the settings of
+// generation $6: a catalogue row whose settings have changed since looks like no table.
+const tableIDAtGen = `(SELECT id FROM cerulean_tables WHERE account = $1 AND key = $2 AND COALESCE(gen, 0) = $6::BIGINT)`
+
+// live is the condition that a row of cerulean_entities (aliased e) has not expired at
+// the database clock {now}. The clock is a scalar subquery, so a statement reads it
+// once (an InitPlan), not per row.
+const live = `(e.expiry IS NULL OR e.expiry > (SELECT {now}))`
 
 // raise wraps a data-modifying statement that RETURNs version so that it fails with
 // division_by_zero when it changed no row. The COALESCE keeps the division from being
@@ -59,105 +79,158 @@ func raise(dml string) string {
 
 func buildQueries(d dialect) queries {
 	var q queries
+	// Versions and expiries: the server clock is read once per row, in a subquery (n.v),
+	// and the new version is GREATEST(it, old version + 1); the expiry is that same
+	// version plus the time-to-live, so storage.Expiry's "version + TTL" holds exactly.
+	// An ON CONFLICT update takes excluded.version, the clock read for the row it
+	// failed to insert, and excluded.expiry - excluded.version, the time-to-live.
 	const (
-		insertDML = `INSERT INTO cerulean_entities (table_id, pk, rk, version, props)
-			SELECT id, $3::BYTEA, $4::BYTEA, {now}, $5::BYTEA FROM cerulean_tables WHERE account = $1 AND key = $2
-			ON CONFLICT (table_id, pk, rk) DO NOTHING RETURNING version`
-		upsertDML = `INSERT INTO cerulean_entities (table_id, pk, rk, version, props)
-			SELECT id, $3::BYTEA, $4::BYTEA, {now}, $5::BYTEA FROM cerulean_tables WHERE account = $1 AND key = $2
-			ON CONFLICT (table_id, pk, rk) DO UPDATE
-			SET version = GREATEST({now}, cerulean_entities.version + 1), props = excluded.props RETURNING version`
-		// $6 is the expected version, 0 for any.
-		replaceDML = `UPDATE cerulean_entities SET version = GREATEST({now}, version + 1), props = $5::BYTEA
-			WHERE table_id = ` + tableID + ` AND pk = $3::BYTEA AND rk = $4::BYTEA AND ($6::BIGINT = 0 OR version = $6::BIGINT)
-			RETURNING version`
-		// $5 is the expected version, 0 for any.
-		deleteDML = `DELETE FROM cerulean_entities
-			WHERE table_id = ` + tableID + ` AND pk = $3::BYTEA AND rk = $4::BYTEA AND ($5::BIGINT = 0 OR version = $5::BIGINT)
-			RETURNING version`
-		current = `(SELECT version FROM cerulean_entities WHERE table_id = (SELECT id FROM t) AND pk = $3::BYTEA AND rk = $4::BYTEA)`
+		clock     = `(SELECT {now} AS v) n`
+		setUpsert = `version = GREATEST(excluded.version, e.version + 1), props = excluded.props,
+			expiry = GREATEST(excluded.version, e.version + 1) + (excluded.expiry - excluded.version)`
+		// An insert over an expired row replaces it, as over a missing one. The version
+		// still exceeds the old one, and the clock that decides expiry is the one the
+		// insert took its version from.
+		setInsert = setUpsert + ` WHERE e.expiry <= excluded.version`
+
+		insertHead = `INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
+			SELECT t.id, $3::BYTEA, $4::BYTEA, n.v, $5::BYTEA, n.v + NULLIF($7::BIGINT, 0) FROM cerulean_tables t, ` + clock + `
+			WHERE t.account = $1 AND t.key = $2 AND COALESCE(t.gen, 0) = $6::BIGINT
+			ON CONFLICT (table_id, pk, rk) DO UPDATE SET `
+		insertDML = insertHead + setInsert + ` RETURNING e.version`
+		upsertDML = insertHead + setUpsert + ` RETURNING e.version`
+		// $8 is the expected version, 0 for any. An expired row does not match.
+		replaceDML = `UPDATE cerulean_entities AS e SET version = GREATEST(n.v, e.version + 1), props = $5::BYTEA,
+			expiry = GREATEST(n.v, e.version + 1) + NULLIF($7::BIGINT, 0)
+			FROM ` + clock + `
+			WHERE e.table_id = ` + tableIDAtGen + ` AND e.pk = $3::BYTEA AND e.rk = $4::BYTEA
+			AND ($8::BIGINT = 0 OR e.version = $8::BIGINT) AND (e.expiry IS NULL OR e.expiry > n.v)
+			RETURNING e.version`
+		// $5 is the expected version, 0 for any. A delete computes no expiry, so it does
+		// not check the settings generation. An expired row does not match; the purge
+		// removes it.
+		deleteDML = `DELETE FROM cerulean_entities AS e
+			WHERE e.table_id = ` + tableID + ` AND e.pk = $3::BYTEA AND e.rk = $4::BYTEA
+			AND ($5::BIGINT = 0 OR e.version = $5::BIGINT) AND ` + live + `
+			RETURNING e.version`
+		current = `(SELECT e.version FROM cerulean_entities e WHERE e.table_id = (SELECT id FROM t)
+			AND e.pk = $3::BYTEA AND e.rk = $4::BYTEA AND ` + live + `)`
 	)
-	single := func(dml string, withCurrent bool) string {
-		cur := "NULL::BIGINT"
+	single := func(dml string, withGen, withCurrent bool) string {
+		gen, settings, cur := "NULL::BIGINT", "NULL::BYTEA", "NULL::BIGINT"
+		if withGen {
+			gen, settings = "(SELECT gen FROM t)", "(SELECT settings FROM t WHERE gen <> $6::BIGINT)"
+		}
 		if withCurrent {
 			cur = current
 		}
-		return `WITH t AS (SELECT id FROM cerulean_tables WHERE account = $1 AND key = $2), w AS (` + dml + `)
-			SELECT (SELECT id FROM t), (SELECT version FROM w), ` + cur
+		return `WITH t AS (SELECT id, COALESCE(gen, 0) AS gen, settings FROM cerulean_tables WHERE account = $1 AND key = $2),
+			w AS (` + dml + `)
+			SELECT (SELECT id FROM t), ` + gen + `, ` + settings + `, (SELECT version FROM w), ` + cur
 	}
-	q.insert1 = single(insertDML, false)
-	q.upsert1 = single(upsertDML, false)
-	q.replace1 = single(replaceDML, true)
-	q.delete1 = single(deleteDML, true)
-	const many = `WITH w AS (INSERT INTO cerulean_entities (table_id, pk, rk, version, props)
-			SELECT t.id, $3::BYTEA, u.rk, {now}, u.props
-			FROM cerulean_tables t, unnest($4::BYTEA[], $5::BYTEA[]) AS u (rk, props)
-			WHERE t.account = $1 AND t.key = $2
-			ON CONFLICT (table_id, pk, rk) DO %s
-			RETURNING rk, version)
+	q.insert1 = single(insertDML, true, false)
+	q.upsert1 = single(upsertDML, true, false)
+	q.replace1 = single(replaceDML, true, true)
+	q.delete1 = single(deleteDML, false, true)
+	const many = `WITH w AS (INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
+			SELECT t.id, $3::BYTEA, u.rk, n.v, u.props, n.v + NULLIF(u.ttl, 0)
+			FROM cerulean_tables t, ` + clock + `, unnest($4::BYTEA[], $5::BYTEA[], $7::BIGINT[]) AS u (rk, props, ttl)
+			WHERE t.account = $1 AND t.key = $2 AND COALESCE(t.gen, 0) = $8::BIGINT
+			ON CONFLICT (table_id, pk, rk) DO UPDATE SET %s
+			RETURNING e.rk, e.version)
 		SELECT array_agg(w.rk), array_agg(w.version), 1 / (CASE WHEN count(*) = $6::BIGINT THEN 1 ELSE 0 END) FROM w`
-	q.insertMany = fmt.Sprintf(many, "NOTHING")
-	q.upsertMany = fmt.Sprintf(many, "UPDATE SET version = GREATEST({now}, cerulean_entities.version + 1), props = excluded.props")
+	q.insertMany = fmt.Sprintf(many, setInsert)
+	q.upsertMany = fmt.Sprintf(many, setUpsert)
 	q.insertB = raise(insertDML)
 	q.upsertB = raise(upsertDML)
 	q.replaceB = raise(replaceDML)
 	q.deleteB = raise(deleteDML)
 
-	const rowsFrom = ` FROM cerulean_tables t
+	// The rows as stored, expired ones included (the caller decides what is expired at
+	// the clock read here: a compare-and-swap must match a stored row's version).
+	const rowsFrom = ` FROM cerulean_tables t CROSS JOIN ` + clock + `
 		LEFT JOIN cerulean_entities e ON e.table_id = t.id AND e.pk = $3::BYTEA AND e.rk = ANY($4::BYTEA[])
 		WHERE t.account = $1 AND t.key = $2`
-	q.readRows = `SELECT t.id, {now}, e.rk, e.version, NULL::BYTEA` + rowsFrom
-	q.readRowsProps = `SELECT t.id, {now}, e.rk, e.version, e.props` + rowsFrom
-	q.diagnose = `SELECT t.id, e.rk, e.version` + rowsFrom
+	q.readRows = `SELECT t.id, COALESCE(t.gen, 0), t.settings, n.v, e.rk, e.version, e.expiry, NULL::BYTEA` + rowsFrom
+	q.readRowsProps = `SELECT t.id, COALESCE(t.gen, 0), t.settings, n.v, e.rk, e.version, e.expiry, e.props` + rowsFrom
 
 	// Compare-and-swap writes: $1 table id, $2 PartitionKey, $3 RowKey, $4 the version
-	// read, $5 the new version, $6 the properties.
+	// read, $5 the new version, $6 the properties, $7 the expiry (0: never).
 	const (
-		casUpdateDML = `UPDATE cerulean_entities SET version = $5::BIGINT, props = $6::BYTEA
+		casUpdateDML = `UPDATE cerulean_entities SET version = $5::BIGINT, props = $6::BYTEA, expiry = NULLIF($7::BIGINT, 0)
 			WHERE table_id = $1::BIGINT AND pk = $2::BYTEA AND rk = $3::BYTEA AND version = $4::BIGINT RETURNING version`
 		casDeleteDML = `DELETE FROM cerulean_entities
 			WHERE table_id = $1::BIGINT AND pk = $2::BYTEA AND rk = $3::BYTEA AND version = $4::BIGINT RETURNING version`
-		// An insert goes through the catalogue ($7 account, $8 table key), so that no row
+		// An insert goes through the catalogue ($8 account, $9 table key), so that no row
 		// is created under the id of a table deleted since the read.
-		casInsertDML = `INSERT INTO cerulean_entities (table_id, pk, rk, version, props)
-			SELECT id, $2::BYTEA, $3::BYTEA, $5::BIGINT, $6::BYTEA FROM cerulean_tables
-			WHERE account = $7 AND key = $8 AND id = $1::BIGINT AND $4::BIGINT = 0
+		casInsertDML = `INSERT INTO cerulean_entities (table_id, pk, rk, version, props, expiry)
+			SELECT id, $2::BYTEA, $3::BYTEA, $5::BIGINT, $6::BYTEA, NULLIF($7::BIGINT, 0) FROM cerulean_tables
+			WHERE account = $8 AND key = $9 AND id = $1::BIGINT AND $4::BIGINT = 0
 			ON CONFLICT (table_id, pk, rk) DO NOTHING RETURNING version`
 	)
 	q.casUpdate, q.casDelete, q.casInsert = casUpdateDML, casDeleteDML, casInsertDML
 	q.casUpdateB, q.casDeleteB, q.casInsertB = raise(casUpdateDML), raise(casDeleteDML), raise(casInsertDML)
 
 	q.get = `SELECT t.id, e.version, e.props FROM cerulean_tables t
-		LEFT JOIN cerulean_entities e ON e.table_id = t.id AND e.pk = $3::BYTEA AND e.rk = $4::BYTEA
+		LEFT JOIN cerulean_entities e ON e.table_id = t.id AND e.pk = $3::BYTEA AND e.rk = $4::BYTEA AND ` + live + `
 		WHERE t.account = $1 AND t.key = $2`
 	q.tableExists = `SELECT id FROM cerulean_tables WHERE account = $1 AND key = $2`
-	// $5 limit; scanTo adds the exclusive end ($6, $7).
-	const scanHead = `SELECT pk, rk, version, props FROM cerulean_entities
-		WHERE table_id = ` + tableID + ` AND (pk, rk) >= ($3::BYTEA, $4::BYTEA)`
+	// $5 limit; scanTo adds the exclusive end ($6, $7). Expired rows are filtered out in
+	// the statement, so they neither count against the limit nor reach the caller.
+	const scanHead = `SELECT pk, rk, version, props FROM cerulean_entities e
+		WHERE table_id = ` + tableID + ` AND (pk, rk) >= ($3::BYTEA, $4::BYTEA) AND ` + live
 	q.scan = scanHead + ` ORDER BY pk, rk LIMIT $5`
 	q.scanTo = scanHead + ` AND (pk, rk) < ($6::BYTEA, $7::BYTEA) ORDER BY pk, rk LIMIT $5`
+	// The size cap's window runs over live rows only: expired ones are filtered before
+	// it, so they take no room in a page.
 	const (
 		rowSize = `(octet_length(pk) + octet_length(rk) + octet_length(props))`
 		running = ` OVER (ORDER BY pk, rk ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)`
 		capHead = `SELECT pk, rk, version, props FROM (SELECT pk, rk, version, props,
 			row_number()` + running + ` AS n, (sum` + rowSize + running + `)::BIGINT - ` + rowSize + ` AS before
-			FROM cerulean_entities WHERE table_id = ` + tableID + ` AND (pk, rk) >= ($3::BYTEA, $4::BYTEA)`
+			FROM cerulean_entities e WHERE table_id = ` + tableID + ` AND (pk, rk) >= ($3::BYTEA, $4::BYTEA) AND ` + live
 	)
 	q.scanCapped = capHead + ` ORDER BY pk, rk LIMIT $5) s WHERE n <= 2 OR before <= $6::BIGINT ORDER BY pk, rk`
 	q.scanToCapped = capHead + ` AND (pk, rk) < ($6::BYTEA, $7::BYTEA) ORDER BY pk, rk LIMIT $5) s WHERE n <= 2 OR before <= $8::BIGINT ORDER BY pk, rk`
 
-	q.createTable = `INSERT INTO cerulean_tables (account, key, name, id)
-		VALUES ($1, $2, $3, nextval('cerulean_table_ids')) ON CONFLICT (account, key) DO NOTHING`
-	q.getTable = `SELECT name FROM cerulean_tables WHERE account = $1 AND key = $2`
-	q.listTables = `SELECT name FROM cerulean_tables WHERE account = $1 AND key >= $2 ORDER BY key LIMIT $3`
+	// $4 the settings (storage.MarshalSettings; NULL for a standard table). Every
+	// settings change takes a new generation from a sequence, so a generation names one
+	// table's settings at one time, across deletes and creates.
+	q.createTable = `INSERT INTO cerulean_tables (account, key, name, id, settings, gen)
+		VALUES ($1, $2, $3, nextval('cerulean_table_ids'), $4::BYTEA, nextval('cerulean_table_gens'))
+		ON CONFLICT (account, key) DO NOTHING RETURNING gen`
+	q.getTable = `SELECT name, settings FROM cerulean_tables WHERE account = $1 AND key = $2`
+	q.listTables = `SELECT name, settings FROM cerulean_tables WHERE account = $1 AND key >= $2 ORDER BY key LIMIT $3`
+	q.loadTable = `SELECT COALESCE(gen, 0), settings FROM cerulean_tables WHERE account = $1 AND key = $2`
+	// Like setACL, the update locks the catalogue row, so it orders with a concurrent
+	// DeleteTable and never attaches to a table created again.
+	q.setSettings = `UPDATE cerulean_tables SET settings = $3::BYTEA, gen = nextval('cerulean_table_gens')
+		WHERE account = $1 AND key = $2 RETURNING gen`
 	// One statement: the catalogue row out and the purge entry in commit together.
 	q.deleteTable = `WITH d AS (DELETE FROM cerulean_tables WHERE account = $1 AND key = $2 RETURNING id)
 		INSERT INTO cerulean_purges (table_id) SELECT id FROM d`
 	q.purgeList = `SELECT table_id, deleted_at < now() - $1::BIGINT * INTERVAL '1 millisecond' FROM cerulean_purges ORDER BY table_id`
-	q.purgeChunk = `DELETE FROM cerulean_entities WHERE table_id = $1 AND (pk, rk) IN
-		(SELECT pk, rk FROM cerulean_entities WHERE table_id = $1 ORDER BY pk, rk LIMIT $2)`
+	// A deleted table's rows go in chunks of key ranges: purgeBound finds the key $2 rows
+	// in (none when fewer remain), purgeChunk deletes the rows before it, purgeRest the
+	// last ones. Each is one range of the primary key, whatever the planner's estimates
+	// (a join of the table with a LIMIT subquery of it can turn quadratic when the
+	// statistics still think the table is empty).
+	q.purgeBound = `SELECT pk, rk FROM cerulean_entities WHERE table_id = $1 ORDER BY pk, rk OFFSET $2 LIMIT 1`
+	q.purgeChunk = `DELETE FROM cerulean_entities WHERE table_id = $1 AND (pk, rk) < ($2::BYTEA, $3::BYTEA)`
+	q.purgeRest = `DELETE FROM cerulean_entities WHERE table_id = $1`
 	q.purgeDone = `DELETE FROM cerulean_purges WHERE table_id = $1
 		AND NOT EXISTS (SELECT 1 FROM cerulean_entities WHERE table_id = $1)`
+	// The CTE walks the partial expiry index from its oldest entry and stops at the
+	// first that has not expired, so it reads only what has expired; SKIP LOCKED lets
+	// front ends purge at once without waiting for each other or for writers, and the
+	// delete checks the expiry again on the row it deletes. A CTE (materialized: it
+	// locks rows and reads the clock) joined by primary key rather than IN (subquery):
+	// that can be planned as a nested loop that runs the subquery again per row.
+	q.purgeExpired = `WITH c AS (SELECT table_id, pk, rk FROM cerulean_entities
+			WHERE expiry IS NOT NULL AND expiry <= (SELECT {now}) ORDER BY expiry LIMIT $1 FOR UPDATE SKIP LOCKED)
+		DELETE FROM cerulean_entities e USING c
+		WHERE e.table_id = c.table_id AND e.pk = c.pk AND e.rk = c.rk AND e.expiry <= (SELECT {now})`
+	q.position = d.positionQuery()
 
 	q.getACL = `SELECT acl FROM cerulean_tables WHERE account = $1 AND key = $2`
 	// $3 the ACL, NULL to clear. The update locks the catalogue row, so it orders with a
@@ -170,7 +243,8 @@ func buildQueries(d dialect) queries {
 	q.clearSvcProps = `DELETE FROM cerulean_service_properties WHERE account = $1`
 
 	for _, p := range []*string{&q.insert1, &q.upsert1, &q.replace1, &q.delete1, &q.insertB, &q.upsertB, &q.replaceB,
-		&q.deleteB, &q.insertMany, &q.upsertMany, &q.readRows, &q.readRowsProps} {
+		&q.deleteB, &q.insertMany, &q.upsertMany, &q.readRows, &q.readRowsProps, &q.get, &q.scan, &q.scanTo,
+		&q.scanCapped, &q.scanToCapped, &q.purgeExpired, &q.position} {
 		*p = d.sql(*p)
 	}
 	return q

@@ -31,6 +31,21 @@ import (
 //	                     (version 2) account → props: each account's service
 //	                     properties, opaque bytes; account is BYTEA like the
 //	                     catalogue's, so any account string is stored exactly
+//	cerulean_tables.settings
+//	                     (version 3) the table's storage.TableSettings
+//	                     (storage.MarshalSettings), NULL for a standard table
+//	cerulean_tables.gen  (version 3) the settings' generation: a new value of the
+//	                     cerulean_table_gens sequence at every create and settings
+//	                     change, NULL (read as 0) for tables from before version 3; a
+//	                     write computes expiries from cached settings and commits only
+//	                     if the generation is still the cached one (settings.go)
+//	cerulean_entities.expiry
+//	                     (version 3) when the row expires, in version ticks, NULL
+//	                     for never: storage.Expiry at the write; reads treat a row
+//	                     with expiry <= the database clock as absent
+//	cerulean_entities_expiry
+//	                     (version 4) partial index on expiry WHERE expiry IS NOT
+//	                     NULL, which the purge of expired rows walks (expiry.go)
 
 // migration is one step of the schema; steps run in order, each once, in a transaction
 // together with the row that records it.
@@ -69,6 +84,23 @@ var migrations = []migration{
 				account BYTEA PRIMARY KEY,
 				props BYTEA NOT NULL)`,
 		}
+	}},
+	{3, func(d dialect) []string {
+		return []string{
+			// Nullable without defaults: no rewrite of either table on PostgreSQL, and
+			// existing entities never expire.
+			`ALTER TABLE cerulean_tables ADD COLUMN settings BYTEA`,
+			`ALTER TABLE cerulean_tables ADD COLUMN gen BIGINT`,
+			`CREATE SEQUENCE cerulean_table_gens`,
+			`ALTER TABLE cerulean_entities ADD COLUMN expiry BIGINT`,
+		}
+	}},
+	// A step of its own: CockroachDB refuses a partial index over a column added in the
+	// same transaction (cockroachdb/cockroach#83593). The index starts empty, but
+	// building it reads the entities table once (under a lock that holds writes back,
+	// on PostgreSQL, for that long).
+	{4, func(d dialect) []string {
+		return []string{d.expiryIndex()}
 	}},
 }
 

@@ -10,32 +10,62 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// CreateTable adds a table under a new id from the sequence. It fails with
-// ErrTableExists when the account has a table of the same TableKey.
+// CreateTable adds a table under a new id from the sequence, with its settings and a
+// new settings generation. It fails with ErrTableExists when the account has a table of
+// the same TableKey.
 func (e *Engine) CreateTable(ctx context.Context, account, name string, settings storage.TableSettings) error {
+	acct, key := []byte(account), []byte(storage.TableKey(name))
 	return e.retry(ctx, "create table", func() error {
-		tag, err := e.pool.Exec(ctx, e.q.createTable, []byte(account), []byte(storage.TableKey(name)), name)
+		var gen int64
+		err := e.pool.QueryRow(ctx, e.q.createTable, acct, key, name, storage.MarshalSettings(settings)).Scan(&gen)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return storage.ErrTableExists
+		}
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return storage.ErrTableExists
-		}
+		e.cache.put(tableRef{string(acct), string(key)}, tableEntry{gen: gen, settings: settings})
 		return nil
 	})
 }
 
-// GetTable reports a table's display name.
+// GetTable reports a table's display name and settings, from the catalogue (not the
+// write path's cache).
 func (e *Engine) GetTable(ctx context.Context, account, name string) (storage.TableInfo, error) {
 	var info storage.TableInfo
 	err := e.retry(ctx, "get table", func() error {
-		err := e.pool.QueryRow(ctx, e.q.getTable, []byte(account), []byte(storage.TableKey(name))).Scan(&info.Name)
+		var raw []byte
+		err := e.pool.QueryRow(ctx, e.q.getTable, []byte(account), []byte(storage.TableKey(name))).Scan(&info.Name, &raw)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return storage.ErrTableNotFound
 		}
+		if err != nil {
+			return err
+		}
+		info.Settings, err = storage.UnmarshalSettings(raw)
 		return err
 	})
 	return info, err
+}
+
+// SetTableSettings replaces a table's settings and takes a new generation, in one
+// statement: every front end's cached copy is stale from its commit on, so every write
+// that starts after it returns uses the new settings (settings.go).
+func (e *Engine) SetTableSettings(ctx context.Context, account, name string, settings storage.TableSettings) error {
+	acct, key := []byte(account), []byte(storage.TableKey(name))
+	return e.retry(ctx, "set table settings", func() error {
+		var gen int64
+		err := e.pool.QueryRow(ctx, e.q.setSettings, acct, key, storage.MarshalSettings(settings)).Scan(&gen)
+		if errors.Is(err, pgx.ErrNoRows) {
+			e.cache.drop(tableRef{string(acct), string(key)})
+			return storage.ErrTableNotFound
+		}
+		if err != nil {
+			return err
+		}
+		e.cache.put(tableRef{string(acct), string(key)}, tableEntry{gen: gen, settings: settings})
+		return nil
+	})
 }
 
 // ListTables reads one page of the account's catalogue in key order; limit ≤ 0 means no
@@ -57,15 +87,22 @@ func (e *Engine) ListTables(ctx context.Context, account, from string, limit int
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var name string
-			if err := rows.Scan(&name); err != nil {
+			var (
+				name string
+				raw  []byte
+			)
+			if err := rows.Scan(&name, &raw); err != nil {
 				return err
 			}
 			if limit > 0 && len(out) == limit {
 				next = name
 				break
 			}
-			out = append(out, storage.TableInfo{Name: name})
+			settings, err := storage.UnmarshalSettings(raw)
+			if err != nil {
+				return err
+			}
+			out = append(out, storage.TableInfo{Name: name, Settings: settings})
 		}
 		return rows.Err()
 	})
@@ -90,6 +127,7 @@ func (e *Engine) DeleteTable(ctx context.Context, account, name string) error {
 		}
 		return nil
 	})
+	e.cache.drop(tableRef{account, storage.TableKey(name)})
 	if err == nil {
 		e.wakePurger()
 	}
@@ -180,7 +218,7 @@ func (e *Engine) wakePurger() {
 }
 
 func (e *Engine) purgeLoop() {
-	defer close(e.purgeDone)
+	defer e.loops.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -203,9 +241,9 @@ func (e *Engine) purgeLoop() {
 }
 
 // purgePending deletes the rows of every queued table in chunks of PurgeChunk, one
-// statement (and transaction) per chunk, and drops the queue entries whose grace period
-// has passed and whose rows are all gone. Front ends may purge the same table at once:
-// each chunk is idempotent.
+// delete statement (and transaction) per chunk, and drops the queue entries whose grace
+// period has passed and whose rows are all gone. Front ends may purge the same table at
+// once: each chunk is idempotent.
 func (e *Engine) purgePending(ctx context.Context) error {
 	e.purgeMu.Lock()
 	defer e.purgeMu.Unlock()
@@ -235,14 +273,21 @@ func (e *Engine) purgePending(ctx context.Context) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			tag, err := e.pool.Exec(ctx, e.q.purgeChunk, en.id, PurgeChunk)
+			var pk, rk []byte
+			err := e.pool.QueryRow(ctx, e.q.purgeBound, en.id, PurgeChunk).Scan(&pk, &rk)
+			last := errors.Is(err, pgx.ErrNoRows)
+			if last {
+				_, err = e.pool.Exec(ctx, e.q.purgeRest, en.id)
+			} else if err == nil {
+				_, err = e.pool.Exec(ctx, e.q.purgeChunk, en.id, pk, rk)
+			}
 			if err != nil {
 				if retryable(err) {
 					continue
 				}
 				return fmt.Errorf("purge table %d: %w", en.id, err)
 			}
-			if tag.RowsAffected() < PurgeChunk {
+			if last {
 				break
 			}
 		}
@@ -257,13 +302,3 @@ func (e *Engine) purgePending(ctx context.Context) error {
 
 // Name is the engine's name.
 func (e *Engine) Name() string { return "postgres" }
-
-// SetTableSettings TODO(i11).
-func (e *Engine) SetTableSettings(ctx context.Context, account, name string, settings storage.TableSettings) error {
-	return errors.New("TODO(i11)")
-}
-
-// ReaderAt TODO(i11).
-func (e *Engine) ReaderAt(ctx context.Context, p storage.Position) (storage.Reader, error) {
-	return e, nil
-}

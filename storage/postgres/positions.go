@@ -1,0 +1,297 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ceruleandb/cerulean/storage"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Commit positions (session tokens).
+//
+// An Apply's position is read after its commit, in the same round trip: the write's
+// statements and the position query go out as one pipeline with two Syncs,
+//
+//	Bind/Execute × N, Sync, Bind/Execute(position), Sync
+//
+// so the statements run as one implicit transaction that commits at the first Sync, and
+// the position query runs after the commit, in a transaction of its own. If a statement
+// fails, the server skips the rest up to the first Sync (the transaction is rolled
+// back), and still answers the position query; the connection is left idle either way.
+// On PostgreSQL the position is the WAL insert position (dialect.positionQuery): it is
+// at or past the end of the commit record, and every later commit ends past it.
+//
+// Each front end remembers the highest position it has seen. ReaderAt(p) answers at
+// once for p at or below it; above it, it reads the database's position until it has
+// reached p, for up to Options.PositionWait, and then fails with
+// storage.ErrFuturePosition. The check is one function of a pool (reached), so that read
+// replicas can be asked the same question of their replay position.
+
+// stmt is one statement of a pipelined write and where its first row goes.
+type stmt struct {
+	sql  string
+	args []any
+	dest []any // scan targets for the first row; nil ignores the rows
+	rows int    // rows the statement returned (set by exec)
+}
+
+// exec runs stmts as one implicit transaction and then reads the commit position, in
+// one round trip. It returns the first statement error (a *pgconn.PgError when the
+// database refused a statement; nothing of the transaction is then committed).
+func (e *Engine) exec(ctx context.Context, stmts []stmt) (storage.Position, error) {
+	c, err := e.pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Release()
+	conn := c.Conn()
+	// Statements are prepared once per connection (pgx keeps them by SQL text).
+	sds := make([]*pgconn.StatementDescription, len(stmts)+1)
+	for i := range stmts {
+		if sds[i], err = conn.Prepare(ctx, stmts[i].sql, stmts[i].sql); err != nil {
+			return 0, err
+		}
+	}
+	if sds[len(stmts)], err = conn.Prepare(ctx, e.q.position, e.q.position); err != nil {
+		return 0, err
+	}
+	// Encode every argument before anything is sent: a failure then sends nothing.
+	m := conn.TypeMap()
+	eqbs := make([]pgx.ExtendedQueryBuilder, len(sds))
+	for i := range sds {
+		var args []any
+		if i < len(stmts) {
+			args = stmts[i].args
+		}
+		if err := eqbs[i].Build(m, sds[i], args); err != nil {
+			return 0, fmt.Errorf("encode arguments: %w", err)
+		}
+	}
+	pipe := conn.PgConn().StartPipeline(ctx)
+	for i := range sds {
+		pipe.SendQueryPrepared(sds[i].Name, eqbs[i].ParamValues, eqbs[i].ParamFormats, eqbs[i].ResultFormats)
+		if i == len(stmts)-1 {
+			pipe.SendPipelineSync() // the commit
+		}
+	}
+	if err := pipe.Sync(); err != nil {
+		_ = pipe.Close()
+		return 0, err
+	}
+
+	// The statements' results, up to the first error.
+	var stmtErr error
+	for i := range stmts {
+		res, err := pipe.GetResults()
+		if err != nil {
+			stmtErr = err
+			break
+		}
+		rr, ok := res.(*pgconn.ResultReader)
+		if !ok {
+			stmtErr = fmt.Errorf("pipeline: unexpected %T", res)
+			break
+		}
+		stmtErr = readResult(m, rr, &stmts[i])
+		if stmtErr != nil {
+			break
+		}
+	}
+	var pe *pgconn.PgError
+	if stmtErr != nil && !errors.As(stmtErr, &pe) {
+		// The connection failed (or answered nonsense): it is closed, and the pool drops it.
+		_ = pipe.Close()
+		return 0, stmtErr
+	}
+	// The first Sync (after an error, the server skipped to it), then the position.
+	var pos storage.Position
+	posErr := func() error {
+		if err := nextSync(pipe); err != nil {
+			return err
+		}
+		res, err := pipe.GetResults()
+		if err != nil {
+			return err
+		}
+		rr, ok := res.(*pgconn.ResultReader)
+		if !ok {
+			return fmt.Errorf("pipeline: unexpected %T", res)
+		}
+		var text string
+		st := stmt{dest: []any{&text}}
+		if err := readResult(m, rr, &st); err != nil {
+			return err
+		}
+		if st.rows != 1 {
+			return fmt.Errorf("position: %d rows", st.rows)
+		}
+		if pos, err = parsePosition(text); err != nil {
+			return err
+		}
+		return nextSync(pipe)
+	}()
+	if cerr := pipe.Close(); posErr == nil {
+		posErr = cerr
+	}
+	if stmtErr != nil {
+		return 0, stmtErr
+	}
+	if posErr != nil {
+		// Committed, but the position was not read: read it now (still after the commit).
+		if pos, posErr = e.currentPosition(ctx); posErr != nil {
+			return 0, fmt.Errorf("committed, but reading the commit position failed: %w", posErr)
+		}
+	}
+	e.observe(pos)
+	return pos, nil
+}
+
+// readResult reads a statement's rows, scanning the first into st.dest, and closes it.
+func readResult(m interface {
+	Scan(oid uint32, formatCode int16, src []byte, dst any) error
+}, rr *pgconn.ResultReader, st *stmt) error {
+	var scanErr error
+	for rr.NextRow() {
+		if st.rows == 0 && st.dest != nil {
+			fds, vals := rr.FieldDescriptions(), rr.Values()
+			if len(fds) != len(st.dest) {
+				scanErr = fmt.Errorf("statement answered %d columns, want %d", len(fds), len(st.dest))
+			}
+			for j := 0; scanErr == nil && j < len(fds); j++ {
+				if err := m.Scan(fds[j].DataTypeOID, fds[j].Format, vals[j], st.dest[j]); err != nil {
+					scanErr = fmt.Errorf("scan column %s: %w", fds[j].Name, err)
+				}
+			}
+		}
+		st.rows++
+	}
+	if _, err := rr.Close(); err != nil {
+		return err
+	}
+	return scanErr
+}
+
+// nextSync reads the pipeline up to and including its next Sync point.
+func nextSync(pipe *pgconn.Pipeline) error {
+	for {
+		res, err := pipe.GetResults()
+		if err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) {
+				continue // skipped to the Sync
+			}
+			return err
+		}
+		switch r := res.(type) {
+		case *pgconn.PipelineSync:
+			return nil
+		case *pgconn.ResultReader:
+			if _, err := r.Close(); err != nil {
+				var pe *pgconn.PgError
+				if !errors.As(err, &pe) {
+					return err
+				}
+			}
+		case nil:
+			return errors.New("pipeline: missing Sync")
+		}
+	}
+}
+
+// parsePosition reads the position query's answer: a PostgreSQL LSN "X/Y" (two
+// hexadecimal halves of a 64-bit byte position) or a decimal tick count.
+func parsePosition(s string) (storage.Position, error) {
+	if hi, lo, ok := strings.Cut(s, "/"); ok {
+		h, err1 := strconv.ParseUint(hi, 16, 32)
+		l, err2 := strconv.ParseUint(lo, 16, 32)
+		if err1 != nil || err2 != nil {
+			return 0, fmt.Errorf("position %q is not an LSN", s)
+		}
+		return storage.Position(h<<32 | l), nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("position %q: %w", s, err)
+	}
+	return storage.Position(n), nil
+}
+
+// observe raises the highest position this front end has seen to p.
+func (e *Engine) observe(p storage.Position) {
+	for {
+		old := e.highest.Load()
+		if uint64(p) <= old || e.highest.CompareAndSwap(old, uint64(p)) {
+			return
+		}
+	}
+}
+
+// currentPosition reads the position the primary has reached.
+func (e *Engine) currentPosition(ctx context.Context) (storage.Position, error) {
+	_, p, err := reached(ctx, e.pool, e.q.position, 0)
+	if err == nil {
+		e.observe(p)
+	}
+	return p, err
+}
+
+// reached reports whether the database behind pool has reached position p, and the
+// position it has reached. query is the position query (for a replica, one that reads
+// its replay position).
+func reached(ctx context.Context, pool *pgxpool.Pool, query string, p storage.Position) (bool, storage.Position, error) {
+	var text string
+	if err := pool.QueryRow(ctx, query).Scan(&text); err != nil {
+		return false, 0, err
+	}
+	at, err := parsePosition(text)
+	if err != nil {
+		return false, 0, err
+	}
+	return at >= p, at, nil
+}
+
+// ReaderAt returns the engine itself once the database has reached p: a position this
+// front end has seen answers at once; a higher one (another front end's, or one from the
+// future) is looked up, and waited for up to Options.PositionWait.
+func (e *Engine) ReaderAt(ctx context.Context, p storage.Position) (storage.Reader, error) {
+	if e.closed.Load() {
+		return nil, ErrClosed
+	}
+	if p == 0 || uint64(p) <= e.highest.Load() {
+		return e, nil
+	}
+	deadline := time.Now().Add(e.opts.PositionWait)
+	wait := time.Millisecond
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		ok, at, err := reached(ctx, e.pool, e.q.position, p)
+		if err != nil {
+			return nil, e.mapErr(ctx, "read position", err)
+		}
+		e.observe(at)
+		if ok {
+			return e, nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, fmt.Errorf("position %d (the database is at %d): %w", p, at, storage.ErrFuturePosition)
+		}
+		t := time.NewTimer(min(wait, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(wait*2, 50*time.Millisecond)
+	}
+}

@@ -1,0 +1,117 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/ceruleandb/cerulean/storage"
+	"github.com/jackc/pgx/v5"
+)
+
+// Table settings on the write path.
+//
+// Every row an Apply writes needs storage.Expiry of the table's settings, computed in Go
+// before the statements are sent (it validates the entity's TTL property, and an invalid
+// one must fail the Apply before anything is written). Reading the settings first would
+// cost a round trip per write, so each front end caches them: (account, table key) →
+// (generation, settings). The generation is a new value of a sequence at every create
+// and settings change, kept in the catalogue row, and every write statement that stores
+// an expiry resolves the table with "and the generation is still the one I computed
+// with". A stale cache therefore writes nothing: the single statements answer the
+// current generation and settings in the same round trip, a failed batch's diagnosis
+// reads them, and the Apply runs again with them (errStale). So a SetTableSettings on
+// any front end applies to every write that starts after it returns, everywhere, and a
+// write costs no extra round trip unless the settings changed.
+//
+// Deletes compute no expiry and do not check the generation; the read-modify-write path
+// reads the settings with the rows it reads anyway.
+
+// errStale reports a write that found the table's settings changed since they were
+// cached; the cache has been refreshed and the Apply runs again at once.
+var errStale = fmt.Errorf("table settings changed: %w", errConflict)
+
+// maxCachedTables bounds the cache; when full, arbitrary entries make room.
+const maxCachedTables = 100_000
+
+type tableRef struct{ account, key string }
+
+// tableEntry is a table's settings as of generation gen.
+type tableEntry struct {
+	gen      int64
+	settings storage.TableSettings
+}
+
+type settingsCache struct {
+	mu sync.RWMutex
+	m  map[tableRef]tableEntry
+}
+
+func (c *settingsCache) get(r tableRef) (tableEntry, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	en, ok := c.m[r]
+	return en, ok
+}
+
+// put records en. Of two racing puts the older may win; the next write then finds it
+// stale and refreshes it again.
+func (c *settingsCache) put(r tableRef, en tableEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[tableRef]tableEntry)
+	}
+	if len(c.m) >= maxCachedTables {
+		n := 0
+		for k := range c.m {
+			delete(c.m, k)
+			if n++; n >= maxCachedTables/10 {
+				break
+			}
+		}
+	}
+	c.m[r] = en
+}
+
+func (c *settingsCache) drop(r tableRef) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, r)
+}
+
+// entry returns the table's cached settings, loading them on a miss.
+func (e *Engine) entry(ctx context.Context, acct, key []byte) (tableEntry, error) {
+	r := tableRef{string(acct), string(key)}
+	if en, ok := e.cache.get(r); ok {
+		return en, nil
+	}
+	var (
+		en  tableEntry
+		raw []byte
+	)
+	err := e.pool.QueryRow(ctx, e.q.loadTable, acct, key).Scan(&en.gen, &raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return tableEntry{}, storage.ErrTableNotFound
+	}
+	if err != nil {
+		return tableEntry{}, err
+	}
+	if en.settings, err = storage.UnmarshalSettings(raw); err != nil {
+		return tableEntry{}, err
+	}
+	e.cache.put(r, en)
+	return en, nil
+}
+
+// refresh records settings a statement read with generation gen, which differs from the
+// cached one, and returns errStale (or the settings' decoding error).
+func (e *Engine) refresh(acct, key []byte, gen int64, raw []byte) error {
+	s, err := storage.UnmarshalSettings(raw)
+	if err != nil {
+		return err
+	}
+	e.cache.put(tableRef{string(acct), string(key)}, tableEntry{gen: gen, settings: s})
+	return errStale
+}
