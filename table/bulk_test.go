@@ -108,7 +108,9 @@ func TestBulkFailuresAffectOnlyTheirItem(t *testing.T) {
 	s, be := newBulkService(t)
 	ctx := t.Context()
 	const parts, per = 40, 250
-	conflict := func(p, r int) bool { return r == 0 || r == 99 || r == 100 || r == 137 || r == per-1 || (p%7 == 0 && r%10 == 3) }
+	conflict := func(p, r int) bool {
+		return r == 0 || r == 99 || r == 100 || r == 137 || r == per-1 || (p%7 == 0 && r%10 == 3)
+	}
 	var ops []BulkOp
 	var want []azerr.Code
 	for r := range per {
