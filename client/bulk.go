@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,7 +30,8 @@ type BulkOp struct {
 	Op BulkOpKind `json:"op"`
 	// Entity is the entity as OData JSON with its PartitionKey and RowKey — what the
 	// Go SDK's AddEntity takes (json.Marshal of an aztables.EDMEntity, or of any struct
-	// or map). A Delete needs only the keys.
+	// or map). It is sent as it is, so it must be valid JSON. A Delete needs only the
+	// keys.
 	Entity json.RawMessage `json:"entity"`
 	// IfMatch, for Update, Merge and Delete, is the ETag the entity must have, or "*";
 	// empty means any existing version.
@@ -74,20 +74,11 @@ func (e *BulkError) Error() string { return e.Code + ": " + e.Message }
 // nothing was written (an *Error), or that no answer arrived — then any operation may or may not
 // have been written, and repeating the request with upserts is safe.
 func (c *Client) Bulk(ctx context.Context, table string, ops []BulkOp) (*BulkResponse, error) {
-	var buf bytes.Buffer
-	buf.WriteString(`{"operations":[`)
-	for i := range ops {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		b, err := json.Marshal(&ops[i])
-		if err != nil {
-			return nil, fmt.Errorf("bulk: operation %d: %w", i, err)
-		}
-		buf.Write(b)
+	body, err := appendBulk(make([]byte, 0, bulkSize(ops)), ops)
+	if err != nil {
+		return nil, err
 	}
-	buf.WriteString(`]}`)
-	resp, err := c.Do(ctx, http.MethodPost, url.PathEscape(table), url.Values{"comp": {"bulk"}}, nil, buf.Bytes())
+	resp, err := c.Do(ctx, http.MethodPost, url.PathEscape(table), url.Values{"comp": {"bulk"}}, nil, body)
 	if err != nil {
 		return nil, err
 	}
@@ -95,10 +86,50 @@ func (c *Client) Bulk(ctx context.Context, table string, ops []BulkOp) (*BulkRes
 	if err := ResponseError(resp); err != nil {
 		return nil, fmt.Errorf("bulk: %w", err)
 	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("bulk: the server answered %d, not a bulk answer: it does not take bulk requests", resp.StatusCode)
+	}
 	var out BulkResponse
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return nil, fmt.Errorf("bulk: decode answer: %w", err)
 	}
 	out.SessionToken = resp.Header.Get("x-ms-session-token")
 	return &out, nil
+}
+
+// bulkSize is about the size of the request document of ops.
+func bulkSize(ops []BulkOp) int {
+	n := 20
+	for i := range ops {
+		n += 40 + len(ops[i].Op) + len(ops[i].Entity) + len(ops[i].IfMatch)
+	}
+	return n
+}
+
+// appendBulk appends the request document of ops to dst. The entities are copied as
+// they are, not encoded again: a bulk load spends its client-side time here, and the
+// server checks each entity anyway.
+func appendBulk(dst []byte, ops []BulkOp) ([]byte, error) {
+	dst = append(dst, `{"operations":[`...)
+	for i := range ops {
+		o := &ops[i]
+		if o.Op == "" || len(o.Entity) == 0 {
+			return nil, fmt.Errorf("bulk: operation %d: no op or no entity", i)
+		}
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		op, _ := json.Marshal(string(o.Op))
+		dst = append(dst, `{"op":`...)
+		dst = append(dst, op...)
+		dst = append(dst, `,"entity":`...)
+		dst = append(dst, o.Entity...)
+		if o.IfMatch != "" {
+			m, _ := json.Marshal(o.IfMatch)
+			dst = append(dst, `,"ifMatch":`...)
+			dst = append(dst, m...)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, `]}`...), nil
 }
