@@ -1,15 +1,11 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"reflect"
 	"strconv"
-	"strings"
 
 	"github.com/ceruleandb/cerulean/auth"
 	"github.com/ceruleandb/cerulean/azerr"
@@ -61,17 +57,6 @@ const bulkBodyCap = 32 << 20
 // requests keep the other half.
 func (s *Server) bulkBodyLimit() int64 {
 	return min(bulkBodyCap, s.limits.MaxBodyMemory/4)
-}
-
-// bulkRequestJSON is the request document. Entities stay raw for edmjson.DecodeEntity.
-type bulkRequestJSON struct {
-	Operations *[]bulkOpJSON `json:"operations"`
-}
-
-type bulkOpJSON struct {
-	Op      string          `json:"op"`
-	Entity  json.RawMessage `json:"entity"`
-	IfMatch *string         `json:"ifMatch"`
 }
 
 // bulkOps maps the request's op names to mutations.
@@ -190,21 +175,9 @@ func (s *Server) unknownComp(rq *request, method string) error {
 // decodeBulk reads the request document into table operations. Errors in the document's
 // shape refuse the whole request; errors in one entity become that operation's Err.
 func (s *Server) decodeBulk(rq *request, body []byte) ([]table.BulkOp, error) {
-	var doc bulkRequestJSON
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		return nil, bulkShapeError(err)
-	}
-	if _, err := dec.Token(); err == nil {
-		return nil, azerr.Newf(azerr.InvalidInput, "The bulk request body holds data after its JSON document.")
-	}
-	if doc.Operations == nil {
-		return nil, azerr.Newf(azerr.InvalidInput, `The bulk request body must be a JSON object with an "operations" array.`)
-	}
-	in := *doc.Operations
-	if len(in) > table.MaxBulkOperations {
-		return nil, azerr.Newf(azerr.InvalidInput, "The bulk request holds %d operations; at most %d are allowed.", len(in), table.MaxBulkOperations)
+	in, err := edmjson.DecodeBulk(body, table.MaxBulkOperations)
+	if err != nil {
+		return nil, err
 	}
 	ops := make([]table.BulkOp, len(in))
 	for i := range in {
@@ -214,69 +187,28 @@ func (s *Server) decodeBulk(rq *request, body []byte) ([]table.BulkOp, error) {
 			return nil, azerr.Newf(azerr.InvalidInput, `Operation %d: "op" is %s; it must be one of insert, update, merge, upsert, upsertMerge, delete.`, i, strconv.Quote(o.Op))
 		}
 		op.Op = kind
-		if o.IfMatch != nil {
+		if o.HasIfMatch {
 			switch kind {
 			case storage.Insert, storage.InsertOrReplace, storage.InsertOrMerge:
 				return nil, azerr.Newf(azerr.InvalidInput, `Operation %d: "ifMatch" is not allowed with %s; use update, merge or delete for a conditional write.`, i, o.Op)
 			}
-			cond, err := table.ParseCondition(*o.IfMatch, true)
+			cond, err := table.ParseCondition(o.IfMatch, true)
 			if err != nil {
 				e, _ := azerr.As(err)
 				return nil, azerr.Newf(e.Code, "Operation %d: %s", i, e.Message)
 			}
 			op.Cond = cond
 		}
-		if len(o.Entity) == 0 || o.Entity[0] != '{' {
-			return nil, azerr.Newf(azerr.InvalidInput, `Operation %d: "entity" must be a JSON object with the entity's PartitionKey and RowKey.`, i)
-		}
-		e, keys, err := edmjson.DecodeEntity(o.Entity)
+		err := o.EntityErr
 		if err == nil {
-			err = keys.Require()
+			err = o.Keys.Require()
 		}
 		if err == nil && rq.grant != nil {
 			if err = rq.grant.Check(bulkSASOps[kind], rq.res.Table); err == nil {
-				err = rq.grant.CheckKeys(e.PartitionKey, e.RowKey)
+				err = rq.grant.CheckKeys(o.Entity.PartitionKey, o.Entity.RowKey)
 			}
 		}
-		op.Entity, op.Err = e, err
+		op.Entity, op.Err = o.Entity, err
 	}
 	return ops, nil
-}
-
-// bulkShapeError describes a request document encoding/json could not read.
-func bulkShapeError(err error) error {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		return azerr.Newf(azerr.InvalidInput, "The bulk request body is not valid JSON: %v (at byte %d).", syn, syn.Offset)
-	case errors.As(err, &typ):
-		what := "The bulk request body"
-		if typ.Field != "" {
-			what = strconv.Quote(typ.Field)
-		}
-		return azerr.Newf(azerr.InvalidInput, "%s must be a JSON %s; it is a JSON %s (at byte %d).", what, jsonKind(typ.Type), typ.Value, typ.Offset)
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return azerr.Newf(azerr.InvalidInput, "The bulk request body is empty or ends early.")
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return azerr.Newf(azerr.InvalidInput, `The bulk request body has an unknown member %s: the body takes "operations", and each operation "op", "entity" and "ifMatch".`, name)
-	}
-	return azerr.Newf(azerr.InvalidInput, "The bulk request body is not a bulk request: %v.", err)
-}
-
-// jsonKind names the JSON value a Go type of the request document is decoded from.
-func jsonKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Slice:
-		return "array"
-	case reflect.Struct:
-		return "object"
-	case reflect.String:
-		return "string"
-	}
-	return t.Kind().String()
 }
