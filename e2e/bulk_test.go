@@ -149,16 +149,78 @@ func TestBulkCrash(t *testing.T) {
 	const cycles, workers, items, parts = 3, 4, 5000, 25
 	srv := startServer(t)
 	c := bulkClient(t, srv)
-	tc, name := newElasticTable(t, srv, c)
+	_, name := newElasticTable(t, srv, c)
 
 	var mu sync.Mutex
 	attempted := map[string]bool{}
 	acked := map[string]bool{}   // "id/index" reported 201
 	refused := map[string]bool{} // "id/index" reported failed
+	// verify checks the table against what the clients were told, after a restart.
+	verify := func(what string) {
+		t.Helper()
+		tc := newServiceClient(t, srv).NewClient(name)
+		found := map[string]bool{}
+		perReq := map[string]int{}
+		bad := 0
+		report := func(format string, args ...any) {
+			if bad++; bad <= 20 {
+				t.Errorf(what+": "+format, args...)
+			}
+		}
+		for _, b := range listAll(t, tc, nil) {
+			var e struct {
+				PartitionKey, RowKey, Req, Payload, Tail string
+				Index                                    int
+			}
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatal(err)
+			}
+			if e.RowKey != fmt.Sprintf("%05d", e.Index) || e.PartitionKey != fmt.Sprintf("%s-p%02d", e.Req, e.Index%parts) ||
+				e.Payload != bulkCrashPayload(e.Req, e.Index) || e.Tail != "end" {
+				report("entity (%s,%s) is not complete: %s", e.PartitionKey, e.RowKey, truncate(b))
+				continue
+			}
+			key := fmt.Sprintf("%s/%d", e.Req, e.Index)
+			mu.Lock()
+			if !attempted[e.Req] {
+				report("entity %s belongs to a request never sent", key)
+			}
+			if refused[key] {
+				report("entity %s is present but its request reported it failed", key)
+			}
+			mu.Unlock()
+			found[key] = true
+			perReq[e.Req]++
+		}
+		var lost, partial []string
+		mu.Lock()
+		for key := range acked {
+			if !found[key] {
+				lost = append(lost, key)
+			}
+		}
+		mu.Unlock()
+		sort.Strings(lost)
+		if len(lost) > 0 {
+			report("%d acknowledged items are missing, e.g. %v", len(lost), lost[:min(10, len(lost))])
+		}
+		for id, n := range perReq {
+			if n != items {
+				partial = append(partial, fmt.Sprintf("%s:%d", id, n))
+			}
+		}
+		sort.Strings(partial)
+		t.Logf("%s: %d entities present, %d items acknowledged; requests partly applied (not a transaction): %v",
+			what, len(found), len(acked), partial)
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
 	var cutTotal int64
 	for cycle := range cycles {
 		if cycle > 0 {
 			srv.restart(t)
+			verify(fmt.Sprintf("after crash %d", cycle-1))
 			c = bulkClient(t, srv)
 		}
 		var cut, answered atomic.Int64
@@ -224,57 +286,7 @@ func TestBulkCrash(t *testing.T) {
 		t.Fatal("no request was in flight at a kill")
 	}
 	srv.restart(t)
-	tc = newServiceClient(t, srv).NewClient(name)
-	found := map[string]bool{}
-	bad := 0
-	report := func(format string, args ...any) {
-		if bad++; bad <= 20 {
-			t.Errorf(format, args...)
-		}
-	}
-	var partial []string
-	perReq := map[string]int{}
-	for _, b := range listAll(t, tc, nil) {
-		var e struct {
-			PartitionKey, RowKey, Req, Payload, Tail string
-			Index                                    int
-		}
-		if err := json.Unmarshal(b, &e); err != nil {
-			t.Fatal(err)
-		}
-		if e.RowKey != fmt.Sprintf("%05d", e.Index) || e.PartitionKey != fmt.Sprintf("%s-p%02d", e.Req, e.Index%parts) ||
-			e.Payload != bulkCrashPayload(e.Req, e.Index) || e.Tail != "end" {
-			report("entity (%s,%s) is not complete: %s", e.PartitionKey, e.RowKey, truncate(b))
-			continue
-		}
-		key := fmt.Sprintf("%s/%d", e.Req, e.Index)
-		if !attempted[e.Req] {
-			report("entity %s belongs to a request never sent", key)
-		}
-		if refused[key] {
-			report("entity %s is present but its request reported it failed", key)
-		}
-		found[key] = true
-		perReq[e.Req]++
-	}
-	var lost []string
-	for key := range acked {
-		if !found[key] {
-			lost = append(lost, key)
-		}
-	}
-	sort.Strings(lost)
-	if len(lost) > 0 {
-		t.Errorf("%d acknowledged items are missing, e.g. %v", len(lost), lost[:min(10, len(lost))])
-	}
-	for id, n := range perReq {
-		if n != items {
-			partial = append(partial, fmt.Sprintf("%s:%d", id, n))
-		}
-	}
-	sort.Strings(partial)
-	t.Logf("%d entities present, %d items acknowledged, %d requests cut; requests partly applied (not a transaction): %v",
-		len(found), len(acked), cutTotal, partial)
+	verify("after the last crash")
 }
 
 // bulkVolatile matches the request id and time in error messages.
