@@ -66,7 +66,7 @@ func (s *Server) postBatch(rq *request) error {
 	for i := range ops {
 		tops[i] = ops[i].op
 	}
-	versions, err := s.tables.Transact(rq.r.Context(), rq.account, tableName, tops)
+	applied, err := s.tables.Transact(rq.r.Context(), rq.account, tableName, tops)
 	if err != nil {
 		var be *table.BatchError
 		if errors.As(err, &be) {
@@ -74,14 +74,21 @@ func (s *Server) postBatch(rq *request) error {
 		}
 		return err
 	}
+	// One commit: every part, and the $batch response itself, carries its session token.
+	// (An empty changeset commits nothing and answers none.)
+	var token string
+	if len(ops) > 0 {
+		token = s.setSessionToken(rq.w.Header(), applied.Position)
+	}
 	results := make([]batch.Result, len(ops))
 	for i := range ops {
 		o := &ops[i]
 		h := http.Header{}
 		res := batch.Result{Status: o.status, Header: h, ContentID: req.Operations[i].ContentID}
 		e := &o.op.Entity
+		h[headerSessionToken] = []string{token}
 		if o.op.Op != storage.Delete {
-			h["ETag"] = []string{entity.ETag(versions[i])}
+			h["ETag"] = []string{entity.ETag(applied.Versions[i])}
 		}
 		if o.op.Op == storage.Insert {
 			loc := rq.root + "/" + tableName + "(PartitionKey='" + escapeKey(e.PartitionKey) + "',RowKey='" + escapeKey(e.RowKey) + "')"
@@ -93,7 +100,7 @@ func (s *Server) postBatch(rq *request) error {
 			if o.status == http.StatusCreated {
 				h["Content-Type"] = []string{edmjson.ContentType(rq.level)}
 				opts := edmjson.EntityOptions{Level: rq.level, ServiceRoot: rq.root, Account: rq.account, Table: tableName, Element: true}
-				res.Body = edmjson.AppendEntity(nil, e, versions[i], opts)
+				res.Body = edmjson.AppendEntity(nil, e, applied.Versions[i], opts)
 			}
 		}
 		results[i] = res
@@ -207,9 +214,18 @@ func (s *Server) batchRetrieve(rq *request, o *batch.Operation) error {
 	if err == nil {
 		sel, err = odata.ParseSelect(o.Query.Get("$select"))
 	}
+	var at storage.Position
+	if err == nil {
+		// The retrieve's token may come on its part or on the $batch request.
+		if at, err = s.readPosition(o.Header); err == nil {
+			var outer storage.Position
+			outer, err = s.readPosition(rq.r.Header)
+			at = max(at, outer)
+		}
+	}
 	if err == nil {
 		var rec storage.Record
-		rec, err = s.tables.GetEntity(rq.r.Context(), rq.account, res.Table, res.PartitionKey, res.RowKey)
+		rec, err = s.tables.GetEntity(rq.r.Context(), rq.account, res.Table, res.PartitionKey, res.RowKey, at)
 		if err == nil {
 			opts := edmjson.EntityOptions{Level: rq.level, ServiceRoot: rq.root, Account: rq.account, Table: res.Table, Element: true, Select: edmjson.NewSelection(sel)}
 			result = batch.Result{

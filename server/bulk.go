@@ -152,8 +152,8 @@ func (s *Server) bulkRequest(rq *request, method string) error {
 	if err != nil {
 		return fmt.Errorf("bulk response: %w", err)
 	}
-	if res.Token != "" {
-		rq.w.Header()["X-Ms-Session-Token"] = []string{res.Token}
+	if res.Succeeded > 0 {
+		s.setSessionToken(rq.w.Header(), res.Position)
 	}
 	rq.send(http.StatusOK, "application/json", b)
 	return nil

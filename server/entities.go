@@ -61,13 +61,14 @@ func (s *Server) insertEntity(rq *request) error {
 	if pref != "" {
 		rq.w.Header()["Preference-Applied"] = []string{pref}
 	}
-	version, err := s.tables.InsertEntity(rq.r.Context(), rq.account, rq.res.Table, &e)
+	c, err := s.tables.InsertEntity(rq.r.Context(), rq.account, rq.res.Table, &e)
 	if err != nil {
 		return err
 	}
 	h := rq.w.Header()
 	loc := entityLocation(rq, e.PartitionKey, e.RowKey)
-	h["Etag"] = []string{entity.ETag(version)}
+	h["Etag"] = []string{entity.ETag(c.Version)}
+	s.setSessionToken(h, c.Position)
 	h["Location"] = []string{loc}
 	h["Dataserviceid"] = []string{loc}
 	if pref == "return-no-content" {
@@ -77,7 +78,7 @@ func (s *Server) insertEntity(rq *request) error {
 	rq.odataHeaders()
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)
-	*bp = edmjson.AppendEntity((*bp)[:0], &e, version, s.entityOptions(rq, true, nil))
+	*bp = edmjson.AppendEntity((*bp)[:0], &e, c.Version, s.entityOptions(rq, true, nil))
 	rq.send(http.StatusCreated, edmjson.ContentType(rq.level), *bp)
 	return nil
 }
@@ -111,11 +112,13 @@ func (s *Server) writeEntity(rq *request, mode table.Mode) error {
 	if err := rq.grant.CheckKeys(e.PartitionKey, e.RowKey); err != nil {
 		return err
 	}
-	version, err := s.tables.WriteEntity(rq.r.Context(), rq.account, rq.res.Table, &e, mode, cond)
+	c, err := s.tables.WriteEntity(rq.r.Context(), rq.account, rq.res.Table, &e, mode, cond)
 	if err != nil {
 		return err
 	}
-	rq.w.Header()["Etag"] = []string{entity.ETag(version)}
+	h := rq.w.Header()
+	h["Etag"] = []string{entity.ETag(c.Version)}
+	s.setSessionToken(h, c.Position)
 	rq.noContent()
 	return nil
 }
@@ -128,9 +131,11 @@ func (s *Server) deleteEntity(rq *request) error {
 	if err := rq.grant.CheckKeys(rq.res.PartitionKey, rq.res.RowKey); err != nil {
 		return err
 	}
-	if err := s.tables.DeleteEntity(rq.r.Context(), rq.account, rq.res.Table, rq.res.PartitionKey, rq.res.RowKey, cond); err != nil {
+	c, err := s.tables.DeleteEntity(rq.r.Context(), rq.account, rq.res.Table, rq.res.PartitionKey, rq.res.RowKey, cond)
+	if err != nil {
 		return err
 	}
+	s.setSessionToken(rq.w.Header(), c.Position)
 	rq.noContent()
 	return nil
 }
@@ -145,7 +150,11 @@ func (s *Server) getEntity(rq *request) error {
 	if err := rq.grant.CheckKeys(rq.res.PartitionKey, rq.res.RowKey); err != nil {
 		return err
 	}
-	rec, err := s.tables.GetEntity(rq.r.Context(), rq.account, rq.res.Table, rq.res.PartitionKey, rq.res.RowKey)
+	at, err := s.readPosition(rq.r.Header)
+	if err != nil {
+		return err
+	}
+	rec, err := s.tables.GetEntity(rq.r.Context(), rq.account, rq.res.Table, rq.res.PartitionKey, rq.res.RowKey, at)
 	if err != nil {
 		return err
 	}
@@ -181,6 +190,9 @@ func (s *Server) queryEntities(rq *request) error {
 	}
 	sel, err := odata.ParseSelect(q.Get("$select"))
 	if err != nil {
+		return err
+	}
+	if query.At, err = s.readPosition(rq.r.Header); err != nil {
 		return err
 	}
 	page, err := s.tables.QueryEntities(rq.r.Context(), rq.account, rq.res.Table, query)

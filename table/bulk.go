@@ -68,12 +68,10 @@ type BulkItem struct {
 }
 
 // BulkResult is the outcome of a bulk request: one item per operation, in request order,
-// and the highest commit position of the Applies that committed (0 if none did) with its
-// session token ("" if none did).
+// and the highest commit position of the Applies that committed (0 if none did).
 type BulkResult struct {
 	Items     []BulkItem
 	Position  storage.Position
-	Token     string
 	Succeeded int
 	Failed    int
 }
@@ -134,9 +132,6 @@ func (s *Service) Bulk(ctx context.Context, account, table string, ops []BulkOp)
 		} else {
 			res.Succeeded++
 		}
-	}
-	if res.Succeeded > 0 {
-		res.Token = FormatToken(s.eng.Name(), res.Position)
 	}
 	return res, nil
 }

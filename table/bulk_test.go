@@ -134,7 +134,7 @@ func TestBulkFailuresAffectOnlyTheirItem(t *testing.T) {
 	}
 	wantItems(t, res, want)
 	for i, op := range ops {
-		rec, err := s.GetEntity(ctx, "acct", "bulk", op.Entity.PartitionKey, op.Entity.RowKey)
+		rec, err := s.GetEntity(ctx, "acct", "bulk", op.Entity.PartitionKey, op.Entity.RowKey, 0)
 		if err != nil {
 			t.Fatalf("item %d: %v", i, err)
 		}
@@ -147,8 +147,8 @@ func TestBulkFailuresAffectOnlyTheirItem(t *testing.T) {
 	if n, max := be.applies.Load()-before, int64(parts*3+res.Failed); n != max {
 		t.Errorf("%d Applies, want %d (a chunk per 100 items plus one retry per failure)", n, max)
 	}
-	if res.Position != storage.Position(be.pos.Load()) || res.Token != FormatToken("pebble", res.Position) {
-		t.Errorf("position %d token %q, want the highest position %d", res.Position, res.Token, be.pos.Load())
+	if res.Position != storage.Position(be.pos.Load()) {
+		t.Errorf("position %d, want the highest position %d", res.Position, be.pos.Load())
 	}
 }
 
@@ -168,8 +168,8 @@ func TestBulkConditionsAndModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops := []BulkOp{
-		{Op: storage.Merge, Entity: entity.Entity{PartitionKey: "p", RowKey: "a", Props: []entity.Property{str("X", "2")}}, Cond: Condition{Present: true, Version: v1}},
-		{Op: storage.Replace, Entity: entity.Entity{PartitionKey: "p", RowKey: "b", Props: []entity.Property{str("Z", "3")}}, Cond: Condition{Present: true, Version: v1}},
+		{Op: storage.Merge, Entity: entity.Entity{PartitionKey: "p", RowKey: "a", Props: []entity.Property{str("X", "2")}}, Cond: Condition{Present: true, Version: v1.Version}},
+		{Op: storage.Replace, Entity: entity.Entity{PartitionKey: "p", RowKey: "b", Props: []entity.Property{str("Z", "3")}}, Cond: Condition{Present: true, Version: v1.Version}},
 		{Op: storage.Replace, Entity: entity.Entity{PartitionKey: "p", RowKey: "missing"}},
 		{Op: storage.Merge, Entity: entity.Entity{PartitionKey: "q", RowKey: "missing"}},
 		{Op: storage.Delete, Entity: entity.Entity{PartitionKey: "q", RowKey: "d"}},
@@ -193,11 +193,11 @@ func TestBulkConditionsAndModes(t *testing.T) {
 	if e := res.Items[12].Err; e != nil && !strings.Contains(e.Message, "PartitionKey 'p', RowKey 'a'") {
 		t.Errorf("duplicate message %q does not name the entity", e.Message)
 	}
-	rec, err := s.GetEntity(ctx, "acct", "bulk", "p", "a")
+	rec, err := s.GetEntity(ctx, "acct", "bulk", "p", "a", 0)
 	if err != nil || len(rec.Entity.Props) != 2 || rec.Entity.Props[0].Value.Str != "2" || rec.Version != res.Items[0].Version {
 		t.Errorf("merged entity %+v %v, want X=2 Y=1 at the reported version", rec, err)
 	}
-	if _, err := s.GetEntity(ctx, "acct", "bulk", "q", "d"); err == nil {
+	if _, err := s.GetEntity(ctx, "acct", "bulk", "q", "d", 0); err == nil {
 		t.Error("deleted entity still present")
 	}
 	if res.Items[4].Version != 0 {
@@ -205,12 +205,12 @@ func TestBulkConditionsAndModes(t *testing.T) {
 	}
 }
 
-// TestBulkEmptyAndTooMany: no operations is an empty success without a token; more than
+// TestBulkEmptyAndTooMany: no operations is an empty success without a position; more than
 // MaxBulkOperations is refused whole.
 func TestBulkEmptyAndTooMany(t *testing.T) {
 	s, be := newBulkService(t)
 	res, err := s.Bulk(t.Context(), "acct", "bulk", nil)
-	if err != nil || len(res.Items) != 0 || res.Token != "" {
+	if err != nil || len(res.Items) != 0 || res.Position != 0 {
 		t.Errorf("empty bulk = %+v, %v", res, err)
 	}
 	ops := make([]BulkOp, MaxBulkOperations+1)
@@ -277,7 +277,7 @@ func TestBulkStopsWhenClientGoes(t *testing.T) {
 		t.Errorf("%d succeeded, %d failed: want both", res.Succeeded, res.Failed)
 	}
 	for i, op := range ops {
-		_, gerr := s.GetEntity(context.Background(), "acct", "bulk", op.Entity.PartitionKey, op.Entity.RowKey)
+		_, gerr := s.GetEntity(context.Background(), "acct", "bulk", op.Entity.PartitionKey, op.Entity.RowKey, 0)
 		it := res.Items[i]
 		switch {
 		case it.Err == nil && gerr != nil:

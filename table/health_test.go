@@ -43,7 +43,7 @@ func TestHealthFollowsEngine(t *testing.T) {
 
 	fe.down.Store(true)
 	for i := 0; i < 3; i++ {
-		_, err := s.GetEntity(ctx, "acct", "health", "p", "r")
+		_, err := s.GetEntity(ctx, "acct", "health", "p", "r", 0)
 		if ae, _ := azerr.As(err); ae.Code != azerr.ServerBusy || ae.Status != 503 {
 			t.Fatalf("GetEntity while down = %v, want 503 ServerBusy", err)
 		}
@@ -55,7 +55,7 @@ func TestHealthFollowsEngine(t *testing.T) {
 
 	fe.down.Store(false)
 	// A not-found answer is an answer: the engine is reachable again.
-	if _, err := s.GetEntity(ctx, "acct", "health", "p", "r"); err == nil {
+	if _, err := s.GetEntity(ctx, "acct", "health", "p", "r", 0); err == nil {
 		t.Fatal("GetEntity of a missing entity succeeded")
 	}
 	if ok, _ := s.Health(); !ok {

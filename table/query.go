@@ -49,6 +49,10 @@ type Query struct {
 	// Bound, if set, confines the query to a key range whatever its filter says (the range
 	// of a shared access signature).
 	Bound *odata.KeyRange
+	// At is a session token's position: the page sees at least every write up to it, or
+	// the query fails with 503 ServerBusy as GetEntity does. 0 reads as the engine
+	// ordinarily does.
+	At storage.Position
 }
 
 // Page is one page of query results. NextPartitionKey/NextRowKey are both non-empty when
@@ -82,6 +86,12 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 		}
 		ranges = odata.ClipRanges(ranges, storage.Key{PartitionKey: pk, RowKey: rk})
 	}
+	// Wait for the session token's position before anything else is read, so that a
+	// token from the future is refused alike whatever the query asks for.
+	rd, err := s.reader(ctx, q.At)
+	if err != nil {
+		return Page{}, err
+	}
 	if top < 0 {
 		// $top=0: nothing to return, but the table must exist.
 		if _, err := s.eng.GetTable(ctx, account, table); err != nil {
@@ -91,7 +101,7 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 		return Page{}, nil
 	}
 	if pk, rk, ok := q.Filter.IsPoint(); ok && !resuming && (q.Bound == nil || q.Bound.Contains(storage.Key{PartitionKey: pk, RowKey: rk})) {
-		return s.pointQuery(ctx, account, table, q.Filter, pk, rk)
+		return s.pointQuery(ctx, rd, account, table, q.Filter, pk, rk)
 	}
 	if q.Bound != nil {
 		ranges = intersect(ranges, *q.Bound)
@@ -115,7 +125,7 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 		if err := ctx.Err(); err != nil {
 			return Page{}, s.mapErr(err, entityScope)
 		}
-		res, err := s.eng.Scan(ctx, account, table, storage.ScanRequest{
+		res, err := rd.Scan(ctx, account, table, storage.ScanRequest{
 			Start:    r.Start,
 			End:      r.End,
 			Limit:    top - len(p.Records),
@@ -170,8 +180,8 @@ func intersect(rs []odata.KeyRange, bound odata.KeyRange) []odata.KeyRange {
 }
 
 // pointQuery serves "PartitionKey eq … and RowKey eq …" as a Get, so it costs no more.
-func (s *Service) pointQuery(ctx context.Context, account, table string, f *odata.Filter, pk, rk string) (Page, error) {
-	rec, err := s.eng.Get(ctx, account, table, pk, rk)
+func (s *Service) pointQuery(ctx context.Context, rd storage.Reader, account, table string, f *odata.Filter, pk, rk string) (Page, error) {
+	rec, err := rd.Get(ctx, account, table, pk, rk)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		return Page{}, nil

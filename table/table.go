@@ -25,6 +25,8 @@ type Service struct {
 	log *slog.Logger
 	// elastic are the rules that make tables elastic at creation (WithElasticTables).
 	elastic []ElasticRule
+	// engine is eng.Name(), the engine part of the session tokens (session.go).
+	engine string
 
 	// unavailableSince is when the engine last went from answering to failing with
 	// storage.ErrUnavailable (Unix nanoseconds), or 0 while it answers.
@@ -59,6 +61,9 @@ func New(eng storage.Engine, log *slog.Logger, opts ...Option) *Service {
 		log = slog.Default()
 	}
 	s := &Service{eng: eng, log: log}
+	if eng != nil { // nil: a Service for its pure functions only (tests)
+		s.engine = eng.Name()
+	}
 	for _, o := range opts {
 		o(s)
 	}
@@ -219,19 +224,26 @@ const (
 	MergeMode
 )
 
+// Commit is what a committed single-entity write reports: the entity's new version (0
+// after a delete) and the commit's position, which a session token carries (Token).
+type Commit struct {
+	Version  int64
+	Position storage.Position
+}
+
 // InsertEntity inserts e; it must not exist yet.
-func (s *Service) InsertEntity(ctx context.Context, account, table string, e *entity.Entity) (int64, error) {
+func (s *Service) InsertEntity(ctx context.Context, account, table string, e *entity.Entity) (Commit, error) {
 	if err := entity.Validate(e); err != nil {
-		return 0, err
+		return Commit{}, err
 	}
 	return s.applyOne(ctx, account, table, e.PartitionKey, storage.Mutation{Op: storage.Insert, RowKey: e.RowKey, Props: e.Props})
 }
 
 // WriteEntity is Update, Merge, Insert-or-Replace and Insert-or-Merge: without If-Match it
 // is an upsert; with If-Match the entity must exist (and match, unless "*").
-func (s *Service) WriteEntity(ctx context.Context, account, table string, e *entity.Entity, mode Mode, cond Condition) (int64, error) {
+func (s *Service) WriteEntity(ctx context.Context, account, table string, e *entity.Entity, mode Mode, cond Condition) (Commit, error) {
 	if err := entity.Validate(e); err != nil {
-		return 0, err
+		return Commit{}, err
 	}
 	m := storage.Mutation{Op: OpFor(mode, cond), RowKey: e.RowKey, Props: e.Props}
 	if cond.Present {
@@ -240,29 +252,47 @@ func (s *Service) WriteEntity(ctx context.Context, account, table string, e *ent
 	return s.applyOne(ctx, account, table, e.PartitionKey, m)
 }
 
-// DeleteEntity deletes an entity; If-Match is required.
-func (s *Service) DeleteEntity(ctx context.Context, account, table, pk, rk string, cond Condition) error {
+// DeleteEntity deletes an entity; If-Match is required. The Commit's Version is 0.
+func (s *Service) DeleteEntity(ctx context.Context, account, table, pk, rk string, cond Condition) (Commit, error) {
 	if !cond.Present {
-		return azerr.Newf(azerr.MissingRequiredHeader, "An HTTP header that's mandatory for this request is not specified.").WithDetail("If-Match")
+		return Commit{}, azerr.Newf(azerr.MissingRequiredHeader, "An HTTP header that's mandatory for this request is not specified.").WithDetail("If-Match")
 	}
-	_, err := s.applyOne(ctx, account, table, pk, storage.Mutation{Op: storage.Delete, RowKey: rk, IfMatch: cond.ifMatch()})
-	return err
+	return s.applyOne(ctx, account, table, pk, storage.Mutation{Op: storage.Delete, RowKey: rk, IfMatch: cond.ifMatch()})
 }
 
-// GetEntity reads one entity.
-func (s *Service) GetEntity(ctx context.Context, account, table, pk, rk string) (storage.Record, error) {
-	rec, err := s.eng.Get(ctx, account, table, pk, rk)
+// GetEntity reads one entity, seeing at least every write up to position at (a session
+// token's; 0 asks for nothing more than the engine's ordinary read).
+func (s *Service) GetEntity(ctx context.Context, account, table, pk, rk string, at storage.Position) (storage.Record, error) {
+	r, err := s.reader(ctx, at)
+	if err != nil {
+		return storage.Record{}, err
+	}
+	rec, err := r.Get(ctx, account, table, pk, rk)
 	return rec, s.mapErr(err, entityScope)
 }
 
-func (s *Service) applyOne(ctx context.Context, account, table, pk string, m storage.Mutation) (int64, error) {
-	applied, err := s.eng.Apply(ctx, account, table, pk, []storage.Mutation{m})
-	vs := applied.Versions
+// reader is what a read at position at reads from: the engine itself for 0, so a read
+// without a session token costs exactly what it did before tokens; otherwise the engine's
+// ReaderAt, which waits briefly for the position and fails with
+// storage.ErrFuturePosition (503, see mapErr) rather than read an older state.
+func (s *Service) reader(ctx context.Context, at storage.Position) (storage.Reader, error) {
+	if at == 0 {
+		return s.eng, nil
+	}
+	r, err := s.eng.ReaderAt(ctx, at)
 	if err != nil {
-		return 0, s.mapErr(err, entityScope)
+		return nil, s.mapErr(err, entityScope)
+	}
+	return r, nil
+}
+
+func (s *Service) applyOne(ctx context.Context, account, table, pk string, m storage.Mutation) (Commit, error) {
+	applied, err := s.eng.Apply(ctx, account, table, pk, []storage.Mutation{m})
+	if err != nil {
+		return Commit{}, s.mapErr(err, entityScope)
 	}
 	s.markAvailable()
-	return vs[0], nil
+	return Commit{Version: applied.Versions[0], Position: applied.Position}, nil
 }
 
 type scope uint8
@@ -274,6 +304,11 @@ const (
 
 // diskFullDetail is the text added to a write refused because the engine's disk is full.
 const diskFullDetail = "The server's disk is full: writes are refused until space is freed. Reads are served."
+
+// futureTokenMessage answers a read whose session token is ahead of what the engine has
+// committed (storage.ErrFuturePosition): the token comes from another store or from a
+// write this server cannot see yet. Never a stale read: the client retries.
+const futureTokenMessage = "The session token is ahead of this server: it covers writes the server has not seen yet, so it does not answer the read from an older state. Retry after the Retry-After interval; if this persists, the token comes from another store."
 
 // mapErr turns an engine error into a service error. A missing table is TableNotFound
 // for entity operations but ResourceNotFound when the table itself is addressed.
@@ -306,6 +341,10 @@ func (s *Service) mapErr(err error, sc scope) error {
 	case errors.Is(err, storage.ErrUnavailable):
 		s.markUnavailable(err)
 		return azerr.New(azerr.ServerBusy)
+	case errors.Is(err, storage.ErrFuturePosition):
+		// 503 with Retry-After (the server adds it to every ServerBusy), which the SDKs
+		// retry: the position may be reached in a moment (a replica catching up).
+		return azerr.Newf(azerr.ServerBusy, futureTokenMessage)
 	case errors.Is(err, storage.ErrNoSpace):
 		// The engine is reachable and serves reads; it refuses writes until space is
 		// freed, and logs that state's changes itself. 503 with Retry-After, like any

@@ -48,12 +48,14 @@ func OpFor(mode Mode, cond Condition) storage.Op {
 // Transact runs an entity group transaction: every operation on one table and one
 // partition, each entity at most once, at most 100 operations, all committed atomically
 // by one engine Apply — or none, with a *BatchError naming the first failing operation.
-func (s *Service) Transact(ctx context.Context, account, table string, ops []BatchOp) ([]int64, error) {
+// It reports each operation's new version (0 for a delete) and the commit's position,
+// shared by every operation (one commit).
+func (s *Service) Transact(ctx context.Context, account, table string, ops []BatchOp) (storage.Applied, error) {
 	if len(ops) == 0 {
-		return nil, nil
+		return storage.Applied{}, nil
 	}
 	if len(ops) > MaxBatchOperations {
-		return nil, &BatchError{Index: 0, Err: azerr.Newf(azerr.InvalidInput, "The batch request operation exceeds the maximum 100 changes per change set.")}
+		return storage.Applied{}, &BatchError{Index: 0, Err: azerr.Newf(azerr.InvalidInput, "The batch request operation exceeds the maximum 100 changes per change set.")}
 	}
 	pk := ops[0].Entity.PartitionKey
 	seen := make(map[string]struct{}, len(ops))
@@ -62,10 +64,10 @@ func (s *Service) Transact(ctx context.Context, account, table string, ops []Bat
 		op := &ops[i]
 		e := &op.Entity
 		if e.PartitionKey != pk {
-			return nil, &BatchError{Index: i, Err: azerr.New(azerr.CommandsInBatchActOnDifferentPartitions)}
+			return storage.Applied{}, &BatchError{Index: i, Err: azerr.New(azerr.CommandsInBatchActOnDifferentPartitions)}
 		}
 		if _, dup := seen[e.RowKey]; dup {
-			return nil, &BatchError{Index: i, Err: azerr.New(azerr.InvalidDuplicateRow)}
+			return storage.Applied{}, &BatchError{Index: i, Err: azerr.New(azerr.InvalidDuplicateRow)}
 		}
 		seen[e.RowKey] = struct{}{}
 		var err error
@@ -80,7 +82,7 @@ func (s *Service) Transact(ctx context.Context, account, table string, ops []Bat
 		}
 		if err != nil {
 			ae, _ := azerr.As(err)
-			return nil, &BatchError{Index: i, Err: ae}
+			return storage.Applied{}, &BatchError{Index: i, Err: ae}
 		}
 		muts[i] = storage.Mutation{Op: op.Op, RowKey: e.RowKey, Props: e.Props}
 		if op.Cond.Present {
@@ -88,7 +90,6 @@ func (s *Service) Transact(ctx context.Context, account, table string, ops []Bat
 		}
 	}
 	applied, err := s.eng.Apply(ctx, account, table, pk, muts)
-	versions := applied.Versions
 	if err != nil {
 		var ae *storage.ApplyError
 		index := 0
@@ -96,10 +97,10 @@ func (s *Service) Transact(ctx context.Context, account, table string, ops []Bat
 			index = ae.Index
 		}
 		se, _ := azerr.As(s.mapErr(err, entityScope))
-		return nil, &BatchError{Index: index, Err: se}
+		return storage.Applied{}, &BatchError{Index: index, Err: se}
 	}
 	s.markAvailable()
-	return versions, nil
+	return applied, nil
 }
 
 // SameTable reports whether two table names address the same table.

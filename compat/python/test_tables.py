@@ -583,5 +583,90 @@ class TestSas(Base):
         self.assertEqual(self.table.get_entity("p", "w")["A"], "w")
 
 
+class TestSessionTokens(Base):
+    """Session tokens (docs/protocol.md §15): raw_response_hook reads x-ms-session-token,
+    headers= sends it on a read; client-wide hooks keep a session."""
+
+    @staticmethod
+    def position(token):
+        return int(token.rsplit(":", 1)[1])
+
+    def test_every_write_answers_a_token(self):
+        seen = []
+
+        def hook(response):
+            seen.append(response.http_response.headers.get("x-ms-session-token"))
+
+        e = {"PartitionKey": "p", "RowKey": "r", "V": 1}
+        writes = [
+            ("create_entity", lambda: self.table.create_entity(e, raw_response_hook=hook)),
+            ("upsert merge", lambda: self.table.upsert_entity(e, mode=UpdateMode.MERGE, raw_response_hook=hook)),
+            ("upsert replace", lambda: self.table.upsert_entity(e, mode=UpdateMode.REPLACE, raw_response_hook=hook)),
+            ("update merge", lambda: self.table.update_entity(e, mode=UpdateMode.MERGE, raw_response_hook=hook)),
+            ("update replace", lambda: self.table.update_entity(e, mode=UpdateMode.REPLACE, raw_response_hook=hook)),
+            ("delete", lambda: self.table.delete_entity("p", "r", raw_response_hook=hook)),
+            ("transaction", lambda: self.table.submit_transaction(
+                [("upsert", {"PartitionKey": "p", "RowKey": "t"}), ("create", {"PartitionKey": "p", "RowKey": "u"})],
+                raw_response_hook=hook)),
+        ]
+        last = -1
+        for what, write in writes:
+            del seen[:]
+            write()
+            self.assertEqual(len(seen), 1, what)
+            self.assertRegex(seen[0] or "", r"^1:[a-z0-9]+:\d+$", what)
+            self.assertGreater(self.position(seen[0]), last, what)
+            last = self.position(seen[0])
+
+    def test_reads_with_a_token(self):
+        seen = {}
+        self.table.upsert_entity({"PartitionKey": "q", "RowKey": "r", "V": 7},
+                                 raw_response_hook=lambda r: seen.update(t=r.http_response.headers["x-ms-session-token"]))
+        for header in ("x-ms-session-token", "MSCRM.SessionToken"):
+            self.assertEqual(self.table.get_entity("q", "r", headers={header: seen["t"]})["V"], 7)
+            got = list(self.table.query_entities("PartitionKey eq 'q'", headers={header: seen["t"]}))
+            self.assertEqual([e["V"] for e in got], [7])
+
+    def test_malformed_and_future_tokens(self):
+        for header in ("x-ms-session-token", "MSCRM.SessionToken"):
+            with self.assertRaises(HttpResponseError) as cm:
+                self.table.get_entity("q", "r", headers={header: "not-a-token"})
+            self.assertEqual(cm.exception.status_code, 400)
+            self.assertEqual(cm.exception.response.headers["x-ms-error-code"], "InvalidHeaderValue")
+        seen = {}
+        self.table.upsert_entity({"PartitionKey": "q", "RowKey": "f"},
+                                 raw_response_hook=lambda r: seen.update(t=r.http_response.headers["x-ms-session-token"]))
+        prefix, pos = seen["t"].rsplit(":", 1)
+        future = "%s:%d" % (prefix, int(pos) + 10 ** 9)
+        client = TableClient.from_connection_string(CONN, self.name, retry_total=0)
+        with self.assertRaises(HttpResponseError) as cm:
+            client.get_entity("q", "f", headers={"x-ms-session-token": future})
+        self.assertEqual(cm.exception.status_code, 503)
+        self.assertEqual(cm.exception.response.headers["x-ms-error-code"], "ServerBusy")
+        self.assertTrue(cm.exception.response.headers.get("Retry-After"))
+
+    def test_client_wide_session(self):
+        session = {"token": None, "position": -1, "sent": []}
+
+        def on_request(request):
+            if session["token"] and request.http_request.method == "GET":
+                request.http_request.headers["x-ms-session-token"] = session["token"]
+            session["sent"].append(request.http_request.headers.get("x-ms-session-token"))
+
+        def on_response(response):
+            token = response.http_response.headers.get("x-ms-session-token")
+            if token and self.position(token) > session["position"]:
+                session["token"], session["position"] = token, self.position(token)
+
+        client = TableClient.from_connection_string(CONN, self.name, raw_request_hook=on_request,
+                                                    raw_response_hook=on_response)
+        client.upsert_entity({"PartitionKey": "s", "RowKey": "1"})
+        first = session["position"]
+        client.submit_transaction([("upsert", {"PartitionKey": "s", "RowKey": "2", "V": 2})])
+        self.assertGreater(session["position"], first)
+        self.assertEqual(client.get_entity("s", "2")["V"], 2)
+        self.assertEqual(session["sent"][-1], session["token"])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
