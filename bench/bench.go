@@ -214,6 +214,7 @@ func (b *bench) writeJSON(out io.Writer, results []Result, err error) {
 			EntitySize:      b.opts.EntitySize,
 			Preload:         b.opts.Preload,
 			Partitions:      b.opts.Partitions,
+			Load:            b.opts.Load,
 			HotPartition:    b.opts.HotPartition,
 			Workloads:       b.opts.Workloads,
 			Keep:            b.opts.Keep,

@@ -326,6 +326,11 @@ func TestRunAgainstFake(t *testing.T) {
 	if !strings.HasPrefix(bt.Notes, "skipped:") || bt.Ops != 0 || !strings.Contains(bt.Notes, "501") {
 		t.Errorf("batch should be skipped on a server without batches: %+v", bt)
 	}
+	for _, name := range []string{WorkloadBatchLoad, WorkloadBulkLoad} {
+		if r := resultByName(t, rs, name); !strings.HasPrefix(r.Notes, "skipped:") || r.Ops != 0 {
+			t.Errorf("%s should be skipped on a server without batches and bulk writes: %+v", name, r)
+		}
+	}
 	if f.tableCount() != 0 {
 		t.Errorf("table not deleted: %d tables remain", f.tableCount())
 	}

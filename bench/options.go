@@ -33,6 +33,7 @@ const (
 	DefaultEntitySize = 1024
 	DefaultPreload    = 10000
 	DefaultPartitions = 100
+	DefaultLoad       = 100_000
 )
 
 // PartitionTarget is Azure Table Storage's documented scalability target for
@@ -49,19 +50,24 @@ const (
 	WorkloadQuery  = "query"
 	WorkloadScan   = "scan"
 	WorkloadBatch  = "batch"
+	// The load workloads write Options.Load entities each and time the whole load.
+	WorkloadBatchLoad = "batchload"
+	WorkloadBulkLoad  = "bulkload"
 )
 
 // AllWorkloads lists every workload in execution order.
-var AllWorkloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpdate, WorkloadQuery, WorkloadScan, WorkloadBatch}
+var AllWorkloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpdate, WorkloadQuery, WorkloadScan, WorkloadBatch, WorkloadBatchLoad, WorkloadBulkLoad}
 
 // workloadHelp describes each workload for --help.
 var workloadHelp = map[string]string{
-	WorkloadInsert: "AddEntity of new entities with unique keys",
-	WorkloadRead:   "GetEntity of random preloaded entities",
-	WorkloadUpdate: "If-Match read-modify-write of one shared counter; checks for lost updates",
-	WorkloadQuery:  "partition query: whole preloaded partitions (PartitionKey eq '…', ~200 entities), following continuation; entities/s = entities returned",
-	WorkloadScan:   "filtered scan of all preloaded entities for the 1% with Ratio lt 0.01, following continuation; entities/s = entities examined (preload × scans / time), returned in notes; at most 4 concurrent scans",
-	WorkloadBatch:  "100-entity insert transactions in one partition; skipped if the server rejects batches",
+	WorkloadInsert:    "AddEntity of new entities with unique keys",
+	WorkloadRead:      "GetEntity of random preloaded entities",
+	WorkloadUpdate:    "If-Match read-modify-write of one shared counter; checks for lost updates",
+	WorkloadQuery:     "partition query: whole preloaded partitions (PartitionKey eq '…', ~200 entities), following continuation; entities/s = entities returned",
+	WorkloadScan:      "filtered scan of all preloaded entities for the 1% with Ratio lt 0.01, following continuation; entities/s = entities examined (preload × scans / time), returned in notes; at most 4 concurrent scans",
+	WorkloadBatch:     "100-entity insert transactions in one partition; skipped if the server rejects batches",
+	WorkloadBatchLoad: "loads --load new entities with 100-entity insert transactions (Workers at once); entities/s of the whole load",
+	WorkloadBulkLoad:  "loads --load new entities into an elastic table with Cerulean bulk requests (?comp=bulk, ~3 MiB each, Workers/8 at once); entities/s of the whole load; skipped on other servers",
 }
 
 // Limits that keep generated entities and batches inside Azure's service
@@ -104,9 +110,11 @@ type Options struct {
 	// query scans holds about 200 entities (all of them in one partition with
 	// HotPartition).
 	Preload int
-	// Partitions is how many partitions insert, read and batch spread over.
-	// Default 100.
+	// Partitions is how many partitions insert, read, batch and the loads spread
+	// over. Default 100.
 	Partitions int
+	// Load is how many entities batchload and bulkload each write. Default 100,000.
+	Load int
 	// HotPartition aims each workload's whole load at a single partition:
 	// the partition stress test of Azure's partitioning guide.
 	HotPartition bool
@@ -153,6 +161,9 @@ func (o Options) normalize() (Options, error) {
 	if o.Partitions == 0 {
 		o.Partitions = DefaultPartitions
 	}
+	if o.Load == 0 {
+		o.Load = DefaultLoad
+	}
 	switch {
 	case o.Workers < 0:
 		return o, fmt.Errorf("bench: workers must be positive, got %d", o.Workers)
@@ -164,6 +175,8 @@ func (o Options) normalize() (Options, error) {
 		return o, fmt.Errorf("bench: preload must be positive, got %d", o.Preload)
 	case o.Partitions < 0:
 		return o, fmt.Errorf("bench: partitions must be positive, got %d", o.Partitions)
+	case o.Load < 0:
+		return o, fmt.Errorf("bench: load must be positive, got %d", o.Load)
 	case o.Table != "" && !tableNameRE.MatchString(o.Table):
 		return o, fmt.Errorf("bench: invalid table name %q: want 3-63 letters and digits starting with a letter", o.Table)
 	}
@@ -244,6 +257,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	fs.IntVar(&o.EntitySize, "entity-size", DefaultEntitySize, "approximate payload bytes per entity")
 	fs.IntVar(&o.Preload, "preload", DefaultPreload, "entities loaded before the read, query and scan workloads")
 	fs.IntVar(&o.Partitions, "partitions", DefaultPartitions, "partitions the load is spread over")
+	fs.IntVar(&o.Load, "load", DefaultLoad, "entities batchload and bulkload each write")
 	fs.BoolVar(&o.HotPartition, "hot-partition", false, "aim all load at a single partition (partition stress test)")
 	fs.StringVar(&workloads, "workloads", strings.Join(AllWorkloads, ","), "comma-separated subset of "+strings.Join(AllWorkloads, ","))
 	fs.StringVar(&o.Table, "table", "", `table to use (default "bench" + random; a pre-existing table is reused and never dropped)`)
@@ -266,7 +280,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	}{
 		{"workers", int64(o.Workers)}, {"duration", int64(o.Duration)},
 		{"entity-size", int64(o.EntitySize)}, {"preload", int64(o.Preload)},
-		{"partitions", int64(o.Partitions)},
+		{"partitions", int64(o.Partitions)}, {"load", int64(o.Load)},
 	} {
 		if c.v <= 0 {
 			return Options{}, fmt.Errorf("bench: --%s must be positive", c.name)

@@ -76,6 +76,7 @@ type jsonOptions struct {
 	EntitySize      int      `json:"entity_size"`
 	Preload         int      `json:"preload"`
 	Partitions      int      `json:"partitions"`
+	Load            int      `json:"load"`
 	HotPartition    bool     `json:"hot_partition"`
 	Workloads       []string `json:"workloads"`
 	Keep            bool     `json:"keep"`

@@ -20,7 +20,10 @@ const (
 	prefixInsert  = "i"
 	prefixPreload = "r"
 	prefixBatch   = "b"
-	counterPK     = "counter"
+	// The load workloads' partitions.
+	prefixLoadBatch = "lb"
+	prefixLoadBulk  = "lk"
+	counterPK       = "counter"
 )
 
 // runWorkload runs one named workload. A non-nil error means the workload
@@ -51,6 +54,10 @@ func (b *bench) runWorkload(ctx context.Context, name string) (Result, error) {
 		return b.runUpdate(ctx)
 	case WorkloadBatch:
 		return b.runBatch(ctx), nil
+	case WorkloadBatchLoad:
+		return b.runBatchLoad(ctx), nil
+	case WorkloadBulkLoad:
+		return b.runBulkLoad(ctx), nil
 	}
 	return Result{Workload: name}, fmt.Errorf("bench: unknown workload %q", name)
 }

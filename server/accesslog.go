@@ -143,6 +143,9 @@ func (s *Server) operation(rq *request) string {
 	if res.Kind == KindTable && method == http.MethodGet {
 		return "QueryTable"
 	}
+	if res.Kind == KindEntities && r.URL.Query().Get("comp") == compBulk {
+		return "BulkWrite" // Cerulean's own: no Storage Analytics name
+	}
 	cond, _ := ifMatch(r) // a malformed If-Match is still a conditional write
 	if name, ok := operationNames[sasOperation(res, method, r.URL.Query(), cond)]; ok {
 		return name

@@ -112,6 +112,9 @@ func sasOperation(res Resource, method string, q map[string][]string, cond table
 			return auth.OpGetTableSettings
 		}
 		switch {
+		case comp && len(q["comp"]) > 0 && q["comp"][0] == compBulk:
+			// Like a $batch: the table here, each operation by the handler.
+			return auth.OpBatch
 		case comp && method == http.MethodPut:
 			return auth.OpSetACL
 		case comp:

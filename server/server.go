@@ -128,6 +128,8 @@ type request struct {
 	xml bool
 	// grant is what a shared access signature allows (nil for shared key: everything).
 	grant *auth.Grant
+	// sas is the shared access signature that authorized the request (nil for shared key).
+	sas *auth.SAS
 	// keyRefused is why the request's Authorization header did not verify when its SAS
 	// is used instead (see authenticate), for the SAS's error detail.
 	keyRefused error
@@ -236,6 +238,7 @@ func (s *Server) serve(rq *request) error {
 		return err
 	}
 	if sas != nil {
+		rq.sas = sas
 		cond, _ := ifMatch(r) // a bad If-Match is reported by the handler
 		if err := s.authorizeSAS(rq, sas, sasOperation(res, method, rq.query, cond)); err != nil {
 			return err

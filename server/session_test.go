@@ -39,7 +39,7 @@ func sessionServer(t *testing.T) (*httptest.Server, *pebble.Engine) {
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	if err := srv.tables.CreateTable(t.Context(), auth.DevAccountName, "tbl"); err != nil {
+	if err := srv.tables.CreateTable(t.Context(), auth.DevAccountName, "tbl", nil); err != nil {
 		t.Fatal(err)
 	}
 	return hs, eng

@@ -181,7 +181,7 @@ func newPositionService(t *testing.T) (*Service, *positionEngine) {
 	t.Cleanup(func() { eng.Close() })
 	pe := &positionEngine{Engine: eng}
 	s := New(pe, nil)
-	if err := s.CreateTable(t.Context(), "acct", "tbl"); err != nil {
+	if err := s.CreateTable(t.Context(), "acct", "tbl", nil); err != nil {
 		t.Fatal(err)
 	}
 	return s, pe

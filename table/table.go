@@ -60,7 +60,10 @@ func New(eng storage.Engine, log *slog.Logger, opts ...Option) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Service{eng: eng, log: log, engine: eng.Name()}
+	s := &Service{eng: eng, log: log}
+	if eng != nil { // nil: a Service for its pure functions only (tests)
+		s.engine = eng.Name()
+	}
 	for _, o := range opts {
 		o(s)
 	}

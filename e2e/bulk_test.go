@@ -1,0 +1,379 @@
+package e2e
+
+// Bulk writes on elastic tables (POST /{table}?comp=bulk, issue 11): per-item outcomes over
+// many partitions, crash safety under SIGKILL, the answer on standard tables, and limits.
+// Verification goes through the Go SDK; the requests through the lean client package.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/ceruleandb/cerulean/client"
+)
+
+// bulkClient is a lean REST client for srv's default account.
+func bulkClient(t testing.TB, srv *server) *client.Client {
+	t.Helper()
+	a := srv.Default()
+	c, err := client.New(srv.Endpoint(a.Name), a.Name, a.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.HTTP = &http.Client{Timeout: 2 * time.Minute}
+	return c
+}
+
+// newElasticTable creates a uniquely named elastic table and returns its SDK client.
+func newElasticTable(t testing.TB, srv *server, c *client.Client) (*aztables.Client, string) {
+	t.Helper()
+	name := tableName(t)
+	if err := c.CreateTable(ctx(t), name, &client.TableSettings{Elastic: true}); err != nil {
+		t.Fatalf("CreateTable(%s, elastic): %v", name, err)
+	}
+	return newServiceClient(t, srv).NewClient(name), name
+}
+
+// TestBulkPartialFailure: one request of 5,000 inserts over 50 partitions, some of them on
+// entities that exist already: exactly those fail with 409 EntityAlreadyExists and keep
+// their content and ETag, every other entity is present with the ETag its result reported.
+func TestBulkPartialFailure(t *testing.T) {
+	srv := startServer(t)
+	c := bulkClient(t, srv)
+	tc, name := newElasticTable(t, srv, c)
+	const parts, per = 50, 100
+	conflict := func(p, r int) bool { return (p*7+r)%37 == 5 }
+	oldETags := map[string]string{}
+	for p := range parts {
+		var actions []aztables.TransactionAction
+		for r := range per {
+			if conflict(p, r) {
+				actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: marshal(t, map[string]any{
+					"PartitionKey": fmt.Sprintf("p%02d", p), "RowKey": fmt.Sprintf("r%03d", r), "V": "old"})})
+			}
+		}
+		if len(actions) == 0 {
+			continue
+		}
+		if _, err := tc.SubmitTransaction(ctx(t), actions, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range listAll(t, tc, nil) {
+		var e map[string]any
+		_ = json.Unmarshal(b, &e)
+		oldETags[e["PartitionKey"].(string)+"/"+e["RowKey"].(string)] = e["odata.etag"].(string)
+	}
+	ops := make([]client.BulkOp, 0, parts*per)
+	for r := range per { // partitions interleaved, as a load in arrival order would be
+		for p := range parts {
+			ops = append(ops, client.BulkOp{Op: client.BulkInsert, Entity: marshal(t, map[string]any{
+				"PartitionKey": fmt.Sprintf("p%02d", p), "RowKey": fmt.Sprintf("r%03d", r), "V": "new",
+				"I": len(ops), "Big": fmt.Sprint(int64(1)<<40 + int64(len(ops))), "Big@odata.type": "Edm.Int64",
+			})})
+		}
+	}
+	res, err := c.Bulk(ctx(t), name, ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(res.SessionToken, "1:") {
+		t.Errorf("session token %q", res.SessionToken)
+	}
+	if len(res.Results) != len(ops) || res.Succeeded+res.Failed != len(ops) || res.Failed != len(oldETags) {
+		t.Fatalf("%d results, %d succeeded, %d failed; want %d results, %d failed", len(res.Results), res.Succeeded, res.Failed, len(ops), len(oldETags))
+	}
+	etags := map[string]string{}
+	for i, r := range res.Results {
+		p, row := i%parts, i/parts
+		key := fmt.Sprintf("p%02d/r%03d", p, row)
+		switch {
+		case r.Index != i:
+			t.Fatalf("result %d has index %d", i, r.Index)
+		case conflict(p, row) && (r.Status != http.StatusConflict || r.Error == nil || r.Error.Code != "EntityAlreadyExists" || r.ETag != ""):
+			t.Errorf("result %d (%s, exists): %+v %v", i, key, r, r.Error)
+		case !conflict(p, row) && (r.Status != http.StatusCreated || r.Error != nil || r.ETag == ""):
+			t.Errorf("result %d (%s): %+v %v", i, key, r, r.Error)
+		}
+		etags[key] = r.ETag
+	}
+	stored := listAll(t, tc, nil)
+	if len(stored) != parts*per {
+		t.Errorf("%d entities stored, want %d", len(stored), parts*per)
+	}
+	for _, b := range stored {
+		var e struct {
+			PartitionKey, RowKey, V string
+			ETag                    string `json:"odata.etag"`
+			I                       int
+			Big                     string
+		}
+		if err := json.Unmarshal(b, &e); err != nil {
+			t.Fatal(err)
+		}
+		key := e.PartitionKey + "/" + e.RowKey
+		if old, ok := oldETags[key]; ok {
+			if e.V != "old" || e.ETag != old {
+				t.Errorf("%s: pre-existing entity changed: %s", key, b)
+			}
+			continue
+		}
+		if e.V != "new" || e.ETag != etags[key] || e.Big != fmt.Sprint(int64(1)<<40+int64(e.I)) {
+			t.Errorf("%s: %s, reported etag %s", key, b, etags[key])
+		}
+	}
+	t.Logf("%d inserted, %d refused as existing", res.Succeeded, res.Failed)
+}
+
+// bulkCrashPayload is the deterministic content of item i of request id.
+func bulkCrashPayload(id string, i int) string {
+	return strings.Repeat(fmt.Sprintf("%s/%05d;", id, i), 8)
+}
+
+// TestBulkCrash: SIGKILL the server while workers send large bulk requests (5,000 inserts
+// over 25 partitions each). After each restart every entity is either absent or complete
+// and intact, belongs to a request that was sent, and every item whose success the client
+// was told of is present; an item the client was told failed is absent.
+func TestBulkCrash(t *testing.T) {
+	const cycles, workers, items, parts = 3, 4, 5000, 25
+	srv := startServer(t)
+	c := bulkClient(t, srv)
+	_, name := newElasticTable(t, srv, c)
+
+	var mu sync.Mutex
+	attempted := map[string]bool{}
+	acked := map[string]bool{}   // "id/index" reported 201
+	refused := map[string]bool{} // "id/index" reported failed
+	// verify checks the table against what the clients were told, after a restart.
+	verify := func(what string) {
+		t.Helper()
+		tc := newServiceClient(t, srv).NewClient(name)
+		found := map[string]bool{}
+		perReq := map[string]int{}
+		bad := 0
+		report := func(format string, args ...any) {
+			if bad++; bad <= 20 {
+				t.Errorf(what+": "+format, args...)
+			}
+		}
+		for _, b := range listAll(t, tc, nil) {
+			var e struct {
+				PartitionKey, RowKey, Req, Payload, Tail string
+				Index                                    int
+			}
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatal(err)
+			}
+			if e.RowKey != fmt.Sprintf("%05d", e.Index) || e.PartitionKey != fmt.Sprintf("%s-p%02d", e.Req, e.Index%parts) ||
+				e.Payload != bulkCrashPayload(e.Req, e.Index) || e.Tail != "end" {
+				report("entity (%s,%s) is not complete: %s", e.PartitionKey, e.RowKey, truncate(b))
+				continue
+			}
+			key := fmt.Sprintf("%s/%d", e.Req, e.Index)
+			mu.Lock()
+			if !attempted[e.Req] {
+				report("entity %s belongs to a request never sent", key)
+			}
+			if refused[key] {
+				report("entity %s is present but its request reported it failed", key)
+			}
+			mu.Unlock()
+			found[key] = true
+			perReq[e.Req]++
+		}
+		var lost, partial []string
+		mu.Lock()
+		for key := range acked {
+			if !found[key] {
+				lost = append(lost, key)
+			}
+		}
+		mu.Unlock()
+		sort.Strings(lost)
+		if len(lost) > 0 {
+			report("%d acknowledged items are missing, e.g. %v", len(lost), lost[:min(10, len(lost))])
+		}
+		for id, n := range perReq {
+			if n != items {
+				partial = append(partial, fmt.Sprintf("%s:%d", id, n))
+			}
+		}
+		sort.Strings(partial)
+		t.Logf("%s: %d entities present, %d items acknowledged; requests partly applied (not a transaction): %v",
+			what, len(found), len(acked), partial)
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+	var cutTotal int64
+	for cycle := range cycles {
+		if cycle > 0 {
+			srv.restart(t)
+			verify(fmt.Sprintf("after crash %d", cycle-1))
+			c = bulkClient(t, srv)
+		}
+		var cut, answered atomic.Int64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for seq := 0; ; seq++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					id := fmt.Sprintf("c%d-w%d-%03d", cycle, w, seq)
+					ops := make([]client.BulkOp, items)
+					for i := range ops {
+						ops[i] = client.BulkOp{Op: client.BulkInsert, Entity: marshal(t, map[string]any{
+							"PartitionKey": fmt.Sprintf("%s-p%02d", id, i%parts), "RowKey": fmt.Sprintf("%05d", i),
+							"Req": id, "Index": i, "Payload": bulkCrashPayload(id, i), "Tail": "end",
+						})}
+					}
+					mu.Lock()
+					attempted[id] = true
+					mu.Unlock()
+					cx, cancel := ctxWithTimeout(time.Minute)
+					res, err := c.Bulk(cx, name, ops)
+					cancel()
+					if err != nil {
+						cut.Add(1)
+						var ce *client.Error
+						if errors.As(err, &ce) && ce.Status != http.StatusServiceUnavailable {
+							t.Errorf("request %s: server error %v", id, err)
+						}
+						return // the server is going away
+					}
+					answered.Add(1)
+					mu.Lock()
+					for i, r := range res.Results {
+						if r.Status == http.StatusCreated {
+							acked[fmt.Sprintf("%s/%d", id, i)] = true
+						} else {
+							refused[fmt.Sprintf("%s/%d", id, i)] = true
+						}
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		// Kill at a different point of the stream each cycle.
+		time.Sleep(1500*time.Millisecond + time.Duration(cycle)*400*time.Millisecond)
+		srv.kill()
+		close(stop)
+		wg.Wait()
+		cutTotal += cut.Load()
+		t.Logf("cycle %d: %d requests answered, %d cut off by SIGKILL", cycle, answered.Load(), cut.Load())
+		if answered.Load() == 0 && cycle == cycles-1 && len(acked) == 0 {
+			t.Fatalf("no bulk request was ever answered")
+		}
+	}
+	if cutTotal == 0 {
+		t.Fatal("no request was in flight at a kill")
+	}
+	srv.restart(t)
+	verify("after the last crash")
+}
+
+// bulkVolatile matches the request id and time in error messages.
+var bulkVolatile = regexp.MustCompile(`RequestId:[^\n<"]*|Time:[^\n<"]*`)
+
+// TestBulkOnStandardTable: on a standard table a bulk request gets exactly the answer a
+// comp value the service does not know gets, and writes nothing; on a missing table it is
+// 404 TableNotFound.
+func TestBulkOnStandardTable(t *testing.T) {
+	srv := startServer(t)
+	tc, name := newTable(t, newServiceClient(t, srv))
+	body := []byte(`{"operations":[{"op":"insert","entity":{"PartitionKey":"p","RowKey":"r"}}]}`)
+	path := "/" + devAccount + "/" + name
+	hdr := map[string]string{"Content-Type": "application/json"}
+	bulk := srv.do(t, rawReq{Method: http.MethodPost, Path: path, Query: "comp=bulk", Body: body, Header: hdr})
+	other := srv.do(t, rawReq{Method: http.MethodPost, Path: path, Query: "comp=nosuch", Body: body, Header: hdr})
+	if bulk.Status != http.StatusBadRequest || bulk.Header.Get("x-ms-error-code") != "InvalidQueryParameterValue" || !strings.HasPrefix(string(bulk.Body), "<?xml") {
+		t.Errorf("bulk on a standard table: %d %s, want 400 InvalidQueryParameterValue in XML", bulk.Status, bulk.Body)
+	}
+	if bulk.Status != other.Status || bulk.Header.Get("Content-Type") != other.Header.Get("Content-Type") ||
+		bulk.Header.Get("x-ms-error-code") != other.Header.Get("x-ms-error-code") ||
+		bulkVolatile.ReplaceAllString(string(bulk.Body), "") != bulkVolatile.ReplaceAllString(string(other.Body), "") {
+		t.Errorf("bulk on a standard table:\n%d %v %s\nunknown comp:\n%d %v %s", bulk.Status, bulk.Header, bulk.Body, other.Status, other.Header, other.Body)
+	}
+	if n := len(listAll(t, tc, nil)); n != 0 {
+		t.Errorf("%d entities written", n)
+	}
+	_, err := bulkClient(t, srv).Bulk(ctx(t), name, []client.BulkOp{{Op: client.BulkInsert, Entity: []byte(`{"PartitionKey":"p","RowKey":"r"}`)}})
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Status != http.StatusBadRequest || ce.Code != "InvalidQueryParameterValue" {
+		t.Errorf("client on a standard table: %v", err)
+	}
+	missing := srv.do(t, rawReq{Method: http.MethodPost, Path: "/" + devAccount + "/nosuchtable" + runID, Query: "comp=bulk", Body: body, Header: hdr})
+	requireRawErr(t, missing, http.StatusNotFound, "TableNotFound")
+}
+
+// TestBulkLimits: more than 10,000 operations is 400 InvalidInput, a body over the limit
+// (a quarter of --max-body-memory, here 16 MiB → 4 MiB) is 413 RequestBodyTooLarge, and
+// neither writes anything; 10,000 operations within the limit are applied.
+func TestBulkLimits(t *testing.T) {
+	srv := startServer(t, withArgs("--max-body-memory", "16MiB"))
+	c := bulkClient(t, srv)
+	tc, name := newElasticTable(t, srv, c)
+	small := func(n int) []client.BulkOp {
+		ops := make([]client.BulkOp, n)
+		for i := range ops {
+			ops[i] = client.BulkOp{Op: client.BulkUpsert, Entity: []byte(fmt.Sprintf(`{"PartitionKey":"p%d","RowKey":"%d"}`, i%10, i))}
+		}
+		return ops
+	}
+	var ce *client.Error
+	_, err := c.Bulk(ctx(t), name, small(client.MaxBulkOperations+1))
+	if !errors.As(err, &ce) || ce.Status != http.StatusBadRequest || ce.Code != "InvalidInput" {
+		t.Errorf("%d operations: %v", client.MaxBulkOperations+1, err)
+	}
+	big := make([]client.BulkOp, 1100)
+	payload := strings.Repeat("x", 4000)
+	for i := range big {
+		big[i] = client.BulkOp{Op: client.BulkInsert, Entity: []byte(fmt.Sprintf(`{"PartitionKey":"b","RowKey":"%d","S":"%s"}`, i, payload))}
+	}
+	_, err = c.Bulk(ctx(t), name, big) // about 4.5 MB
+	if !errors.As(err, &ce) || ce.Status != http.StatusRequestEntityTooLarge || ce.Code != "RequestBodyTooLarge" {
+		t.Errorf("a body over 4 MiB: %v", err)
+	}
+	if n := len(listAll(t, tc, nil)); n != 0 {
+		t.Fatalf("%d entities written by refused requests", n)
+	}
+	res, err := c.Bulk(ctx(t), name, small(client.MaxBulkOperations))
+	if err != nil || res.Succeeded != client.MaxBulkOperations {
+		t.Fatalf("%d operations: %v", client.MaxBulkOperations, err)
+	}
+	if n := len(listAll(t, tc, nil)); n != client.MaxBulkOperations {
+		t.Errorf("%d entities, want %d", n, client.MaxBulkOperations)
+	}
+}
+
+// TestCompatPythonBulk runs the Python bulk helper's suite (compat/python/test_bulk.py)
+// against a server started by the harness; it skips like TestCompatPython without the SDK.
+func TestCompatPythonBulk(t *testing.T) {
+	root := compatRepoRoot(t)
+	if _, err := os.Stat(debianPython); err != nil {
+		compatUnavailable(t, "%s is missing (apt-get install -y python3 python3-azure): %v", debianPython, err)
+	}
+	if out, err := exec.Command(debianPython, "-c", "import azure.data.tables").CombinedOutput(); err != nil {
+		compatUnavailable(t, "azure.data.tables is not importable by %s (apt-get install -y python3-azure): %v\n%s", debianPython, err, out)
+	}
+	srv := startServer(t)
+	compatRun(t, root, compatConnectionString(srv), nil, debianPython,
+		"-W", "ignore::ResourceWarning", "-m", "unittest", "-v", "compat/python/test_bulk.py")
+}
