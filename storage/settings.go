@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 
@@ -153,4 +154,4 @@ type Position uint64
 // ErrFuturePosition means a read asked for a Position the engine has not reached within
 // its wait: the position comes from a later or another store, or a replica lags. The read
 // may be retried.
-var ErrFuturePosition = fmt.Errorf("position not reached")
+var ErrFuturePosition = errors.New("position not reached")

@@ -202,9 +202,10 @@ type TableInfo struct {
 //     with. A change applies to every Apply that starts after SetTableSettings returns,
 //     on every front end; entities keep the expiry they were written with.
 //   - Every row an Apply writes gets the expiry storage.Expiry computes from the
-//     table's settings at the time of the write, the row's final properties (after
-//     merging) and its new version; an error from it fails the Apply with an
-//     *ApplyError naming that mutation, and nothing is written.
+//     table's settings at the time of the write, the row's properties after the mutation
+//     (merged) and its new version; an error from it fails the Apply with an *ApplyError
+//     naming the mutation that left the row with the refused TTL property, and nothing
+//     is written.
 //   - An expired row (Expired(expiry, now) with now from the engine's one clock: the
 //     process's for Pebble, the database server's for PostgreSQL) is absent for every
 //     read and precondition: Get answers ErrNotFound, Scan skips it (it is examined but
@@ -214,8 +215,10 @@ type TableInfo struct {
 //     minute), at a cost proportional to the rows that expire, not to the table.
 //
 // Commit positions (session tokens):
-//   - Every committed Apply reports a Position greater than the Position of every Apply
-//     that committed before it started, across restarts.
+//   - Every committed Apply reports a Position that covers its own commit and is greater
+//     than the Position of every Apply that returned before it started, across restarts.
+//     (Two Applies that overlap may report the same Position: PostgreSQL reads it after
+//     the commit, when a later commit may already be in.)
 //   - ReaderAt(ctx, p) returns a Reader whose reads see every write whose Position is at
 //     most p. If the engine has not reached p within a short wait (about a second), it
 //     fails with ErrFuturePosition; it never returns a reader that could miss such a
