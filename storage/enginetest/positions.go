@@ -177,7 +177,7 @@ func testPositionsFuture(t *testing.T, x *env) {
 	start := time.Now()
 	r, err := x.e.ReaderAt(x.ctx, future)
 	if !errors.Is(err, storage.ErrFuturePosition) {
-		t.Fatalf("ReaderAt(a future position) = %v, %v; want ErrFuturePosition", r, err)
+		t.Fatalf("ReaderAt(a future position) = %T, %v; want ErrFuturePosition", r, err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("ReaderAt(a future position) waited %v", d)
@@ -188,7 +188,7 @@ func testPositionsFuture(t *testing.T, x *env) {
 	defer cancel()
 	start = time.Now()
 	if r, err := x.e.ReaderAt(ctx, future); err == nil {
-		t.Fatalf("ReaderAt(a future position) with a cancelled context = %v, nil", r)
+		t.Fatalf("ReaderAt(a future position) with a cancelled context = %T, nil", r)
 	}
 	if d := time.Since(start); d > 750*time.Millisecond {
 		t.Fatalf("ReaderAt(a future position) returned %v after its context ended", d-50*time.Millisecond)
@@ -197,7 +197,7 @@ func testPositionsFuture(t *testing.T, x *env) {
 	ctx, cancel = context.WithCancel(x.ctx)
 	cancel()
 	if r, err := x.e.ReaderAt(ctx, future); err == nil {
-		t.Fatalf("ReaderAt(a future position) with a done context = %v, nil", r)
+		t.Fatalf("ReaderAt(a future position) with a done context = %T, nil", r)
 	}
 	// The engine still works, and the position it reached still reads.
 	x.readAt(applied.Position, "F", "p", "r", applied.Versions[0])

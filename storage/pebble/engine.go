@@ -33,8 +33,10 @@
 //   - A table's stored access policies live under a key of its id (never reused), removed
 //     with the table; an account's service properties under a meta key of the account.
 //     Neither is cached: each Get is one point read, each Set one synced write.
-//   - Open reads only the catalogue and a few meta keys, so restart time does not grow
-//     with the data; memory is bounded by the block cache and memtable options.
+//   - Open reads only the catalogue, the settings keys and a few meta keys, and writes one
+//     small synced batch (the format mark, whose sequence number starts the committed
+//     position), so restart time does not grow with the data; memory is bounded by the
+//     block cache and memtable options.
 //   - A disk space guard (space.go) keeps part of the volume in reserve and refuses writes
 //     with storage.ErrNoSpace before Pebble could meet a full disk on its fatal paths; the
 //     engine recovers by itself when space returns.
@@ -88,6 +90,10 @@ const (
 	// expiryBatch is how many expired rows the expiry purge deletes per synced batch, so
 	// it holds few row locks at a time and a pass can stop between batches.
 	expiryBatch = 256
+	// expiryPace is how many times as long as a batch took the expiry pass rests before
+	// the next one: with 3 it works at most a quarter of the time. 10,000 expired rows
+	// (40 batches) take about a second or two; a million, a few minutes.
+	expiryPace = 3
 	// positionPoll is how often ReaderAt looks again for a position not reached yet.
 	positionPoll = 5 * time.Millisecond
 )
@@ -197,8 +203,9 @@ type Engine struct {
 	// committed is the highest position (sequence number) of a batch whose commit has
 	// returned; every write at or below it is visible to reads.
 	committed atomic.Uint64
-	// expiryVisited counts the keys expiry passes have read (index keys and rows), so a
-	// test can check that a pass costs what expired, not the table.
+	// expiryVisited counts the keys expiry passes have read (index keys, listed and
+	// checked again under the row locks; a pass reads no row), so a test can check that
+	// a pass costs what expired, not the table.
 	expiryVisited atomic.Int64
 }
 
@@ -375,12 +382,18 @@ func replayBytes(dir string) (uint64, error) {
 // applied at all.
 // On success the batch's position counts as committed (see ReaderAt).
 func (e *Engine) commit(b *pebbledb.Batch) error {
+	return e.commitWith(b, pebbledb.Sync)
+}
+
+// commitWith is commit with the given write options: the expiry purge's batches are not
+// synced (see deleteExpired).
+func (e *Engine) commitWith(b *pebbledb.Batch, o *pebbledb.WriteOptions) error {
 	n := uint64(b.Len())
 	if err := e.space.admit(n); err != nil {
 		return err
 	}
 	defer e.space.done(n)
-	if err := b.Commit(pebbledb.Sync); err != nil {
+	if err := b.Commit(o); err != nil {
 		return err
 	}
 	e.noteCommitted(batchPosition(b))
@@ -444,6 +457,10 @@ func (e *Engine) load() error {
 		e.clock.Observe(int64(mark))
 	}
 
+	settings, err := e.loadSettings()
+	if err != nil {
+		return err
+	}
 	it, err := e.db.NewIter(&pebbledb.IterOptions{
 		LowerBound: []byte{kindCatalog},
 		UpperBound: []byte{kindCatalog + 1},
@@ -469,11 +486,7 @@ func (e *Engine) load() error {
 		if err != nil {
 			return fmt.Errorf("read catalogue: %w", err)
 		}
-		s, err := e.readSettings(id)
-		if err != nil {
-			return fmt.Errorf("read catalogue: %w", err)
-		}
-		e.tables[tableRef{account, key}] = newTable(id, name, s)
+		e.tables[tableRef{account, key}] = newTable(id, name, settings[id])
 		e.nextID = max(e.nextID, id+1) // never reuse an id, even if the counter were stale
 	}
 	if err := it.Error(); err != nil {
@@ -487,6 +500,39 @@ func (e *Engine) load() error {
 		e.nextID = max(e.nextID, id+1)
 	}
 	return nil
+}
+
+// loadSettings reads every settings key: the settings of every table that is not
+// standard, by table id.
+func (e *Engine) loadSettings() (map[uint64]storage.TableSettings, error) {
+	it, err := e.db.NewIter(&pebbledb.IterOptions{
+		LowerBound: []byte{kindSettings},
+		UpperBound: []byte{kindSettings + 1},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read table settings: %w", err)
+	}
+	defer it.Close()
+	out := map[uint64]storage.TableSettings{}
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) != 9 {
+			return nil, fmt.Errorf("read table settings: %w", errCorruptKey)
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, fmt.Errorf("read table settings: %w", err)
+		}
+		s, err := storage.UnmarshalSettings(v)
+		if err != nil {
+			return nil, err
+		}
+		out[binary.BigEndian.Uint64(k[1:])] = s
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("read table settings: %w", err)
+	}
+	return out, nil
 }
 
 // readSettings reads table id's settings key (absent: a standard table).
@@ -1228,12 +1274,12 @@ func (e *Engine) purgeLoop() {
 // pass, and returns how many it deleted. It is a maintenance hook.
 //
 // A pass walks the expiry index of each table that has one from its start up to now
-// (the keys are in expiry order), so it reads the expired rows' index keys and rows and
+// (the keys are in expiry order), so it reads the expired rows' index keys (no row) and
 // one key more per table: its cost is proportional to what expired, not to the tables.
-// It works in batches of expiryBatch rows, each under the rows' locks and committed in
-// one synced batch, deleting a row only if its stored expiry is still the index key's
-// (a write since has moved it) together with the index key. A crash between batches
-// leaves the rest for the next pass.
+// It works in batches of expiryBatch rows, paced (expiryPace), each under the rows'
+// locks and committed in one batch (not synced), deleting a row with its index key unless a write has moved
+// it since the key was listed (deleteExpired). A crash between batches leaves the rest
+// for the next pass.
 func (e *Engine) PurgeExpired(ctx context.Context) (int, error) {
 	return e.purgeExpired(ctx)
 }
@@ -1252,6 +1298,7 @@ func (e *Engine) purgeExpired(ctx context.Context) (int, error) {
 		if err := e.enter(); err != nil {
 			return total, err
 		}
+		start := time.Now()
 		n, next, err := e.expireBatch(ctx, from, now)
 		e.exit()
 		total += n
@@ -1259,14 +1306,18 @@ func (e *Engine) purgeExpired(ctx context.Context) (int, error) {
 			return total, fmt.Errorf("purge expired rows: %w", err)
 		}
 		from = next
+		if from != nil {
+			// Paced: between batches the pass rests expiryPace times as long as the
+			// batch took, so a large expiry spreads out instead of taking the CPU and
+			// the disk from the foreground in one burst.
+			select {
+			case <-ctx.Done():
+				return total, ctx.Err()
+			case <-time.After(time.Duration(expiryPace) * time.Since(start)):
+			}
+		}
 	}
 	return total, nil
-}
-
-// expiredEntry is an expiry index key read by a pass.
-type expiredEntry struct {
-	key    []byte // the index key
-	expiry int64
 }
 
 // expireBatch deletes up to expiryBatch rows expired at now whose index keys are at or
@@ -1277,31 +1328,60 @@ func (e *Engine) expireBatch(ctx context.Context, from []byte, now int64) (int, 
 	if err != nil || len(entries) == 0 {
 		return 0, next, err
 	}
-	defer e.lockRows(rows)()
-	if err := e.loadRows(rows, false, now); err != nil {
-		return 0, nil, err
-	}
-	e.expiryVisited.Add(int64(len(rows)))
-	b := e.db.NewBatch()
-	defer b.Close()
-	n := 0
-	for i := range entries {
-		r := &rows[i]
-		if r.stored && r.storedExpiry == entries[i].expiry {
-			_ = b.Delete(r.key, nil)
-			n++
-		}
-		_ = b.Delete(entries[i].key, nil)
-	}
-	if err := e.commit(b); err != nil {
+	n, err := e.deleteExpired(entries, rows)
+	if err != nil {
 		return 0, nil, err
 	}
 	return n, next, nil
 }
 
+// deleteExpired locks the rows of entries and, in one batch, deletes each entry's index
+// key and row if the index key is still there. It reads no row: under a row's lock its
+// index key exists exactly when the row is stored with that expiry (Apply changes both
+// in one batch under the lock, and the purges remove both together), so a row written
+// or deleted since the index key was listed has lost that key and is left alone.
+//
+// The batch is not synced: it costs the foreground no WAL sync of its own, and losing it
+// in a crash loses nothing (the rows come back expired, with their index keys, and the
+// next pass deletes them again). A later synced write — an Apply that writes one of the
+// rows again, say — syncs it too, since the WAL is written in order.
+func (e *Engine) deleteExpired(entries [][]byte, rows []row) (int, error) {
+	defer e.lockRows(rows)()
+	// Created under the locks: its snapshot holds the index keys' latest state. The
+	// index keys were just listed, so their blocks are in the cache.
+	it, err := e.db.NewIter(nil)
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	b := e.db.NewBatch()
+	defer b.Close()
+	n := 0
+	for i, k := range entries {
+		e.expiryVisited.Add(1)
+		if !it.SeekPrefixGE(k) || !bytes.Equal(it.Key(), k) {
+			if err := it.Error(); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		_ = b.Delete(rows[i].key, nil)
+		_ = b.Delete(k, nil)
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if err := e.commitWith(b, pebbledb.NoSync); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
 // expiredEntries reads up to expiryBatch index keys expired at now from from on, with
-// the rows they name, skipping from each table's first unexpired key to the next table.
-func (e *Engine) expiredEntries(ctx context.Context, from []byte, now int64) ([]expiredEntry, []row, []byte, error) {
+// the rows they name (to lock), skipping from each table's first unexpired key to the
+// next table.
+func (e *Engine) expiredEntries(ctx context.Context, from []byte, now int64) ([][]byte, []row, []byte, error) {
 	it, err := e.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
 		LowerBound: from,
 		UpperBound: []byte{kindExpiry + 1},
@@ -1310,7 +1390,7 @@ func (e *Engine) expiredEntries(ctx context.Context, from []byte, now int64) ([]
 		return nil, nil, nil, err
 	}
 	defer it.Close()
-	var entries []expiredEntry
+	var entries [][]byte
 	var rows []row
 	for valid := it.First(); valid; {
 		k := it.Key()
@@ -1328,7 +1408,7 @@ func (e *Engine) expiredEntries(ctx context.Context, from []byte, now int64) ([]
 			return entries, rows, bytes.Clone(k), nil
 		}
 		key := dataKey(id, pk, rk)
-		entries = append(entries, expiredEntry{key: bytes.Clone(k), expiry: expiry})
+		entries = append(entries, bytes.Clone(k))
 		rows = append(rows, row{key: key, rk: rk, stripe: uint32(maphash.Bytes(e.seed, key) % lockStripes)})
 		valid = it.Next()
 	}
