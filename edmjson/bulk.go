@@ -93,10 +93,10 @@ func DecodeBulk(body []byte, maxOps int) ([]BulkOperation, error) {
 	return ops, nil
 }
 
-// key scans a member name and the ':' after it.
+// key scans a member name and the ':' after it (and the blanks around the ':').
 func (d *decoder) key() ([]byte, error) {
 	if d.peek() != '"' {
-		return nil, d.errSyntax("expected a member name")
+		return nil, d.errSyntax("expected a property name")
 	}
 	k, err := d.str()
 	if err != nil {

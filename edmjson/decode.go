@@ -763,19 +763,10 @@ func (d *decoder) object(ms []member) ([]member, error) {
 		d.i++
 	} else {
 		for {
-			if d.peek() != '"' {
-				return nil, d.errSyntax("expected a property name")
-			}
-			key, err := d.str()
+			key, err := d.key()
 			if err != nil {
 				return nil, err
 			}
-			d.ws()
-			if d.peek() != ':' {
-				return nil, d.errSyntax("expected ':'")
-			}
-			d.i++
-			d.ws()
 			m := member{key: key}
 			switch c := d.peek(); {
 			case c == '"':

@@ -24,7 +24,7 @@ import (
 //   - An Apply is atomic, so an entity is never half-written. When one mutation of an
 //     Apply fails (storage.ApplyError), that operation is recorded as failed and the
 //     Apply is retried without it: a failure affects exactly the operation that caused it.
-//   - Operations that fail validation (entity limits, keys, a missing condition) fail
+//   - Operations that fail validation (entity limits, keys, a condition on an insert) fail
 //     alone before anything is applied. So does an operation whose entity an earlier
 //     valid operation of the request already names (InvalidDuplicateRow): the order of
 //     two writes to one entity in one bulk request would otherwise matter in ways the

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // Removal of expired rows.
@@ -54,25 +53,11 @@ func (e *Engine) purgeExpired(ctx context.Context) (int, error) {
 }
 
 func (e *Engine) expiryLoop() {
-	defer e.loops.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-e.purgeStop
-		cancel()
-	}()
-	t := time.NewTicker(e.opts.ExpiryInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-e.purgeStop:
-			return
-		case <-t.C:
-		}
+	e.every(e.opts.ExpiryInterval, nil, func(ctx context.Context) {
 		if n, err := e.purgeExpired(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("cerulean: purge expired rows", "err", e.mapErr(ctx, "purge expired rows", err))
 		} else if n > 0 {
 			e.log.Debug("cerulean: purged expired rows", "rows", n)
 		}
-	}
+	})
 }

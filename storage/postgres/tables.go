@@ -218,6 +218,16 @@ func (e *Engine) wakePurger() {
 }
 
 func (e *Engine) purgeLoop() {
+	e.every(e.opts.PurgeInterval, e.purgeWake, func(ctx context.Context) {
+		if err := e.purgePending(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("cerulean: purge deleted tables", "err", e.mapErr(ctx, "purge", err))
+		}
+	})
+}
+
+// every runs pass each interval, and whenever wake (nil: never) receives, until Close;
+// pass's context ends when Close begins. It is one of the engine's background loops.
+func (e *Engine) every(interval time.Duration, wake <-chan struct{}, pass func(context.Context)) {
 	defer e.loops.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -225,18 +235,16 @@ func (e *Engine) purgeLoop() {
 		<-e.purgeStop
 		cancel()
 	}()
-	t := time.NewTicker(e.opts.PurgeInterval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-e.purgeStop:
 			return
-		case <-e.purgeWake:
+		case <-wake:
 		case <-t.C:
 		}
-		if err := e.purgePending(ctx); err != nil && ctx.Err() == nil {
-			e.log.Warn("cerulean: purge deleted tables", "err", e.mapErr(ctx, "purge", err))
-		}
+		pass(ctx)
 	}
 }
 
