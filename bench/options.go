@@ -297,12 +297,12 @@ func writeUsage(fs *flag.FlagSet) {
 		"Load-tests an Azure Table endpoint (Cerulean, Azurite, Azure) through the official Go SDK.\n\n"+
 		"Workloads, run in this order:\n")
 	for _, name := range AllWorkloads {
-		fmt.Fprintf(w, "  %-7s", name)
-		col := 9
+		fmt.Fprintf(w, "  %-9s", name)
+		col := 11
 		for _, word := range strings.Fields(workloadHelp[name]) {
-			if col+1+len(word) > 80 && col > 9 {
-				fmt.Fprintf(w, "\n%9s", "")
-				col = 9
+			if col+1+len(word) > 80 && col > 11 {
+				fmt.Fprintf(w, "\n%11s", "")
+				col = 11
 			}
 			fmt.Fprintf(w, " %s", word)
 			col += 1 + len(word)

@@ -92,12 +92,12 @@ type jsonReport struct {
 
 // writeResultText prints one workload's text report.
 func writeResultText(w io.Writer, r Result) {
-	const indent = "         "
+	const indent = "          "
 	if r.Seconds == 0 && r.Ops == 0 {
-		fmt.Fprintf(w, "%-8s %s\n", r.Workload, r.Notes)
+		fmt.Fprintf(w, "%-9s %s\n", r.Workload, r.Notes)
 		return
 	}
-	fmt.Fprintf(w, "%-8s %s entities/s, %s ops/s, p50 %s, p99 %s, %s errors (%s entities in %.1fs)\n",
+	fmt.Fprintf(w, "%-9s %s entities/s, %s ops/s, p50 %s, p99 %s, %s errors (%s entities in %.1fs)\n",
 		r.Workload, commas(r.EntitiesPerSec), commas(r.OpsPerSec()),
 		fmtLatency(r.P50), fmtLatency(r.P99), commas(float64(r.Errors)),
 		commas(float64(r.Entities)), r.Seconds)

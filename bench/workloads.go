@@ -159,7 +159,7 @@ func (b *bench) preload(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	fmt.Fprintf(b.text, "%-8s %s entities into %d partitions in %.1fs (%s/s, untimed setup)\n", "preload",
+	fmt.Fprintf(b.text, "%-9s %s entities into %d partitions in %.1fs (%s/s, untimed setup)\n", "preload",
 		commas(float64(total)), b.preloadParts, secs, commas(float64(total)/secs))
 	return nil
 }
