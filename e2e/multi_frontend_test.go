@@ -53,18 +53,32 @@ func startPostgresServers(t *testing.T, n int) []*server {
 	return out
 }
 
-func TestPostgresFrontEnds(t *testing.T) {
-	srvs := startPostgresServers(t, 3)
+// postgresServiceClients starts n front ends on one PostgreSQL database and returns a
+// service client of each.
+func postgresServiceClients(t *testing.T, n int) []*aztables.ServiceClient {
+	srvs := startPostgresServers(t, n)
 	svcs := make([]*aztables.ServiceClient, len(srvs))
 	for i, s := range srvs {
 		svcs[i] = newServiceClient(t, s)
 	}
-	// A table created through one front end is served by every other one.
+	return svcs
+}
+
+// tableOnEach creates a table through the first service client and returns a client of
+// it through each one, and its name.
+func tableOnEach(t *testing.T, svcs []*aztables.ServiceClient) ([]*aztables.Client, string) {
 	_, name := newTable(t, svcs[0])
 	clients := make([]*aztables.Client, len(svcs))
 	for i, svc := range svcs {
 		clients[i] = svc.NewClient(name)
 	}
+	return clients, name
+}
+
+func TestPostgresFrontEnds(t *testing.T) {
+	svcs := postgresServiceClients(t, 3)
+	// A table created through one front end is served by every other one.
+	clients, _ := tableOnEach(t, svcs)
 
 	t.Run("Counter", func(t *testing.T) {
 		if _, err := clients[1].AddEntity(ctx(t), marshal(t, map[string]any{"PartitionKey": "counter", "RowKey": "c", "N": 0}), nil); err != nil {

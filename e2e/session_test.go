@@ -343,16 +343,8 @@ func TestSessionTokenRestart(t *testing.T) {
 // TestPostgresSessionTokens: three front ends on one database; a write through one and a
 // read with its token through each of the others sees the write, every time.
 func TestPostgresSessionTokens(t *testing.T) {
-	srvs := startPostgresServers(t, 3)
-	svcs := make([]*aztables.ServiceClient, len(srvs))
-	for i, s := range srvs {
-		svcs[i] = newServiceClient(t, s)
-	}
-	_, name := newTable(t, svcs[0])
-	clients := make([]*aztables.Client, len(svcs))
-	for i, svc := range svcs {
-		clients[i] = svc.NewClient(name)
-	}
+	svcs := postgresServiceClients(t, 3)
+	clients, _ := tableOnEach(t, svcs)
 	var last sessionToken
 	const rounds = 60
 	for i := range rounds {
