@@ -384,28 +384,14 @@ func TestPurge(t *testing.T) {
 
 func countSpan(t *testing.T, e *Engine, id uint64) int {
 	t.Helper()
-	return countRange(t, e, tablePrefix(id), tablePrefix(id+1))
+	return countKeys(t, e, tablePrefix(id), tablePrefix(id+1))
 }
 
 func countPrefix(t *testing.T, e *Engine, p []byte) int {
 	t.Helper()
 	end := append([]byte(nil), p...)
 	end[len(end)-1]++
-	return countRange(t, e, p, end)
-}
-
-func countRange(t *testing.T, e *Engine, lo, hi []byte) int {
-	t.Helper()
-	it, err := e.db.NewIter(&pebbledb.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Close()
-	n := 0
-	for it.First(); it.Valid(); it.Next() {
-		n++
-	}
-	return n
+	return countKeys(t, e, p, end)
 }
 
 func TestClosed(t *testing.T) {
