@@ -219,10 +219,21 @@ type TableInfo struct {
 //     than the Position of every Apply that returned before it started, across restarts.
 //     (Two Applies that overlap may report the same Position: PostgreSQL reads it after
 //     the commit, when a later commit may already be in.)
-//   - ReaderAt(ctx, p) returns a Reader whose reads see every write whose Position is at
-//     most p. If the engine has not reached p within a short wait (about a second), it
-//     fails with ErrFuturePosition; it never returns a reader that could miss such a
-//     write.
+//   - ReadView(ctx, opts) returns a View whose reads see every write whose Position is
+//     at most opts.At. If no source the level allows has reached it within a short wait
+//     (about a second), it fails with ErrFuturePosition; it never returns a view that
+//     could miss such a write. Position(ctx) covers every write that returned before it.
+//
+// Read consistency (read replicas):
+//   - At Strong, and at Session without a position, a View reads the latest committed
+//     state, as the Engine's own methods do. Weaker levels may read an older committed
+//     state (a replica's): never a partial Apply, never a write without the writes
+//     committed before it. An engine without replicas reads its latest state at every
+//     level.
+//   - A View's Position covers what its reads saw, so a View opened at it never reads an
+//     older state whichever front end and replica serve it (paging stays consistent).
+//   - A replica that cannot serve is never an error: the read goes to another source,
+//     at worst the primary.
 //
 // Stored access policies (a table's ACL) and service properties are opaque bytes to the
 // engine: the server encodes and decodes them; an engine only keeps them. Contracts:
@@ -245,42 +256,27 @@ type Engine interface {
 	Name() string
 
 	CreateTable(ctx context.Context, account, name string, settings TableSettings) error
-	GetTable(ctx context.Context, account, name string) (TableInfo, error)
 	// SetTableSettings replaces a table's settings. ErrTableNotFound for a missing table.
 	// Like SetTableACL it never attaches to a table created after a racing DeleteTable.
 	SetTableSettings(ctx context.Context, account, name string, settings TableSettings) error
-	// ListTables returns up to limit tables whose TableKey is ≥ TableKey(from), in
-	// TableKey order, and the name to resume from ("" when there are no more).
-	ListTables(ctx context.Context, account, from string, limit int) ([]TableInfo, string, error)
 	DeleteTable(ctx context.Context, account, name string) error
 
 	// Apply runs mutations on one partition atomically and returns each mutation's new
 	// version (0 for Delete) and the commit's position.
 	Apply(ctx context.Context, account, table, partitionKey string, muts []Mutation) (Applied, error)
-	// ReaderAt returns a Reader that sees every write up to position p (see above).
-	// p = 0 asks for nothing beyond the engine's ordinary reads.
-	ReaderAt(ctx context.Context, p Position) (Reader, error)
+	// ReadView opens a View for one request's reads at the given consistency (see
+	// above and View).
+	ReadView(ctx context.Context, opts ReadOptions) (View, error)
+	// Position is a position that covers every write that returned before the call, as
+	// a session token for writes that do not report one (table-level changes).
+	Position(ctx context.Context) (Position, error)
 
-	// GetTableACL returns the table's stored access policies as last set (nil when never
-	// set). ErrTableNotFound for a missing table. A table deleted and created again starts
-	// with none.
-	GetTableACL(ctx context.Context, account, table string) ([]byte, error)
 	// SetTableACL replaces them (nil or empty clears). ErrTableNotFound for a missing table.
 	SetTableACL(ctx context.Context, account, table string, acl []byte) error
-	// GetServiceProperties returns the account's service properties as last set (nil when
-	// never set).
-	GetServiceProperties(ctx context.Context, account string) ([]byte, error)
 	// SetServiceProperties replaces them (nil or empty clears).
 	SetServiceProperties(ctx context.Context, account string, props []byte) error
 
 	Close() error
-}
-
-// Reader is the read half of an Engine. An Engine's own Get and Scan read its latest
-// committed state (what a write that returned has written, from any front end).
-type Reader interface {
-	Get(ctx context.Context, account, table, partitionKey, rowKey string) (Record, error)
-	Scan(ctx context.Context, account, table string, req ScanRequest) (ScanResult, error)
 }
 
 // TableKey is the case-folded form under which a table name is unique.

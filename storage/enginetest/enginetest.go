@@ -131,6 +131,7 @@ func Run(t *testing.T, h Harness) {
 		{"Positions/Increasing", testPositions},
 		{"Positions/Concurrent", testPositionsConcurrent},
 		{"Positions/Future", testPositionsFuture},
+		{"Positions/Views", testPositionsViews},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

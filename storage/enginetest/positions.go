@@ -12,7 +12,7 @@ import (
 )
 
 // Commit positions (session tokens): every Apply's Position exceeds every earlier one's,
-// across restarts, and ReaderAt(p) reads every write up to p or fails with
+// across restarts, and ReadView(p) reads every write up to p or fails with
 // ErrFuturePosition after a short wait.
 
 // applyAt runs an Apply that must succeed and returns its position, checking that it is
@@ -32,25 +32,49 @@ func (x *env) applyAt(prev storage.Position, table, pk string, muts ...storage.M
 	return applied.Position
 }
 
-// readAt checks that ReaderAt(p) returns promptly and that its reader sees (pk, rk) in
-// table with the given version.
+// levels are the consistency levels, strongest first.
+var levels = []storage.Consistency{storage.Strong, storage.BoundedStaleness, storage.Session, storage.ConsistentPrefix, storage.Eventual}
+
+// readAt checks, at every consistency level, that ReadView(p) returns promptly, that its
+// view sees (pk, rk) in table with the given version, and that the view's Position
+// covers p and reads again at once.
 func (x *env) readAt(p storage.Position, table, pk, rk string, version int64) {
 	x.t.Helper()
-	start := time.Now()
-	r, err := x.e.ReaderAt(x.ctx, p)
-	if err != nil {
-		x.t.Fatalf("ReaderAt(%d): %v", p, err)
-	}
-	if d := time.Since(start); d > 500*time.Millisecond {
-		x.t.Fatalf("ReaderAt(%d) of a committed position took %v", p, d)
-	}
-	rec, err := r.Get(x.ctx, x.acct, table, pk, rk)
-	if err != nil || rec.Version != version {
-		x.t.Fatalf("ReaderAt(%d).Get(%q, %q) = v%d, %v; want v%d", p, pk, rk, rec.Version, err, version)
-	}
-	res, err := r.Scan(x.ctx, x.acct, table, storage.ScanRequest{Start: storage.Key{PartitionKey: pk, RowKey: rk}, Limit: 1})
-	if err != nil || len(res.Records) != 1 || res.Records[0].Version != version {
-		x.t.Fatalf("ReaderAt(%d).Scan from (%q, %q) = %s, %v; want v%d", p, pk, rk, keysOf(res.Records), err, version)
+	for _, level := range levels {
+		start := time.Now()
+		v, err := x.e.ReadView(x.ctx, storage.ReadOptions{Consistency: level, At: p})
+		if err != nil {
+			x.t.Fatalf("ReadView(%v, %d): %v", level, p, err)
+		}
+		if d := time.Since(start); d > 500*time.Millisecond {
+			x.t.Fatalf("ReadView(%v, %d) of a committed position took %v", level, p, d)
+		}
+		rec, err := v.Get(x.ctx, x.acct, table, pk, rk)
+		if err != nil || rec.Version != version {
+			x.t.Fatalf("ReadView(%v, %d).Get(%q, %q) = v%d, %v; want v%d", level, p, pk, rk, rec.Version, err, version)
+		}
+		res, err := v.Scan(x.ctx, x.acct, table, storage.ScanRequest{Start: storage.Key{PartitionKey: pk, RowKey: rk}, Limit: 1})
+		if err != nil || len(res.Records) != 1 || res.Records[0].Version != version {
+			x.t.Fatalf("ReadView(%v, %d).Scan from (%q, %q) = %s, %v; want v%d", level, p, pk, rk, keysOf(res.Records), err, version)
+		}
+		if v.Source() == "" {
+			x.t.Fatalf("ReadView(%v, %d).Source() is empty", level, p)
+		}
+		vp := v.Position()
+		if vp < p {
+			x.t.Fatalf("ReadView(%v, %d).Position() = %d, below the position asked for", level, p, vp)
+		}
+		start = time.Now()
+		again, err := x.e.ReadView(x.ctx, storage.ReadOptions{Consistency: level, At: vp})
+		if err != nil {
+			x.t.Fatalf("ReadView(%v, %d) at a view's Position %d: %v", level, p, vp, err)
+		}
+		if d := time.Since(start); d > 500*time.Millisecond {
+			x.t.Fatalf("ReadView(%v) at a view's Position took %v", level, d)
+		}
+		if rec, err := again.Get(x.ctx, x.acct, table, pk, rk); err != nil || rec.Version != version {
+			x.t.Fatalf("ReadView(%v, %d).Get(%q, %q) = v%d, %v; want v%d", level, vp, pk, rk, rec.Version, err, version)
+		}
 	}
 }
 
@@ -94,7 +118,7 @@ func testPositions(t *testing.T, x *env) {
 	last = x.applyAt(last, "C", "p", mut(storage.Insert, "r"))
 	lastWrite := write{last, "C", "p", "r", x.get("C", "p", "r").Version}
 
-	// ReaderAt(0) and ReaderAt(any returned position) read the latest writes.
+	// ReadView(0) and ReadView(any returned position) read the latest writes.
 	x.readAt(0, lastWrite.table, lastWrite.pk, lastWrite.rk, lastWrite.version)
 	x.readAt(lastWrite.p, lastWrite.table, lastWrite.pk, lastWrite.rk, lastWrite.version)
 	latest := map[string]write{}
@@ -121,7 +145,7 @@ func testPositions(t *testing.T, x *env) {
 }
 
 // testPositionsConcurrent: concurrent writers each see their own write through
-// ReaderAt(its position), and each writer's positions increase.
+// ReadView(its position), and each writer's positions increase.
 func testPositionsConcurrent(t *testing.T, x *env) {
 	x.createTable("Conc")
 	var wg sync.WaitGroup
@@ -144,14 +168,14 @@ func testPositionsConcurrent(t *testing.T, x *env) {
 					return
 				}
 				last = applied.Position
-				r, err := x.e.ReaderAt(x.ctx, last)
+				r, err := x.e.ReadView(x.ctx, storage.ReadOptions{At: last})
 				if err != nil {
-					errs <- fmt.Errorf("ReaderAt(%d): %w", last, err)
+					errs <- fmt.Errorf("ReadView(%d): %w", last, err)
 					return
 				}
 				rec, err := r.Get(x.ctx, x.acct, "Conc", pk, rk)
 				if err != nil || rec.Version != applied.Versions[0] {
-					errs <- fmt.Errorf("ReaderAt(%d).Get(%s, %s) = v%d, %v; want v%d", last, pk, rk, rec.Version, err, applied.Versions[0])
+					errs <- fmt.Errorf("ReadView(%d).Get(%s, %s) = v%d, %v; want v%d", last, pk, rk, rec.Version, err, applied.Versions[0])
 					return
 				}
 			}
@@ -175,30 +199,101 @@ func testPositionsFuture(t *testing.T, x *env) {
 	}
 	future := applied.Position + 1<<40
 	start := time.Now()
-	r, err := x.e.ReaderAt(x.ctx, future)
+	r, err := x.e.ReadView(x.ctx, storage.ReadOptions{At: future})
 	if !errors.Is(err, storage.ErrFuturePosition) {
-		t.Fatalf("ReaderAt(a future position) = %T, %v; want ErrFuturePosition", r, err)
+		t.Fatalf("ReadView(a future position) = %T, %v; want ErrFuturePosition", r, err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("ReaderAt(a future position) waited %v", d)
+		t.Fatalf("ReadView(a future position) waited %v", d)
 	}
 
 	// Cancelled while waiting: it returns soon after, with an error.
 	ctx, cancel := context.WithTimeout(x.ctx, 50*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	if r, err := x.e.ReaderAt(ctx, future); err == nil {
-		t.Fatalf("ReaderAt(a future position) with a cancelled context = %T, nil", r)
+	if r, err := x.e.ReadView(ctx, storage.ReadOptions{At: future}); err == nil {
+		t.Fatalf("ReadView(a future position) with a cancelled context = %T, nil", r)
 	}
 	if d := time.Since(start); d > 750*time.Millisecond {
-		t.Fatalf("ReaderAt(a future position) returned %v after its context ended", d-50*time.Millisecond)
+		t.Fatalf("ReadView(a future position) returned %v after its context ended", d-50*time.Millisecond)
 	}
 	// Already done: an error without the wait.
 	ctx, cancel = context.WithCancel(x.ctx)
 	cancel()
-	if r, err := x.e.ReaderAt(ctx, future); err == nil {
-		t.Fatalf("ReaderAt(a future position) with a done context = %T, nil", r)
+	if r, err := x.e.ReadView(ctx, storage.ReadOptions{At: future}); err == nil {
+		t.Fatalf("ReadView(a future position) with a done context = %T, nil", r)
 	}
 	// The engine still works, and the position it reached still reads.
 	x.readAt(applied.Position, "F", "p", "r", applied.Versions[0])
+}
+
+// testPositionsViews: a view serves every read at every level, and Engine.Position
+// covers table-level changes, so a view opened at it sees them.
+func testPositionsViews(t *testing.T, x *env) {
+	t.Parallel()
+	applied, err := x.e.Apply(x.ctx, x.acct, "missing", "p", []storage.Mutation{mut(storage.Insert, "r")})
+	if !errors.Is(err, storage.ErrTableNotFound) {
+		t.Fatalf("Apply on a missing table = %+v, %v", applied, err)
+	}
+	x.createTable("V1")
+	acl := []byte("<acl/>")
+	if err := x.e.SetTableACL(x.ctx, x.acct, "V1", acl); err != nil {
+		t.Fatal(err)
+	}
+	props := []byte("<props/>")
+	if err := x.e.SetServiceProperties(x.ctx, x.acct, props); err != nil {
+		t.Fatal(err)
+	}
+	p, err := x.e.Position(x.ctx)
+	if err != nil {
+		t.Fatalf("Position: %v", err)
+	}
+	for _, level := range levels {
+		v, err := x.e.ReadView(x.ctx, storage.ReadOptions{Consistency: level, At: p})
+		if err != nil {
+			t.Fatalf("ReadView(%v, Position()): %v", level, err)
+		}
+		if info, err := v.GetTable(x.ctx, x.acct, "v1"); err != nil || info.Name != "V1" {
+			t.Fatalf("%v view: GetTable = %+v, %v", level, info, err)
+		}
+		if _, err := v.GetTable(x.ctx, x.acct, "nope"); !errors.Is(err, storage.ErrTableNotFound) {
+			t.Fatalf("%v view: GetTable(missing) = %v; want ErrTableNotFound", level, err)
+		}
+		tables, next, err := v.ListTables(x.ctx, x.acct, "", 1000)
+		if err != nil || next != "" || !hasTable(tables, "V1") {
+			t.Fatalf("%v view: ListTables = %+v, %q, %v", level, tables, next, err)
+		}
+		if got, err := v.GetTableACL(x.ctx, x.acct, "V1"); err != nil || string(got) != string(acl) {
+			t.Fatalf("%v view: GetTableACL = %q, %v", level, got, err)
+		}
+		if got, err := v.GetServiceProperties(x.ctx, x.acct); err != nil || string(got) != string(props) {
+			t.Fatalf("%v view: GetServiceProperties = %q, %v", level, got, err)
+		}
+		if _, err := v.Get(x.ctx, x.acct, "V1", "p", "r"); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("%v view: Get(missing entity) = %v; want ErrNotFound", level, err)
+		}
+		if res, err := v.Scan(x.ctx, x.acct, "V1", storage.ScanRequest{Limit: 10}); err != nil || len(res.Records) != 0 {
+			t.Fatalf("%v view: Scan(empty table) = %+v, %v", level, res, err)
+		}
+		if _, err := v.Scan(x.ctx, x.acct, "nope", storage.ScanRequest{Limit: 10}); !errors.Is(err, storage.ErrTableNotFound) {
+			t.Fatalf("%v view: Scan(missing table) = %v; want ErrTableNotFound", level, err)
+		}
+		if vp := v.Position(); vp < p {
+			t.Fatalf("%v view: Position() = %d, below %d", level, vp, p)
+		}
+	}
+	// Position covers every Apply that returned.
+	last := x.applyAt(0, "V1", "p", mut(storage.Insert, "r"))
+	if p, err := x.e.Position(x.ctx); err != nil || p < last {
+		t.Fatalf("Position after an Apply at %d = %d, %v", last, p, err)
+	}
+}
+
+func hasTable(tables []storage.TableInfo, name string) bool {
+	for _, ti := range tables {
+		if ti.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -251,8 +251,8 @@ func TestPositionsAfterCrash(t *testing.T) {
 	}
 	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	e2 := openTest(t, "db", Options{FS: crashed})
-	if _, err := e2.ReaderAt(ctx, last); err != nil {
-		t.Fatalf("ReaderAt(the last acknowledged position) after the crash: %v", err)
+	if _, err := e2.ReadView(ctx, storage.ReadOptions{At: last}); err != nil {
+		t.Fatalf("ReadView(the last acknowledged position) after the crash: %v", err)
 	}
 	applied, err := e2.Apply(ctx, "acct", "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "after"}})
 	if err != nil || applied.Position <= last {

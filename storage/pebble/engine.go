@@ -76,7 +76,7 @@ const (
 	// DefaultExpiryInterval is how often expired rows are removed: with it, an expired
 	// row takes space for at most about that long plus one pass.
 	DefaultExpiryInterval = 15 * time.Second
-	// DefaultPositionWait is how long ReaderAt waits for a position not reached yet.
+	// DefaultPositionWait is how long ReadView waits for a position not reached yet.
 	DefaultPositionWait = time.Second
 )
 
@@ -94,7 +94,7 @@ const (
 	// the next one: with 3 it works at most a quarter of the time. 10,000 expired rows
 	// (40 batches) take about a second or two; a million, a few minutes.
 	expiryPace = 3
-	// positionPoll is how often ReaderAt looks again for a position not reached yet.
+	// positionPoll is how often ReadView looks again for a position not reached yet.
 	positionPoll = 5 * time.Millisecond
 )
 
@@ -148,7 +148,7 @@ type Options struct {
 	// DefaultExpiryInterval; negative turns the pass off, leaving PurgeExpired). Expired
 	// rows are invisible at once whatever it is; it bounds how long they take space.
 	ExpiryInterval time.Duration
-	// PositionWait is how long ReaderAt waits for a position the engine has not reached
+	// PositionWait is how long ReadView waits for a position the engine has not reached
 	// before it fails with storage.ErrFuturePosition (default DefaultPositionWait).
 	PositionWait time.Duration
 
@@ -380,7 +380,7 @@ func replayBytes(dir string) (uint64, error) {
 
 // commit commits b with Sync once the space guard admits its size; a refused batch is not
 // applied at all.
-// On success the batch's position counts as committed (see ReaderAt).
+// On success the batch's position counts as committed (see ReadView).
 func (e *Engine) commit(b *pebbledb.Batch) error {
 	return e.commitWith(b, pebbledb.Sync)
 }

@@ -28,14 +28,46 @@ func (e *Engine) noteCommitted(p storage.Position) {
 	}
 }
 
-// ReaderAt returns the engine itself once it has committed position p: every position
-// an Apply returned (in this process or before a restart) is at or below the committed
+// ReadView returns a view of the engine's latest state once it has committed position
+// opts.At, at every consistency level (a Pebble store has no replicas): every position an
+// Apply returned (in this process or before a restart) is at or below the committed
 // position by the time that Apply returns, so only a position from another store (or a
 // made-up one) waits, polling, up to Options.PositionWait, and then fails with
 // storage.ErrFuturePosition. A done ctx ends the wait with its error.
-func (e *Engine) ReaderAt(ctx context.Context, p storage.Position) (storage.Reader, error) {
+func (e *Engine) ReadView(ctx context.Context, opts storage.ReadOptions) (storage.View, error) {
+	if err := e.waitCommitted(ctx, opts.At); err != nil {
+		return nil, err
+	}
+	return view{e, opts.At}, nil
+}
+
+// Position is the committed position: every Apply that returned is at or below it.
+func (e *Engine) Position(ctx context.Context) (storage.Position, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return storage.Position(e.committed.Load()), nil
+}
+
+// view reads the engine's latest state, which covers every committed position.
+type view struct {
+	*Engine
+	at storage.Position
+}
+
+func (view) Source() string { return storage.SourcePrimary }
+
+// Position is the committed position after the reads (or the requested one, if a
+// concurrent commit has not been noted yet): every read reads the latest state, so any
+// later view is at least as new.
+func (v view) Position() storage.Position {
+	return max(v.at, storage.Position(v.committed.Load()))
+}
+
+// waitCommitted waits until position p is committed (see ReadView).
+func (e *Engine) waitCommitted(ctx context.Context, p storage.Position) error {
 	if uint64(p) <= e.committed.Load() {
-		return e, nil
+		return nil
 	}
 	wait := time.NewTimer(e.positionWait)
 	defer wait.Stop()
@@ -44,12 +76,12 @@ func (e *Engine) ReaderAt(ctx context.Context, p storage.Position) (storage.Read
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-wait.C:
-			return nil, storage.ErrFuturePosition
+			return storage.ErrFuturePosition
 		case <-poll.C:
 			if uint64(p) <= e.committed.Load() {
-				return e, nil
+				return nil
 			}
 		}
 	}

@@ -70,6 +70,10 @@ const (
 	DefaultPurgeGrace       = 10 * time.Minute
 	DefaultExpiryInterval   = 15 * time.Second
 	DefaultPositionWait     = time.Second
+	DefaultMaxStaleness     = 5 * time.Second
+	DefaultReplicaMaxLag    = 30 * time.Second
+	DefaultReplicaWait      = 50 * time.Millisecond
+	DefaultReplicaPoll      = 100 * time.Millisecond
 	// PurgeChunk is how many rows one purge statement deletes, so that purging a large
 	// table never holds one huge transaction.
 	PurgeChunk = 10_000
@@ -109,6 +113,23 @@ type Options struct {
 	// PositionWait is how long ReaderAt waits for the database to reach a position
 	// before it fails with storage.ErrFuturePosition (default DefaultPositionWait).
 	PositionWait time.Duration
+	// ReplicaURLs are hot standbys of the database (streaming replicas), one URL each:
+	// reads go to them as their consistency level allows (replicas.go). Empty: every
+	// read goes to the primary.
+	ReplicaURLs []string
+	// MaxStaleness bounds how far behind the primary a replica serving a
+	// BoundedStaleness read may be (default DefaultMaxStaleness).
+	MaxStaleness time.Duration
+	// ReplicaMaxLag takes a replica out of rotation for every level while it is further
+	// behind than this (default DefaultReplicaMaxLag).
+	ReplicaMaxLag time.Duration
+	// ReplicaWait is how long a Session read waits for a replica to reach its token
+	// before it goes to the primary (default DefaultReplicaWait).
+	ReplicaWait time.Duration
+	// ReplicaPoll is how often each replica's replay position and the primary's
+	// position are read (default DefaultReplicaPoll); reads waiting for a replica poll
+	// it faster.
+	ReplicaPoll time.Duration
 	// Logger receives background errors (default slog.Default()).
 	Logger *slog.Logger
 	// DisablePurger turns both background purges off, of deleted tables and of expired

@@ -278,41 +278,50 @@ func reached(ctx context.Context, pool *pgxpool.Pool, query string, p storage.Po
 	return at >= p, at, nil
 }
 
-// ReaderAt returns the engine itself once the database has reached p: a position this
-// front end has seen answers at once; a higher one (another front end's, or one from the
-// future) is looked up, and waited for up to Options.PositionWait.
-func (e *Engine) ReaderAt(ctx context.Context, p storage.Position) (storage.Reader, error) {
+// waitPrimary returns once the primary has reached p: a position this front end has
+// seen answers at once; a higher one (another front end's, or one from the future) is
+// looked up, and waited for up to Options.PositionWait.
+func (e *Engine) waitPrimary(ctx context.Context, p storage.Position) error {
 	if e.closed.Load() {
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	if p == 0 || uint64(p) <= e.highest.Load() {
-		return e, nil
+		return nil
 	}
 	deadline := time.Now().Add(e.opts.PositionWait)
 	wait := time.Millisecond
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		ok, at, err := reached(ctx, e.pool, e.q.position, p)
 		if err != nil {
-			return nil, e.mapErr(ctx, "read position", err)
+			return e.mapErr(ctx, "read position", err)
 		}
 		e.observe(at)
 		if ok {
-			return e, nil
+			return nil
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return nil, fmt.Errorf("position %d (the database is at %d): %w", p, at, storage.ErrFuturePosition)
+			return fmt.Errorf("position %d (the database is at %d): %w", p, at, storage.ErrFuturePosition)
 		}
 		t := time.NewTimer(min(wait, left))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-t.C:
 		}
 		wait = min(wait*2, 50*time.Millisecond)
 	}
+}
+
+// Position reads the primary's position: it covers every write that returned.
+func (e *Engine) Position(ctx context.Context) (storage.Position, error) {
+	if e.closed.Load() {
+		return 0, ErrClosed
+	}
+	p, err := e.currentPosition(ctx)
+	return p, e.mapErr(ctx, "read position", err)
 }
