@@ -78,7 +78,7 @@ func (e *Engine) Apply(ctx context.Context, account, tableName, pk string, muts 
 		var err error
 		if len(muts) == 0 {
 			// Nothing to write: the table must exist.
-			if err = e.checkTable(ctx, a.acct, a.key); err == nil {
+			if err = e.primary().checkTable(ctx, a.acct, a.key); err == nil {
 				out.Position, err = e.markPosition(ctx)
 			}
 			return err

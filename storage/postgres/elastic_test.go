@@ -347,7 +347,7 @@ func TestSettingsFrontEnds(t *testing.T) {
 }
 
 // TestPositionsFrontEnds writes through three front ends in turn: positions increase
-// across them, and each front end's ReaderAt serves another's position promptly.
+// across them, and each front end's ReadView serves another's position promptly.
 func TestPositionsFrontEnds(t *testing.T) {
 	engines := []*postgres.Engine{open(t, postgres.Options{}), open(t, postgres.Options{}), open(t, postgres.Options{})}
 	ctx, acct := t.Context(), newAccount()
@@ -364,12 +364,12 @@ func TestPositionsFrontEnds(t *testing.T) {
 		}
 		last = ap.Position
 		start := time.Now()
-		rd, err := r.ReaderAt(ctx, ap.Position)
+		rd, err := r.ReadView(ctx, storage.ReadOptions{At: ap.Position})
 		if err != nil {
-			t.Fatalf("ReaderAt(%d) on another front end: %v", ap.Position, err)
+			t.Fatalf("ReadView(%d) on another front end: %v", ap.Position, err)
 		}
 		if d := time.Since(start); d > 200*time.Millisecond {
-			t.Fatalf("ReaderAt on another front end took %v", d)
+			t.Fatalf("ReadView on another front end took %v", d)
 		}
 		if rec, err := rd.Get(ctx, acct, "T", "p", rk); err != nil || rec.Version != ap.Versions[0] {
 			t.Fatalf("read through another front end: %+v, %v", rec, err)
@@ -378,7 +378,7 @@ func TestPositionsFrontEnds(t *testing.T) {
 	// A position far ahead fails after the wait, not before.
 	e := open(t, postgres.Options{PositionWait: 100 * time.Millisecond})
 	start := time.Now()
-	if _, err := e.ReaderAt(ctx, last+1<<40); !errors.Is(err, storage.ErrFuturePosition) {
+	if _, err := e.ReadView(ctx, storage.ReadOptions{At: last + 1<<40}); !errors.Is(err, storage.ErrFuturePosition) {
 		t.Fatalf("ReaderAt(future) = %v", err)
 	}
 	if d := time.Since(start); d < 100*time.Millisecond || d > 2*time.Second {

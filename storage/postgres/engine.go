@@ -150,6 +150,10 @@ type Engine struct {
 	cache settingsCache
 	// highest is the highest commit position this front end has seen (positions.go).
 	highest atomic.Uint64
+	// replicas are the read replicas (replicas.go); nil without any.
+	replicas *replicaSet
+	// primaryReads counts the views' reads the primary served.
+	primaryReads atomic.Uint64
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -189,31 +193,55 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.MaxStaleness <= 0 {
+		opts.MaxStaleness = DefaultMaxStaleness
+	}
+	if opts.ReplicaMaxLag <= 0 {
+		opts.ReplicaMaxLag = DefaultReplicaMaxLag
+	}
+	if opts.ReplicaWait == 0 {
+		opts.ReplicaWait = DefaultReplicaWait
+	}
+	if opts.ReplicaPoll <= 0 {
+		opts.ReplicaPoll = DefaultReplicaPoll
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres url: %w", err)
 	}
-	cfg.MaxConns = int32(opts.PoolSize)
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
-	}
-	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
-		cfg.ConnConfig.RuntimeParams["application_name"] = "cerulean"
-	}
-	// Connections idle for a while are checked before use, so after a database restart
-	// the pool notices dead ones instead of handing them out (pgxpool pings those idle
-	// for more than a second); a check period finds them in the background too.
-	cfg.HealthCheckPeriod = 5 * time.Second
 	timeout := opts.StatementTimeout
+	// configure applies what the primary's pool and the replicas' share.
+	configure := func(cfg *pgxpool.Config) {
+		cfg.MaxConns = int32(opts.PoolSize)
+		if cfg.ConnConfig.ConnectTimeout == 0 {
+			cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+		}
+		if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+			cfg.ConnConfig.RuntimeParams["application_name"] = "cerulean"
+		}
+		// Connections idle for a while are checked before use, so after a database
+		// restart the pool notices dead ones instead of handing them out (pgxpool pings
+		// those idle for more than a second); a check period finds them in the
+		// background too.
+		cfg.HealthCheckPeriod = 5 * time.Second
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			if timeout > 0 {
+				// SET rather than a startup parameter: every database accepts it.
+				if _, err := c.Exec(ctx, fmt.Sprintf("SET statement_timeout = %d", timeout.Milliseconds())); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	configure(cfg)
 	// The write statements, prepared on every connection as it is made (once the schema
 	// is migrated), so that no write waits for a prepare.
 	var prepare atomic.Pointer[[]string]
+	setTimeout := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		if timeout > 0 {
-			// SET rather than a startup parameter: every database accepts the statement.
-			if _, err := c.Exec(ctx, fmt.Sprintf("SET statement_timeout = %d", timeout.Milliseconds())); err != nil {
-				return err
-			}
+		if err := setTimeout(ctx, c); err != nil {
+			return err
 		}
 		if p := prepare.Load(); p != nil {
 			for _, sql := range *p {
@@ -250,6 +278,12 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 		purgeStop: make(chan struct{}),
 	}
 	e.log.Debug("postgres engine open", "dialect", d.String(), "server", version)
+	if err := e.openReplicas(ctx, opts.ReplicaURLs, configure); err != nil {
+		close(e.purgeStop)
+		e.loops.Wait()
+		pool.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
 	if !opts.DisablePurger {
 		e.loops.Add(2)
 		go e.purgeLoop()
@@ -269,6 +303,9 @@ func (e *Engine) Close() error {
 		e.closed.Store(true)
 		close(e.purgeStop)
 		e.loops.Wait()
+		if e.replicas != nil {
+			e.replicas.close()
+		}
 		e.pool.Close()
 	})
 	return nil

@@ -77,3 +77,48 @@ func storedRows(t testing.TB, db *pgxpool.Pool, account, table string) int {
 	}
 	return n
 }
+
+// replicaURLs returns the streaming standbys of the test database that scripts/test
+// starts: one that replays at once, and one that applies WAL after a delay.
+func replicaURLs(t testing.TB) (prompt, delayed string) {
+	t.Helper()
+	prompt, delayed = os.Getenv("CERULEAN_TEST_POSTGRES_REPLICA_URL"), os.Getenv("CERULEAN_TEST_POSTGRES_DELAYED_REPLICA_URL")
+	if prompt == "" || delayed == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CERULEAN_TEST_POSTGRES_REPLICA_URL and CERULEAN_TEST_POSTGRES_DELAYED_REPLICA_URL are not set (scripts/test starts the standbys)")
+		}
+		t.Skip("CERULEAN_TEST_POSTGRES_REPLICA_URL and CERULEAN_TEST_POSTGRES_DELAYED_REPLICA_URL are not set; scripts/test starts the standbys")
+	}
+	return prompt, delayed
+}
+
+// TestConformanceReplicas runs the suite on engines that have both standbys as read
+// replicas: every view the suite opens at a position, at every level, must see what it
+// asks for, whichever replica or the primary serves it.
+func TestConformanceReplicas(t *testing.T) {
+	url := testURL(t)
+	prompt, delayed := replicaURLs(t)
+	opts := postgres.Options{ReplicaURLs: []string{prompt, delayed}}
+	db, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	enginetest.Run(t, enginetest.Harness{
+		Open: func(t *testing.T) storage.Engine { return open(t, opts) },
+		Reopen: func(t *testing.T, e storage.Engine) storage.Engine {
+			if err := e.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			return open(t, opts)
+		},
+		PurgeExpired: func(t *testing.T, e storage.Engine) {
+			if _, err := e.(*postgres.Engine).PurgeExpired(t.Context()); err != nil {
+				t.Fatalf("PurgeExpired: %v", err)
+			}
+		},
+		StoredRows: func(t *testing.T, _ storage.Engine, account, table string) int {
+			return storedRows(t, db, account, table)
+		},
+	})
+}

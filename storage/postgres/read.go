@@ -23,17 +23,74 @@ const (
 	scanCheckEvery = 64
 )
 
+// rdb is what reads run through: the primary's pool, or a view's handle (views.go),
+// which reads the position around each statement.
+type rdb interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// reads are the engine's read statements (entities and catalogue) over one rdb.
+type reads struct {
+	e  *Engine
+	db rdb
+	// once runs each read once, without the retries of transient failures: a replica's
+	// view falls back to the primary instead of waiting on a replica that fails.
+	once bool
+}
+
+// primary reads the latest state through the pool.
+func (e *Engine) primary() reads { return reads{e: e, db: e.pool} }
+
+// retry is Engine.retry, or a single attempt with once.
+func (r reads) retry(ctx context.Context, op string, fn func() error) error {
+	if !r.once {
+		return r.e.retry(ctx, op, fn)
+	}
+	if r.e.closed.Load() {
+		return ErrClosed
+	}
+	return r.e.mapErr(ctx, op, fn())
+}
+
+// The Engine's own reads read the primary's latest state.
+
+func (e *Engine) Get(ctx context.Context, account, tableName, pk, rk string) (storage.Record, error) {
+	return e.primary().Get(ctx, account, tableName, pk, rk)
+}
+
+func (e *Engine) Scan(ctx context.Context, account, tableName string, req storage.ScanRequest) (storage.ScanResult, error) {
+	return e.primary().Scan(ctx, account, tableName, req)
+}
+
+func (e *Engine) GetTable(ctx context.Context, account, name string) (storage.TableInfo, error) {
+	return e.primary().GetTable(ctx, account, name)
+}
+
+func (e *Engine) ListTables(ctx context.Context, account, from string, limit int) ([]storage.TableInfo, string, error) {
+	return e.primary().ListTables(ctx, account, from, limit)
+}
+
+func (e *Engine) GetTableACL(ctx context.Context, account, name string) ([]byte, error) {
+	return e.primary().GetTableACL(ctx, account, name)
+}
+
+func (e *Engine) GetServiceProperties(ctx context.Context, account string) ([]byte, error) {
+	return e.primary().GetServiceProperties(ctx, account)
+}
+
 // Get reads one entity: one statement that also tells a missing table from a missing
 // (or expired) entity.
-func (e *Engine) Get(ctx context.Context, account, tableName, pk, rk string) (storage.Record, error) {
+func (r reads) Get(ctx context.Context, account, tableName, pk, rk string) (storage.Record, error) {
 	var rec storage.Record
-	err := e.retry(ctx, "get entity", func() error {
+	err := r.retry(ctx, "get entity", func() error {
 		var (
 			tid  int64
 			ver  *int64
 			blob []byte
 		)
-		err := e.pool.QueryRow(ctx, e.q.get, []byte(account), []byte(storage.TableKey(tableName)), []byte(pk), []byte(rk)).
+		err := r.db.QueryRow(ctx, r.e.q.get, []byte(account), []byte(storage.TableKey(tableName)), []byte(pk), []byte(rk)).
 			Scan(&tid, &ver, &blob)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return storage.ErrTableNotFound
@@ -55,9 +112,9 @@ func (e *Engine) Get(ctx context.Context, account, tableName, pk, rk string) (st
 }
 
 // checkTable fails with ErrTableNotFound unless the table exists.
-func (e *Engine) checkTable(ctx context.Context, acct, key []byte) error {
+func (r reads) checkTable(ctx context.Context, acct, key []byte) error {
 	var id int64
-	err := e.pool.QueryRow(ctx, e.q.tableExists, acct, key).Scan(&id)
+	err := r.db.QueryRow(ctx, r.e.q.tableExists, acct, key).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.ErrTableNotFound
 	}
@@ -90,13 +147,13 @@ type querier interface {
 // Expired rows never leave the database: every scan statement filters them out before
 // its limit and its size window, so they are neither returned nor counted and take no
 // room in a page.
-func (e *Engine) Scan(ctx context.Context, account, tableName string, req storage.ScanRequest) (storage.ScanResult, error) {
+func (r reads) Scan(ctx context.Context, account, tableName string, req storage.ScanRequest) (storage.ScanResult, error) {
 	if req.Limit <= 0 {
 		return storage.ScanResult{}, fmt.Errorf("scan: limit %d is not positive", req.Limit)
 	}
-	s := &scanner{e: e, req: &req, acct: []byte(account), key: []byte(storage.TableKey(tableName))}
+	s := &scanner{r: r, req: &req, acct: []byte(account), key: []byte(storage.TableKey(tableName))}
 	var res storage.ScanResult
-	err := e.retry(ctx, "scan", func() error {
+	err := r.retry(ctx, "scan", func() error {
 		var err error
 		res, err = s.run(ctx)
 		return err
@@ -112,7 +169,7 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 }
 
 type scanner struct {
-	e         *Engine
+	r         reads
 	req       *storage.ScanRequest
 	acct, key []byte
 	// verdicts of the first attempt, by key, for records it examined: version and
@@ -152,7 +209,7 @@ func (p *scanPass) add(req *storage.ScanRequest, rec storage.Record, size int) b
 func (s *scanner) run(ctx context.Context) (storage.ScanResult, error) {
 	req := s.req
 	if req.End != nil && !req.Start.Less(*req.End) {
-		return storage.ScanResult{}, s.e.checkTable(ctx, s.acct, s.key)
+		return storage.ScanResult{}, s.r.checkTable(ctx, s.acct, s.key)
 	}
 	if req.Filter != nil || req.Limit < maxSingleScan {
 		n := req.Limit + 1
@@ -164,7 +221,7 @@ func (s *scanner) run(ctx context.Context) (storage.ScanResult, error) {
 		if req.Filter != nil {
 			s.verdicts = make(map[storage.Key]verdict)
 		}
-		_, more, err := s.chunk(ctx, s.e.pool, &p, req.Start, n, true)
+		_, more, err := s.chunk(ctx, s.r.db, &p, req.Start, n, true)
 		if err != nil {
 			return storage.ScanResult{}, err
 		}
@@ -174,7 +231,7 @@ func (s *scanner) run(ctx context.Context) (storage.ScanResult, error) {
 		if p.done {
 			if p.rows == 0 {
 				// An empty range, or no table at all.
-				if err := s.e.checkTable(ctx, s.acct, s.key); err != nil {
+				if err := s.r.checkTable(ctx, s.acct, s.key); err != nil {
 					return storage.ScanResult{}, err
 				}
 			}
@@ -183,7 +240,7 @@ func (s *scanner) run(ctx context.Context) (storage.ScanResult, error) {
 	}
 	// Several statements: one snapshot for all of them.
 	var res storage.ScanResult
-	err := pgx.BeginTxFunc(ctx, s.e.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.r.db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var p scanPass
 		start := req.Start
 		for first := true; ; first = false {
@@ -200,7 +257,7 @@ func (s *scanner) run(ctx context.Context) (storage.ScanResult, error) {
 			}
 			if !more {
 				if first && p.rows == 0 {
-					if err := s.e.checkTable(ctx, s.acct, s.key); err != nil {
+					if err := s.r.checkTable(ctx, s.acct, s.key); err != nil {
 						return err
 					}
 				}
@@ -239,13 +296,13 @@ func (s *scanner) chunk(ctx context.Context, q querier, p *scanPass, start stora
 	pk, rk := []byte(start.PartitionKey), []byte(start.RowKey)
 	switch {
 	case req.End != nil && limit >= 0:
-		rows, err = q.Query(ctx, s.e.q.scanToCapped, s.acct, s.key, pk, rk, n, []byte(req.End.PartitionKey), []byte(req.End.RowKey), limit)
+		rows, err = q.Query(ctx, s.r.e.q.scanToCapped, s.acct, s.key, pk, rk, n, []byte(req.End.PartitionKey), []byte(req.End.RowKey), limit)
 	case req.End != nil:
-		rows, err = q.Query(ctx, s.e.q.scanTo, s.acct, s.key, pk, rk, n, []byte(req.End.PartitionKey), []byte(req.End.RowKey))
+		rows, err = q.Query(ctx, s.r.e.q.scanTo, s.acct, s.key, pk, rk, n, []byte(req.End.PartitionKey), []byte(req.End.RowKey))
 	case limit >= 0:
-		rows, err = q.Query(ctx, s.e.q.scanCapped, s.acct, s.key, pk, rk, n, limit)
+		rows, err = q.Query(ctx, s.r.e.q.scanCapped, s.acct, s.key, pk, rk, n, limit)
 	default:
-		rows, err = q.Query(ctx, s.e.q.scan, s.acct, s.key, pk, rk, n)
+		rows, err = q.Query(ctx, s.r.e.q.scan, s.acct, s.key, pk, rk, n)
 	}
 	if err != nil {
 		return 0, false, err

@@ -31,11 +31,11 @@ func (e *Engine) CreateTable(ctx context.Context, account, name string, settings
 
 // GetTable reports a table's display name and settings, from the catalogue (not the
 // write path's cache).
-func (e *Engine) GetTable(ctx context.Context, account, name string) (storage.TableInfo, error) {
+func (r reads) GetTable(ctx context.Context, account, name string) (storage.TableInfo, error) {
 	var info storage.TableInfo
-	err := e.retry(ctx, "get table", func() error {
+	err := r.retry(ctx, "get table", func() error {
 		var raw []byte
-		err := e.pool.QueryRow(ctx, e.q.getTable, []byte(account), []byte(storage.TableKey(name))).Scan(&info.Name, &raw)
+		err := r.db.QueryRow(ctx, r.e.q.getTable, []byte(account), []byte(storage.TableKey(name))).Scan(&info.Name, &raw)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return storage.ErrTableNotFound
 		}
@@ -70,18 +70,18 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 
 // ListTables reads one page of the account's catalogue in key order; limit ≤ 0 means no
 // limit.
-func (e *Engine) ListTables(ctx context.Context, account, from string, limit int) ([]storage.TableInfo, string, error) {
+func (r reads) ListTables(ctx context.Context, account, from string, limit int) ([]storage.TableInfo, string, error) {
 	var (
 		out  []storage.TableInfo
 		next string
 	)
-	err := e.retry(ctx, "list tables", func() error {
+	err := r.retry(ctx, "list tables", func() error {
 		out, next = nil, ""
 		n := int64(limit) + 1
 		if limit <= 0 {
 			n = 1 << 62
 		}
-		rows, err := e.pool.Query(ctx, e.q.listTables, []byte(account), []byte(storage.TableKey(from)), n)
+		rows, err := r.db.Query(ctx, r.e.q.listTables, []byte(account), []byte(storage.TableKey(from)), n)
 		if err != nil {
 			return err
 		}
@@ -135,11 +135,11 @@ func (e *Engine) DeleteTable(ctx context.Context, account, name string) error {
 }
 
 // GetTableACL reads the table's stored access policies from its catalogue row.
-func (e *Engine) GetTableACL(ctx context.Context, account, name string) ([]byte, error) {
+func (r reads) GetTableACL(ctx context.Context, account, name string) ([]byte, error) {
 	var acl []byte
-	err := e.retry(ctx, "get table acl", func() error {
+	err := r.retry(ctx, "get table acl", func() error {
 		acl = nil
-		err := e.pool.QueryRow(ctx, e.q.getACL, []byte(account), []byte(storage.TableKey(name))).Scan(&acl)
+		err := r.db.QueryRow(ctx, r.e.q.getACL, []byte(account), []byte(storage.TableKey(name))).Scan(&acl)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return storage.ErrTableNotFound
 		}
@@ -170,11 +170,11 @@ func (e *Engine) SetTableACL(ctx context.Context, account, name string, acl []by
 }
 
 // GetServiceProperties reads the account's service properties.
-func (e *Engine) GetServiceProperties(ctx context.Context, account string) ([]byte, error) {
+func (r reads) GetServiceProperties(ctx context.Context, account string) ([]byte, error) {
 	var props []byte
-	err := e.retry(ctx, "get service properties", func() error {
+	err := r.retry(ctx, "get service properties", func() error {
 		props = nil
-		err := e.pool.QueryRow(ctx, e.q.getSvcProps, []byte(account)).Scan(&props)
+		err := r.db.QueryRow(ctx, r.e.q.getSvcProps, []byte(account)).Scan(&props)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
