@@ -379,10 +379,10 @@ func TestPositionsFrontEnds(t *testing.T) {
 	e := open(t, postgres.Options{PositionWait: 100 * time.Millisecond})
 	start := time.Now()
 	if _, err := e.ReadView(ctx, storage.ReadOptions{At: last + 1<<40}); !errors.Is(err, storage.ErrFuturePosition) {
-		t.Fatalf("ReaderAt(future) = %v", err)
+		t.Fatalf("ReadView(future) = %v", err)
 	}
 	if d := time.Since(start); d < 100*time.Millisecond || d > 2*time.Second {
-		t.Fatalf("ReaderAt(future) returned after %v", d)
+		t.Fatalf("ReadView(future) returned after %v", d)
 	}
 }
 

@@ -35,7 +35,13 @@
 //     on expiry, in chunks that front ends can run at once. See expiry.go.
 //   - Every Apply reports its commit position: the WAL position read after the commit
 //     in the same round trip (on CockroachDB and YugabyteDB, the database clock).
-//     ReaderAt waits, briefly, for the database to reach a position. See positions.go.
+//     A read view waits, briefly, for the database to reach a position. See positions.go.
+//   - Read replicas (hot standbys fed by streaming replication) serve the reads their
+//     consistency level allows: a monitor in every front end watches each one's replay
+//     position and staleness, and every read on a view is bracketed by position queries
+//     in its own round trip, so a read never sees less than it asked for and reports
+//     the position that covers it. A replica that cannot serve is left out, never an
+//     error. See replicas.go and views.go.
 //   - A database that cannot be reached makes every call fail with
 //     storage.ErrUnavailable (503 ServerBusy with Retry-After for clients); the pool
 //     reconnects by itself when the database is back.
@@ -110,7 +116,7 @@ type Options struct {
 	// DefaultExpiryInterval). Expired rows are invisible at once; this bounds how long
 	// they take room.
 	ExpiryInterval time.Duration
-	// PositionWait is how long ReaderAt waits for the database to reach a position
+	// PositionWait is how long a read view waits for the primary to reach a position
 	// before it fails with storage.ErrFuturePosition (default DefaultPositionWait).
 	PositionWait time.Duration
 	// ReplicaURLs are hot standbys of the database (streaming replicas), one URL each:

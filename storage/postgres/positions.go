@@ -28,11 +28,11 @@ import (
 // On PostgreSQL the position is the WAL insert position (dialect.positionQuery): it is
 // at or past the end of the commit record, and every later commit ends past it.
 //
-// Each front end remembers the highest position it has seen. ReaderAt(p) answers at
-// once for p at or below it; above it, it reads the database's position until it has
-// reached p, for up to Options.PositionWait, and then fails with
-// storage.ErrFuturePosition. The check is one function of a pool (reached), so that read
-// replicas can be asked the same question of their replay position.
+// Each front end remembers the highest position it has seen (its writes', and the
+// positions its reads were bracketed by, views.go). waitPrimary(p) answers at once for p
+// at or below it; above it, it reads the database's position until it has reached p, for
+// up to Options.PositionWait, and then fails with storage.ErrFuturePosition. Replicas
+// are asked the same question of their replay position (replicas.go).
 
 // stmt is one statement of a pipelined write and where its first row goes.
 type stmt struct {

@@ -43,7 +43,8 @@ type reads struct {
 // primary reads the latest state through the pool.
 func (e *Engine) primary() reads { return reads{e: e, db: e.pool} }
 
-// retry is Engine.retry, or a single attempt with once.
+// retry is Engine.retry; with once, a single attempt whose error is returned as the
+// database gave it, for the view to judge (view.do maps it).
 func (r reads) retry(ctx context.Context, op string, fn func() error) error {
 	if !r.once {
 		return r.e.retry(ctx, op, fn)
@@ -51,7 +52,10 @@ func (r reads) retry(ctx context.Context, op string, fn func() error) error {
 	if r.e.closed.Load() {
 		return ErrClosed
 	}
-	return r.e.mapErr(ctx, op, fn())
+	if err := fn(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
 }
 
 // The Engine's own reads read the primary's latest state.

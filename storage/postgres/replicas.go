@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ceruleandb/cerulean/storage"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -353,7 +354,11 @@ func (r *replica) out(reachable bool, why string) {
 // serve (the connection or the server); a statement-level failure (a recovery conflict)
 // only moves that read.
 func (r *replica) fail(err error) {
-	if errors.Is(err, storage.ErrUnavailable) || isConnErr(err) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && !unavailableCode(pe.Code) {
+		return // an answer to the statement (a recovery conflict cancelled it, say)
+	}
+	if errors.As(err, &pe) || isConnErr(err) {
 		r.out(false, "a read failed: "+err.Error())
 		r.poke()
 	}

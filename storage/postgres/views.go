@@ -111,6 +111,9 @@ func (v *view) do(ctx context.Context, read func(reads) error) error {
 			if err == nil || answer(err) {
 				v.served()
 			}
+			if v.rep != nil {
+				err = v.e.mapErr(ctx, "replica read", err)
+			}
 			return err
 		}
 		if err := v.elsewhere(ctx, err); err != nil {
