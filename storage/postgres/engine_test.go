@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/ceruleandb/cerulean/internal/pgtest"
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/storage/enginetest"
 	"github.com/ceruleandb/cerulean/storage/postgres"
@@ -82,13 +83,7 @@ func storedRows(t testing.TB, db *pgxpool.Pool, account, table string) int {
 // starts: one that replays at once, and one that applies WAL after a delay.
 func replicaURLs(t testing.TB) (prompt, delayed string) {
 	t.Helper()
-	prompt, delayed = os.Getenv("CERULEAN_TEST_POSTGRES_REPLICA_URL"), os.Getenv("CERULEAN_TEST_POSTGRES_DELAYED_REPLICA_URL")
-	if prompt == "" || delayed == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CERULEAN_TEST_POSTGRES_REPLICA_URL and CERULEAN_TEST_POSTGRES_DELAYED_REPLICA_URL are not set (scripts/test starts the standbys)")
-		}
-		t.Skip("CERULEAN_TEST_POSTGRES_REPLICA_URL and CERULEAN_TEST_POSTGRES_DELAYED_REPLICA_URL are not set; scripts/test starts the standbys")
-	}
+	prompt, delayed, _ = pgtest.ReplicaURLs(t)
 	return prompt, delayed
 }
 

@@ -334,7 +334,8 @@ func (r *replica) in() {
 	r.set.notify()
 }
 
-// out takes the replica out of rotation, saying why (logged when the reason changes).
+// out takes the replica out of rotation, saying why (a warning when it leaves rotation;
+// later reasons at debug level).
 func (r *replica) out(reachable bool, why string) {
 	r.reachable.Store(reachable)
 	was := r.rotation.Swap(false)
@@ -345,8 +346,11 @@ func (r *replica) out(reachable bool, why string) {
 		r.identified = false // it may come back as another server
 	}
 	r.mu.Unlock()
-	if was || changed {
+	switch {
+	case was:
 		r.set.e.log.Warn("replica out of rotation", "replica", r.name, "reason", why)
+	case changed:
+		r.set.e.log.Debug("replica still out of rotation", "replica", r.name, "reason", why)
 	}
 }
 

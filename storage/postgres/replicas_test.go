@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ceruleandb/cerulean/internal/pgtest"
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/storage/postgres"
+	"github.com/jackc/pgx/v5"
 )
 
 // Read replicas at the engine boundary, on the standbys scripts/test starts: where each
@@ -53,10 +54,7 @@ func waitRotation(t *testing.T, e *postgres.Engine, n int) {
 // was written before.
 func waitDelay(t *testing.T) {
 	t.Helper()
-	d, err := time.ParseDuration(os.Getenv("CERULEAN_TEST_POSTGRES_REPLICA_DELAY"))
-	if err != nil {
-		t.Fatalf("CERULEAN_TEST_POSTGRES_REPLICA_DELAY: %v", err)
-	}
+	_, _, d := pgtest.ReplicaURLs(t)
 	time.Sleep(d + 500*time.Millisecond)
 }
 
@@ -426,4 +424,108 @@ func TestReplicaConcurrentSession(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("Session reads: %v", sources)
+}
+
+// TestReplicaKilled: a replica killed under load fails no read — they move to the other
+// replica or the primary — and it comes back into rotation by itself once restarted.
+func TestReplicaKilled(t *testing.T) {
+	url := testURL(t)
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	standby := pgtest.StartStandby(t, pgtest.StandbyOptions{})
+	prompt, _ := replicaURLs(t)
+	mine := standby.URL(cfg.Database)
+	e := open(t, postgres.Options{ReplicaURLs: []string{mine, prompt}, ReplicaPoll: 20 * time.Millisecond})
+	waitRotation(t, e, 2)
+	mineSource := storage.ReplicaSource(hostPort(t, mine))
+	ctx, acct := t.Context(), newAccount()
+	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		mu      sync.Mutex
+		sources = map[string]int{}
+		failed  []error
+		phase   = "before"
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pk := fmt.Sprintf("w%d", w)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				applied, err := e.Apply(ctx, acct, "T", pk, []storage.Mutation{mut(storage.InsertOrReplace, "r", i64("N", int64(i)))})
+				if err != nil {
+					mu.Lock()
+					failed = append(failed, fmt.Errorf("write: %w", err))
+					mu.Unlock()
+					return
+				}
+				level := []storage.Consistency{storage.Session, storage.Eventual}[i%2]
+				v, err := e.ReadView(ctx, storage.ReadOptions{Consistency: level, At: applied.Position})
+				if err == nil {
+					var n int64
+					n, err = readN(t, v, acct, "T", pk, "r")
+					if err == nil && n != int64(i) {
+						err = fmt.Errorf("%v read N = %d after writing %d, from %s", level, n, i, v.Source())
+					}
+				}
+				mu.Lock()
+				if err != nil {
+					failed = append(failed, fmt.Errorf("%s: %w", phase, err))
+				} else {
+					sources[phase+" "+v.Source()]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	setPhase := func(p string) {
+		mu.Lock()
+		phase = p
+		mu.Unlock()
+	}
+	time.Sleep(time.Second)
+	setPhase("killed")
+	standby.Kill()
+	// Out of rotation, by the reads' failures or the next poll.
+	deadline := time.Now().Add(10 * time.Second)
+	for e.Replicas()[0].InRotation {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed replica is still in rotation: %+v", e.Replicas())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	setPhase("down")
+	time.Sleep(time.Second)
+	setPhase("restarting")
+	standby.Start()
+	waitRotation(t, e, 2)
+	setPhase("back")
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("reads by phase and source: %v", sources)
+	for _, err := range failed {
+		t.Error(err)
+	}
+	if sources["before "+mineSource] == 0 || sources["back "+mineSource] == 0 {
+		t.Fatalf("the replica served no reads before the kill or after its restart: %v", sources)
+	}
+	if sources["down "+mineSource] != 0 {
+		t.Fatalf("reads were served by the replica while it was down: %v", sources)
+	}
+	if sources["down replica "+hostPort(t, prompt)]+sources["down primary"] == 0 {
+		t.Fatalf("no reads while the replica was down: %v", sources)
+	}
 }
