@@ -56,6 +56,9 @@ const (
 	fastPoll = 2 * time.Millisecond
 )
 
+// notPolled is why a replica is out of rotation before its first poll.
+const notPolled = "not polled yet"
+
 // errNoReplay reports a replica that gives no replay position.
 var errNoReplay = errors.New("no replay position (pg_last_wal_replay_lsn() is NULL): not a streaming standby")
 
@@ -138,7 +141,7 @@ func (e *Engine) openReplicas(ctx context.Context, urls []string, configure func
 			s.close()
 			return fmt.Errorf("replica %s: %w", name, err)
 		}
-		r := &replica{set: s, name: name, pool: pool, wake: make(chan struct{}, 1), why: "not polled yet"}
+		r := &replica{set: s, name: name, pool: pool, wake: make(chan struct{}, 1), why: notPolled}
 		s.list = append(s.list, r)
 	}
 	if err := e.pool.QueryRow(ctx, identityQuery).Scan(&s.primaryID); err != nil {
@@ -340,6 +343,7 @@ func (r *replica) out(reachable bool, why string) {
 	r.reachable.Store(reachable)
 	was := r.rotation.Swap(false)
 	r.mu.Lock()
+	first := r.why == notPolled
 	changed := r.why != why
 	r.why = why
 	if !reachable {
@@ -347,7 +351,7 @@ func (r *replica) out(reachable bool, why string) {
 	}
 	r.mu.Unlock()
 	switch {
-	case was:
+	case was || first:
 		r.set.e.log.Warn("replica out of rotation", "replica", r.name, "reason", why)
 	case changed:
 		r.set.e.log.Debug("replica still out of rotation", "replica", r.name, "reason", why)
