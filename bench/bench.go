@@ -148,9 +148,13 @@ func newBench(opts Options, out io.Writer) (*bench, error) {
 			ForceAttemptHTTP2:     true,
 		},
 	}
+	var perCall []policy.Policy
+	if opts.Consistency != "" {
+		perCall = append(perCall, consistencyPolicy(opts.Consistency))
+	}
 	mk := func(retry policy.RetryOptions) (*aztables.Client, error) {
 		svc, err := aztables.NewServiceClientFromConnectionString(opts.ConnectionString, &aztables.ClientOptions{
-			ClientOptions: azcore.ClientOptions{Transport: b.hc, Retry: retry},
+			ClientOptions: azcore.ClientOptions{Transport: b.hc, Retry: retry, PerCallPolicies: perCall},
 		})
 		if err != nil {
 			// The SDK's message can echo the string; keep keys out of output.
@@ -199,6 +203,9 @@ func (b *bench) writeHeader(created bool) {
 	fmt.Fprintf(b.text, "cerulean bench: %s, table %s (%s)\n", b.endpoint, b.opts.Table, state)
 	fmt.Fprintf(b.text, "  %d workers, %v per workload, %s-byte payloads, %s; workloads %s; SDK retries off\n",
 		b.opts.Workers, b.opts.Duration, commas(float64(b.opts.EntitySize)), hot, strings.Join(b.opts.Workloads, ","))
+	if b.opts.Consistency != "" {
+		fmt.Fprintf(b.text, "  reads sent with x-ms-consistency-level: %s\n", b.opts.Consistency)
+	}
 }
 
 func (b *bench) writeJSON(out io.Writer, results []Result, err error) {
@@ -219,6 +226,7 @@ func (b *bench) writeJSON(out io.Writer, results []Result, err error) {
 			Workloads:       b.opts.Workloads,
 			Keep:            b.opts.Keep,
 			Retries:         0,
+			Consistency:     b.opts.Consistency,
 		},
 		Results: results,
 	}
@@ -620,4 +628,16 @@ func startProgress(w io.Writer, ops *atomic.Int64, line func(elapsed time.Durati
 		close(done)
 		<-finished
 	}
+}
+
+// consistencyPolicy sends x-ms-consistency-level: level on every read (GET).
+func consistencyPolicy(level string) policy.Policy { return consistencyHeader(level) }
+
+type consistencyHeader string
+
+func (c consistencyHeader) Do(req *policy.Request) (*http.Response, error) {
+	if req.Raw().Method == http.MethodGet {
+		req.Raw().Header.Set("x-ms-consistency-level", string(c))
+	}
+	return req.Next()
 }

@@ -82,6 +82,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"--workloads", ","},
 		{"--table", "1bad"},
 		{"--table", "ab"},
+		{"--consistency", "eventual"},
+		{"--consistency", "Cosmos"},
 		{"--no-such-flag"},
 		{"extra"},
 	} {
@@ -516,4 +518,34 @@ func mustNormalize(t *testing.T, o Options) Options {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestConsistencyHeader: --consistency sends x-ms-consistency-level on every read of
+// every workload (the read, update and query workloads' GETs), and on nothing else.
+func TestConsistencyHeader(t *testing.T) {
+	o, err := parseFlags([]string{"--consistency", "Eventual"}, io.Discard)
+	if err != nil || o.Consistency != "Eventual" {
+		t.Fatalf("--consistency Eventual: %+v, %v", o.Consistency, err)
+	}
+	f, cs := newFake(t)
+	q := quick(cs)
+	q.Consistency = "Eventual"
+	q.Workloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpdate, WorkloadQuery}
+	var out bytes.Buffer
+	if _, err := Run(context.Background(), q, &out); err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.levels["GET Eventual"] == 0 || f.levels["GET "] != 0 {
+		t.Errorf("GETs by level: %v, want every GET at Eventual", f.levels)
+	}
+	for k := range f.levels {
+		if !strings.HasPrefix(k, "GET") && strings.HasSuffix(k, "Eventual") {
+			t.Errorf("a write carried the level: %q", k)
+		}
+	}
+	if !strings.Contains(out.String(), "x-ms-consistency-level: Eventual") {
+		t.Errorf("the report does not say the level:\n%s", out.String())
+	}
 }

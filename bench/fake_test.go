@@ -31,6 +31,9 @@ type fakeTables struct {
 	replaces      int  //
 	dropLastPages bool // end a query one page early (broken continuation)
 	rejectUpserts bool // answer 400 to PUT without If-Match
+
+	// levels counts requests by method and x-ms-consistency-level ("GET Eventual").
+	levels map[string]int
 }
 
 type fakeEntity struct {
@@ -94,6 +97,10 @@ func (f *fakeTables) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.levels == nil {
+		f.levels = map[string]int{}
+	}
+	f.levels[r.Method+" "+r.Header.Get("x-ms-consistency-level")]++
 
 	switch {
 	case path == "Tables" && r.Method == http.MethodPost:

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ceruleandb/cerulean/storage"
 )
 
 // DevConnectionString is the well-known development-storage connection string
@@ -131,6 +133,13 @@ type Options struct {
 	// JSON makes Run print a single JSON document (options and results) to
 	// out instead of the text report.
 	JSON bool
+	// Consistency, when set, is sent as x-ms-consistency-level on every read
+	// (GET) of every workload: one of Cerulean's levels (Strong,
+	// BoundedStaleness, Session, ConsistentPrefix, Eventual), to measure
+	// reads served by read replicas. Empty sends no header (the server's
+	// default). The update workload's reads get it too: below Strong they may
+	// read a stale counter and retry on 412, which is what such a client sees.
+	Consistency string
 	// Progress, when non-nil, receives a carriage-return-updated progress
 	// line once a second (e.g. os.Stderr). It is never written to out.
 	Progress io.Writer
@@ -179,6 +188,9 @@ func (o Options) normalize() (Options, error) {
 		return o, fmt.Errorf("bench: load must be positive, got %d", o.Load)
 	case o.Table != "" && !tableNameRE.MatchString(o.Table):
 		return o, fmt.Errorf("bench: invalid table name %q: want 3-63 letters and digits starting with a letter", o.Table)
+	}
+	if _, ok := storage.ParseConsistency(o.Consistency); o.Consistency != "" && !ok {
+		return o, fmt.Errorf("bench: consistency %q: want Strong, BoundedStaleness, Session, ConsistentPrefix or Eventual", o.Consistency)
 	}
 	wl, err := normalizeWorkloads(o.Workloads)
 	if err != nil {
@@ -262,6 +274,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	fs.StringVar(&workloads, "workloads", strings.Join(AllWorkloads, ","), "comma-separated subset of "+strings.Join(AllWorkloads, ","))
 	fs.StringVar(&o.Table, "table", "", `table to use (default "bench" + random; a pre-existing table is reused and never dropped)`)
 	fs.BoolVar(&o.Keep, "keep", false, "keep the table at the end")
+	fs.StringVar(&o.Consistency, "consistency", "", "send x-ms-consistency-level `LEVEL` on every read (Strong, BoundedStaleness, Session, ConsistentPrefix, Eventual), e.g. to measure reads served by Cerulean's read replicas; default none (the server's default)")
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON document with the options and all results")
 	if err := fs.Parse(args); err != nil {
 		return Options{}, err

@@ -81,6 +81,7 @@ type jsonOptions struct {
 	Workloads       []string `json:"workloads"`
 	Keep            bool     `json:"keep"`
 	Retries         int      `json:"retries"`
+	Consistency     string   `json:"consistency,omitempty"`
 }
 
 // jsonReport is the whole --json document.

@@ -1072,8 +1072,9 @@ func TestCORSPreflight(t *testing.T) {
 		if v := r.Header.Get("Access-Control-Allow-Origin"); v != "http://a.example" {
 			t.Errorf("actual GET: Allow-Origin = %q, want http://a.example", v)
 		}
-		if v := r.Header.Get("Access-Control-Expose-Headers"); !sameList(v, "x-ms-meta-*", true) {
-			t.Errorf("actual GET: Expose-Headers = %q, want x-ms-meta-*", v)
+		// The rule's, plus the headers Cerulean answers every read with (§15.12).
+		if v := r.Header.Get("Access-Control-Expose-Headers"); !sameList(v, "x-ms-meta-*,x-ms-session-token,x-cerulean-read-source,x-cerulean-read-position", true) {
+			t.Errorf("actual GET: Expose-Headers = %q, want x-ms-meta-* and the read headers", v)
 		}
 		if !hasToken(r.Header, "Vary", "Origin") {
 			t.Errorf("actual GET: Vary = %q, want Origin", r.Header.Values("Vary"))
@@ -1090,8 +1091,9 @@ func TestCORSPreflight(t *testing.T) {
 		if v := r.Header.Get("Access-Control-Allow-Origin"); v != "*" {
 			t.Errorf("actual POST (wildcard rule): Allow-Origin = %q, want *", v)
 		}
-		if v := r.Header.Get("Access-Control-Expose-Headers"); !sameList(v, "x-ms-request-id", true) {
-			t.Errorf("actual POST (wildcard rule): Expose-Headers = %q, want x-ms-request-id", v)
+		// The rule's, plus the session token a table-level change answers (§15.10).
+		if v := r.Header.Get("Access-Control-Expose-Headers"); !sameList(v, "x-ms-request-id,x-ms-session-token", true) {
+			t.Errorf("actual POST (wildcard rule): Expose-Headers = %q, want x-ms-request-id and x-ms-session-token", v)
 		}
 		if v := r.Header.Get("Access-Control-Allow-Credentials"); v != "" {
 			t.Errorf("actual POST (wildcard rule): Allow-Credentials = %q, want none", v)

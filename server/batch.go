@@ -225,7 +225,9 @@ func (s *Server) batchRetrieve(rq *request, o *batch.Operation) error {
 	}
 	if err == nil {
 		var rec storage.Record
-		rec, err = s.tables.GetEntity(rq.r.Context(), rq.account, res.Table, res.PartitionKey, res.RowKey, at)
+		// Strong with the token, as before read consistency: the batch answers its own
+		// session token, and x-ms-consistency-level does not apply to it.
+		rec, _, err = s.tables.GetEntity(rq.r.Context(), rq.account, res.Table, res.PartitionKey, res.RowKey, table.Read{Token: at})
 		if err == nil {
 			opts := edmjson.EntityOptions{Level: rq.level, ServiceRoot: rq.root, Account: rq.account, Table: res.Table, Element: true, Select: edmjson.NewSelection(sel)}
 			result = batch.Result{

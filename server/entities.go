@@ -150,11 +150,11 @@ func (s *Server) getEntity(rq *request) error {
 	if err := rq.grant.CheckKeys(rq.res.PartitionKey, rq.res.RowKey); err != nil {
 		return err
 	}
-	at, err := s.readPosition(rq.r.Header)
+	rd, err := s.readRequest(rq.r.Header)
 	if err != nil {
 		return err
 	}
-	rec, err := s.tables.GetEntity(rq.r.Context(), rq.account, rq.res.Table, rq.res.PartitionKey, rq.res.RowKey, at)
+	rec, sv, err := s.tables.GetEntity(rq.r.Context(), rq.account, rq.res.Table, rq.res.PartitionKey, rq.res.RowKey, rd)
 	if err != nil {
 		return err
 	}
@@ -163,6 +163,7 @@ func (s *Server) getEntity(rq *request) error {
 		return err
 	}
 	rq.w.Header()["Etag"] = []string{entity.ETag(rec.Version)}
+	s.setServed(rq.w.Header(), sv)
 	rq.odataHeaders()
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)
@@ -192,7 +193,7 @@ func (s *Server) queryEntities(rq *request) error {
 	if err != nil {
 		return err
 	}
-	if query.At, err = s.readPosition(rq.r.Header); err != nil {
+	if query.Read, err = s.readRequest(rq.r.Header); err != nil {
 		return err
 	}
 	page, err := s.tables.QueryEntities(rq.r.Context(), rq.account, rq.res.Table, query)
@@ -200,6 +201,7 @@ func (s *Server) queryEntities(rq *request) error {
 		return err
 	}
 	h := rq.w.Header()
+	s.setServed(h, page.Served)
 	if page.NextPartitionKey != "" {
 		h["X-Ms-Continuation-Nextpartitionkey"] = []string{page.NextPartitionKey}
 		h["X-Ms-Continuation-Nextrowkey"] = []string{page.NextRowKey}

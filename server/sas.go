@@ -157,7 +157,8 @@ func (s *Server) authorizeSAS(rq *request, sas *auth.SAS, kind auth.OpKind) erro
 		ip = net.ParseIP(host)
 	}
 	lookup := func(tbl, id string) (auth.Policy, bool, error) {
-		ids, err := s.tables.TableACL(rq.r.Context(), rq.account, tbl)
+		// Strong (the zero Read): a revoked policy stops working at once, replicas or not.
+		ids, _, err := s.tables.TableACL(rq.r.Context(), rq.account, tbl, table.Read{})
 		if err != nil {
 			return auth.Policy{}, false, nil
 		}

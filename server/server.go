@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -46,6 +47,9 @@ type Options struct {
 	// ElasticTables make tables elastic at creation by name when the Create Table request
 	// does not give settings (table.WithElasticTables; from table.ParseElasticRules).
 	ElasticTables []table.ElasticRule
+	// ReadConsistency is the level of reads that do not ask for one in
+	// x-ms-consistency-level (docs/protocol.md §15.12). The zero value is Strong, Azure's.
+	ReadConsistency storage.Consistency
 }
 
 // Server serves the Azure Table REST API over one engine.
@@ -54,6 +58,8 @@ type Server struct {
 	verifier *auth.Verifier
 	log      *slog.Logger
 	limits   Limits
+	// consistency is Options.ReadConsistency.
+	consistency storage.Consistency
 	// busyLog summarises the log lines of 5xx answers that come in floods (see logRequest).
 	busyLog failureLog
 	budget  *bodyBudget
@@ -82,6 +88,9 @@ func New(opts Options) (*Server, error) {
 	if len(opts.Accounts) == 0 {
 		return nil, errors.New("server: no accounts")
 	}
+	if opts.ReadConsistency > storage.Eventual {
+		return nil, fmt.Errorf("server: unknown read consistency %v", opts.ReadConsistency)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -91,14 +100,15 @@ func New(opts Options) (*Server, error) {
 	h := hex.EncodeToString(rnd[:])
 	limits := opts.Limits.withDefaults()
 	s := &Server{
-		tables:    table.New(opts.Engine, log, table.WithElasticTables(opts.ElasticTables)),
-		verifier:  auth.NewVerifier(opts.Accounts, opts.Now),
-		log:       log,
-		limits:    limits,
-		budget:    newBodyBudget(limits.MaxBodyMemory),
-		keepAlive: []string{keepAliveValue(limits.IdleTimeout)},
-		idPrefix:  h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-",
-		bodies:    map[*bodyRead]struct{}{},
+		tables:      table.New(opts.Engine, log, table.WithElasticTables(opts.ElasticTables)),
+		verifier:    auth.NewVerifier(opts.Accounts, opts.Now),
+		log:         log,
+		limits:      limits,
+		consistency: opts.ReadConsistency,
+		budget:      newBodyBudget(limits.MaxBodyMemory),
+		keepAlive:   []string{keepAliveValue(limits.IdleTimeout)},
+		idPrefix:    h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-",
+		bodies:      map[*bodyRead]struct{}{},
 	}
 	return s, nil
 }

@@ -32,10 +32,15 @@ func (s *Server) serviceRequest(rq *request, method string) error {
 	}
 	switch comp := rq.query.Get("comp"); {
 	case comp == "properties" && method == http.MethodGet:
-		p, err := s.tables.ServiceProperties(rq.r.Context(), rq.account)
+		rd, err := s.readRequest(rq.r.Header)
 		if err != nil {
 			return err
 		}
+		p, sv, err := s.tables.ReadServiceProperties(rq.r.Context(), rq.account, rd)
+		if err != nil {
+			return err
+		}
+		s.setServed(rq.w.Header(), sv)
 		rq.sendXML(http.StatusOK, svcprops.AppendProperties(nil, p))
 		return nil
 	case comp == "properties" && method == http.MethodPut:
@@ -53,6 +58,7 @@ func (s *Server) serviceRequest(rq *request, method string) error {
 		if err := s.tables.UpdateServiceProperties(rq.r.Context(), rq.account, u); err != nil {
 			return err
 		}
+		s.setTableWriteToken(rq)
 		rq.w.WriteHeader(http.StatusAccepted)
 		return nil
 	case comp == "stats" && method == http.MethodGet:
@@ -76,10 +82,15 @@ func (s *Server) aclRequest(rq *request, method string) error {
 	}
 	switch method {
 	case http.MethodGet:
-		ids, err := s.tables.TableACL(rq.r.Context(), rq.account, rq.res.Table)
+		rd, err := s.readRequest(rq.r.Header)
 		if err != nil {
 			return err
 		}
+		ids, sv, err := s.tables.TableACL(rq.r.Context(), rq.account, rq.res.Table, rd)
+		if err != nil {
+			return err
+		}
+		s.setServed(rq.w.Header(), sv)
 		rq.sendXML(http.StatusOK, svcprops.AppendACL(nil, ids))
 		return nil
 	case http.MethodPut:
@@ -94,6 +105,7 @@ func (s *Server) aclRequest(rq *request, method string) error {
 		if err := s.tables.SetTableACL(rq.r.Context(), rq.account, rq.res.Table, ids); err != nil {
 			return err
 		}
+		s.setTableWriteToken(rq)
 		rq.noContent()
 		return nil
 	}

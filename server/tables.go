@@ -36,6 +36,7 @@ func (s *Server) createTable(rq *request) error {
 	if err := s.tables.CreateTable(rq.r.Context(), rq.account, name, settings); err != nil {
 		return err
 	}
+	s.setTableWriteToken(rq)
 	loc := rq.root + "/Tables('" + name + "')"
 	h := rq.w.Header()
 	h["Location"] = []string{loc}
@@ -59,10 +60,15 @@ func (s *Server) getTable(rq *request) error {
 	if err != nil {
 		return err
 	}
-	ti, err := s.tables.GetTable(rq.r.Context(), rq.account, rq.res.Table)
+	rd, err := s.readRequest(rq.r.Header)
 	if err != nil {
 		return err
 	}
+	ti, sv, err := s.tables.GetTable(rq.r.Context(), rq.account, rq.res.Table, rd)
+	if err != nil {
+		return err
+	}
+	s.setServed(rq.w.Header(), sv)
 	rq.odataHeaders()
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)
@@ -78,6 +84,7 @@ func (s *Server) deleteTable(rq *request) error {
 	if err := s.tables.DeleteTable(rq.r.Context(), rq.account, rq.res.Table); err != nil {
 		return err
 	}
+	s.setTableWriteToken(rq)
 	rq.noContent()
 	return nil
 }
@@ -96,13 +103,19 @@ func (s *Server) listTables(rq *request) error {
 	if err != nil {
 		return err
 	}
-	tables, next, err := s.tables.ListTables(rq.r.Context(), rq.account, filter, q.Get("NextTableName"), top)
+	rd, err := s.readRequest(rq.r.Header)
 	if err != nil {
 		return err
 	}
-	if next != "" {
-		rq.w.Header()["X-Ms-Continuation-Nexttablename"] = []string{next}
+	page, err := s.tables.ListTables(rq.r.Context(), rq.account, filter, q.Get("NextTableName"), top, rd)
+	if err != nil {
+		return err
 	}
+	s.setServed(rq.w.Header(), page.Served)
+	if page.NextTableName != "" {
+		rq.w.Header()["X-Ms-Continuation-Nexttablename"] = []string{page.NextTableName}
+	}
+	tables := page.Tables
 	rq.odataHeaders()
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)

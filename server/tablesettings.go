@@ -27,10 +27,15 @@ const settingsContentType = "application/json; charset=utf-8"
 func (s *Server) tableSettingsRequest(rq *request, method string) error {
 	switch method {
 	case http.MethodGet:
-		ti, err := s.tables.TableSettings(rq.r.Context(), rq.account, rq.res.Table)
+		rd, err := s.readRequest(rq.r.Header)
 		if err != nil {
 			return err
 		}
+		ti, sv, err := s.tables.TableSettings(rq.r.Context(), rq.account, rq.res.Table, rd)
+		if err != nil {
+			return err
+		}
+		s.setServed(rq.w.Header(), sv)
 		bp := bufPool.Get().(*[]byte)
 		defer putBuf(bp)
 		*bp = edmjson.AppendTableSettings((*bp)[:0], ti)
@@ -54,6 +59,7 @@ func (s *Server) tableSettingsRequest(rq *request, method string) error {
 		if err := s.tables.SetTableSettings(rq.r.Context(), rq.account, rq.res.Table, tb.Settings); err != nil {
 			return err
 		}
+		s.setTableWriteToken(rq)
 		rq.noContent()
 		return nil
 	}

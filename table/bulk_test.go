@@ -134,7 +134,7 @@ func TestBulkFailuresAffectOnlyTheirItem(t *testing.T) {
 	}
 	wantItems(t, res, want)
 	for i, op := range ops {
-		rec, err := s.GetEntity(ctx, "acct", "bulk", op.Entity.PartitionKey, op.Entity.RowKey, 0)
+		rec, _, err := s.GetEntity(ctx, "acct", "bulk", op.Entity.PartitionKey, op.Entity.RowKey, Read{})
 		if err != nil {
 			t.Fatalf("item %d: %v", i, err)
 		}
@@ -193,11 +193,11 @@ func TestBulkConditionsAndModes(t *testing.T) {
 	if e := res.Items[12].Err; e != nil && !strings.Contains(e.Message, "PartitionKey 'p', RowKey 'a'") {
 		t.Errorf("duplicate message %q does not name the entity", e.Message)
 	}
-	rec, err := s.GetEntity(ctx, "acct", "bulk", "p", "a", 0)
+	rec, _, err := s.GetEntity(ctx, "acct", "bulk", "p", "a", Read{})
 	if err != nil || len(rec.Entity.Props) != 2 || rec.Entity.Props[0].Value.Str != "2" || rec.Version != res.Items[0].Version {
 		t.Errorf("merged entity %+v %v, want X=2 Y=1 at the reported version", rec, err)
 	}
-	if _, err := s.GetEntity(ctx, "acct", "bulk", "q", "d", 0); err == nil {
+	if _, _, err := s.GetEntity(ctx, "acct", "bulk", "q", "d", Read{}); err == nil {
 		t.Error("deleted entity still present")
 	}
 	if res.Items[4].Version != 0 {
@@ -277,7 +277,7 @@ func TestBulkStopsWhenClientGoes(t *testing.T) {
 		t.Errorf("%d succeeded, %d failed: want both", res.Succeeded, res.Failed)
 	}
 	for i, op := range ops {
-		_, gerr := s.GetEntity(context.Background(), "acct", "bulk", op.Entity.PartitionKey, op.Entity.RowKey, 0)
+		_, _, gerr := s.GetEntity(context.Background(), "acct", "bulk", op.Entity.PartitionKey, op.Entity.RowKey, Read{})
 		it := res.Items[i]
 		switch {
 		case it.Err == nil && gerr != nil:

@@ -46,7 +46,7 @@ func TestDiskFullIsServerBusy(t *testing.T) {
 	if ok, _ := s.Health(); !ok {
 		t.Error("a full disk marked the engine unreachable")
 	}
-	if _, err := s.GetEntity(ctx, "acct", "full", "p", "r", 0); err == nil || !strings.Contains(err.Error(), "ResourceNotFound") {
+	if _, _, err := s.GetEntity(ctx, "acct", "full", "p", "r", Read{}); err == nil || !strings.Contains(err.Error(), "ResourceNotFound") {
 		t.Errorf("read on a full disk = %v, want ResourceNotFound", err)
 	}
 }

@@ -11,18 +11,31 @@ import (
 	"github.com/ceruleandb/cerulean/storage/pebble"
 )
 
-// flakyEngine fails every Get with ErrUnavailable while down is set, as an engine does
-// when its database cannot be reached.
+// flakyEngine fails every Get (of its views, which serve reads) with ErrUnavailable
+// while down is set, as an engine does when its database cannot be reached.
 type flakyEngine struct {
 	storage.Engine
 	down atomic.Bool
 }
 
-func (f *flakyEngine) Get(ctx context.Context, account, table, pk, rk string) (storage.Record, error) {
-	if f.down.Load() {
+func (f *flakyEngine) ReadView(ctx context.Context, opts storage.ReadOptions) (storage.View, error) {
+	v, err := f.Engine.ReadView(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return flakyView{v, f}, nil
+}
+
+type flakyView struct {
+	storage.View
+	f *flakyEngine
+}
+
+func (v flakyView) Get(ctx context.Context, account, table, pk, rk string) (storage.Record, error) {
+	if v.f.down.Load() {
 		return storage.Record{}, fmt.Errorf("get: dial tcp: connection refused: %w", storage.ErrUnavailable)
 	}
-	return f.Engine.Get(ctx, account, table, pk, rk)
+	return v.View.Get(ctx, account, table, pk, rk)
 }
 
 func TestHealthFollowsEngine(t *testing.T) {
@@ -43,7 +56,7 @@ func TestHealthFollowsEngine(t *testing.T) {
 
 	fe.down.Store(true)
 	for i := 0; i < 3; i++ {
-		_, err := s.GetEntity(ctx, "acct", "health", "p", "r", 0)
+		_, _, err := s.GetEntity(ctx, "acct", "health", "p", "r", Read{})
 		if ae, _ := azerr.As(err); ae.Code != azerr.ServerBusy || ae.Status != 503 {
 			t.Fatalf("GetEntity while down = %v, want 503 ServerBusy", err)
 		}
@@ -55,7 +68,7 @@ func TestHealthFollowsEngine(t *testing.T) {
 
 	fe.down.Store(false)
 	// A not-found answer is an answer: the engine is reachable again.
-	if _, err := s.GetEntity(ctx, "acct", "health", "p", "r", 0); err == nil {
+	if _, _, err := s.GetEntity(ctx, "acct", "health", "p", "r", Read{}); err == nil {
 		t.Fatal("GetEntity of a missing entity succeeded")
 	}
 	if ok, _ := s.Health(); !ok {

@@ -49,17 +49,19 @@ type Query struct {
 	// Bound, if set, confines the query to a key range whatever its filter says (the range
 	// of a shared access signature).
 	Bound *odata.KeyRange
-	// At is a session token's position: the page sees at least every write up to it, or
-	// the query fails with 503 ServerBusy as GetEntity does. 0 reads as the engine
-	// ordinarily does.
-	At storage.Position
+	// Read is how the page is read (consistency level and session token); the page also
+	// sees at least the position its continuation token carries, at every level.
+	Read Read
 }
 
 // Page is one page of query results. NextPartitionKey/NextRowKey are both non-empty when
-// more results may follow (an SDK stops when either is missing) and both empty otherwise.
+// more results may follow (an SDK stops when either is missing) and both empty otherwise;
+// NextRowKey carries the page's position (Served.Position), so the next page is never
+// read from an older state, whichever front end and replica serve it.
 type Page struct {
 	Records                      []storage.Record
 	NextPartitionKey, NextRowKey string
+	Served                       Served
 }
 
 // QueryEntities returns one page of q's results in (PartitionKey, RowKey) order.
@@ -78,23 +80,40 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 	}
 	ranges := q.Filter.KeyRanges()
 	resuming := q.NextPartitionKey != "" || q.NextRowKey != ""
+	var cont storage.Position
 	if resuming {
-		pk, err1 := decodeToken(q.NextPartitionKey)
-		rk, err2 := decodeToken(q.NextRowKey)
+		// The position is NextRowKey's; one in NextPartitionKey (we never write one) is
+		// ignored, not refused.
+		pk, _, err1 := decodeToken(q.NextPartitionKey)
+		rk, pos, err2 := decodeToken(q.NextRowKey)
 		if err1 != nil || err2 != nil {
 			return Page{}, azerr.Newf(azerr.InvalidInput, "The continuation token is not valid.")
 		}
 		ranges = odata.ClipRanges(ranges, storage.Key{PartitionKey: pk, RowKey: rk})
+		cont = pos
 	}
-	// Wait for the session token's position before anything else is read, so that a
-	// token from the future is refused alike whatever the query asks for.
-	rd, err := s.reader(ctx, q.At)
+	// Open the view (waiting for the token's position) before anything else is read, so
+	// that a token from the future is refused alike whatever the query asks for.
+	v, err := s.view(ctx, q.Read, cont, entityScope)
 	if err != nil {
 		return Page{}, err
 	}
+	p, err := s.queryPage(ctx, v, account, table, q, top, ranges, resuming)
+	if err != nil {
+		return Page{}, err
+	}
+	p.Served = served(v)
+	if p.NextRowKey != "" {
+		p.NextRowKey = appendPosition(p.NextRowKey, p.Served.Position)
+	}
+	return p, nil
+}
+
+// queryPage reads one page of q from v (QueryEntities).
+func (s *Service) queryPage(ctx context.Context, rd storage.Reader, account, table string, q Query, top int, ranges []odata.KeyRange, resuming bool) (Page, error) {
 	if top < 0 {
 		// $top=0: nothing to return, but the table must exist.
-		if _, err := s.eng.GetTable(ctx, account, table); err != nil {
+		if _, err := rd.GetTable(ctx, account, table); err != nil {
 			return Page{}, s.mapErr(err, entityScope)
 		}
 		s.markAvailable()
@@ -113,7 +132,7 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 	}
 	if len(ranges) == 0 {
 		// Nothing can match, but the table must still exist.
-		if _, err := s.eng.GetTable(ctx, account, table); err != nil {
+		if _, err := rd.GetTable(ctx, account, table); err != nil {
 			return Page{}, s.mapErr(err, entityScope)
 		}
 		return Page{}, nil
@@ -151,8 +170,8 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 			next = &ranges[i+1].Start
 		}
 		if next != nil {
-			p.NextPartitionKey = encodeToken(next.PartitionKey)
-			p.NextRowKey = encodeToken(next.RowKey)
+			p.NextPartitionKey = encodeToken(next.PartitionKey, 0)
+			p.NextRowKey = encodeToken(next.RowKey, 0)
 			break
 		}
 	}
@@ -195,29 +214,58 @@ func (s *Service) pointQuery(ctx context.Context, rd storage.Reader, account, ta
 
 // Continuation tokens follow the service's shape, "1!<n>!<base64>", with the URL-safe
 // alphabet and no padding so they survive any client's (non-)encoding, and never empty,
-// even for an empty key.
-func encodeToken(key string) string {
+// even for an empty key. A token may end in "!<position>" (decimal): the position of the
+// page that issued it, which the next page reads at (NextRowKey and NextTableName carry
+// it; a position of 0 is left out). Tokens are opaque to clients, which send them back
+// verbatim, and a token without a position — from a server before positions — still
+// decodes, as position 0.
+func encodeToken(key string, p storage.Position) string {
 	b := base64.RawURLEncoding.EncodeToString([]byte(key))
-	return "1!" + strconv.Itoa(len(b)) + "!" + b
+	return appendPosition("1!"+strconv.Itoa(len(b))+"!"+b, p)
+}
+
+// appendPosition adds position p to an encoded token that has none.
+func appendPosition(tok string, p storage.Position) string {
+	if p == 0 {
+		return tok
+	}
+	return tok + "!" + strconv.FormatUint(uint64(p), 10)
 }
 
 var errBadToken = errors.New("bad continuation token")
 
-func decodeToken(tok string) (string, error) {
+// decodeToken reads a continuation token: its key and the position it carries (0 when
+// none). Anything but the form encodeToken writes is errBadToken, including a position
+// that is not a decimal uint64 in ASCII digits.
+func decodeToken(tok string) (string, storage.Position, error) {
 	rest, ok := strings.CutPrefix(tok, "1!")
 	if !ok {
-		return "", errBadToken
+		return "", 0, errBadToken
 	}
 	n, b, ok := strings.Cut(rest, "!")
 	if !ok {
-		return "", errBadToken
+		return "", 0, errBadToken
 	}
-	if l, err := strconv.Atoi(n); err != nil || l != len(b) {
-		return "", errBadToken
+	l, err := strconv.Atoi(n)
+	if err != nil || l < 0 || l > len(b) {
+		return "", 0, errBadToken
+	}
+	b, tail := b[:l], b[l:]
+	var p storage.Position
+	if tail != "" {
+		pos, ok := strings.CutPrefix(tail, "!")
+		if !ok {
+			return "", 0, errBadToken
+		}
+		d, ok := decimal(pos)
+		if !ok {
+			return "", 0, errBadToken
+		}
+		p = storage.Position(d)
 	}
 	key, err := base64.RawURLEncoding.DecodeString(b)
 	if err != nil {
-		return "", errBadToken
+		return "", 0, errBadToken
 	}
-	return string(key), nil
+	return string(key), p, nil
 }

@@ -1345,7 +1345,8 @@ func testListTablesDifferential(t *testing.T, eng storage.Engine, seed uint64) {
 		pages := 0
 		for {
 			start := time.Now()
-			page, tok, err := svc.ListTables(ctx, account, f, next, top)
+			tp, err := svc.ListTables(ctx, account, f, next, top, table.Read{})
+			page, tok := tp.Tables, tp.NextTableName
 			elapsed := time.Since(start)
 			if err != nil {
 				t.Fatalf("seed %d filter %d: ListTables(%q, top %d, next %q): %v", seed, i, text, top, next, err)
@@ -1435,11 +1436,12 @@ func testTopNone(t *testing.T, eng storage.Engine) {
 	if _, err := svc.QueryEntities(ctx, account, "full", table.Query{Top: table.TopNone, NextPartitionKey: "garbage", NextRowKey: "x"}); code(err) != azerr.InvalidInput {
 		t.Errorf("TopNone with a forged continuation: %v, want InvalidInput", err)
 	}
-	tables, next, err := svc.ListTables(ctx, account, nil, "", table.TopNone)
+	tp, err := svc.ListTables(ctx, account, nil, "", table.TopNone, table.Read{})
+	tables, next := tp.Tables, tp.NextTableName
 	if err != nil || len(tables) != 0 || next != "" {
 		t.Errorf("ListTables TopNone: %v, next %q, %v; want an empty final page", tables, next, err)
 	}
-	if _, _, err := svc.ListTables(ctx, account, nil, "not a token", table.TopNone); code(err) != azerr.InvalidInput {
+	if _, err := svc.ListTables(ctx, account, nil, "not a token", table.TopNone, table.Read{}); code(err) != azerr.InvalidInput {
 		t.Errorf("ListTables TopNone with a forged token: %v, want InvalidInput", err)
 	}
 }
@@ -1481,7 +1483,7 @@ func testQueryErrors(t *testing.T, eng storage.Engine) {
 			t.Errorf("continuation %q: %v, want InvalidInput", tok, err)
 		}
 	}
-	if _, _, err := svc.ListTables(ctx, account, nil, "not a token", 0); code(err) != azerr.InvalidInput {
+	if _, err := svc.ListTables(ctx, account, nil, "not a token", 0, table.Read{}); code(err) != azerr.InvalidInput {
 		t.Errorf("NextTableName garbage: %v, want InvalidInput", err)
 	}
 	// The continuation of a $top=1 page resumes at the second entity; the empty RowKey

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"unicode/utf8"
@@ -149,9 +150,12 @@ func FuzzParseToken(f *testing.F) {
 // recording each position asked for.
 type positionEngine struct {
 	storage.Engine
-	pos    atomic.Uint64
-	asked  atomic.Uint64
-	readAt atomic.Int64 // ReaderAt calls
+	pos   atomic.Uint64
+	asked atomic.Uint64
+	// views counts ReadView calls; last is the options of the last one.
+	views atomic.Int64
+	mu    sync.Mutex
+	last  storage.ReadOptions
 }
 
 func (e *positionEngine) Apply(ctx context.Context, account, table, pk string, muts []storage.Mutation) (storage.Applied, error) {
@@ -163,13 +167,44 @@ func (e *positionEngine) Apply(ctx context.Context, account, table, pk string, m
 	return a, nil
 }
 
-func (e *positionEngine) ReaderAt(ctx context.Context, p storage.Position) (storage.Reader, error) {
-	e.readAt.Add(1)
-	e.asked.Store(uint64(p))
-	if uint64(p) > e.pos.Load() {
-		return nil, fmt.Errorf("reader at %d: %w", p, storage.ErrFuturePosition)
+func (e *positionEngine) Position(ctx context.Context) (storage.Position, error) {
+	return storage.Position(e.pos.Load()), nil
+}
+
+// ReadView records opts and returns a view of the latest state; it says it is served by
+// "replica fake" at every level but Strong, so that tests see Source passed through.
+func (e *positionEngine) ReadView(ctx context.Context, opts storage.ReadOptions) (storage.View, error) {
+	e.views.Add(1)
+	e.asked.Store(uint64(opts.At))
+	e.mu.Lock()
+	e.last = opts
+	e.mu.Unlock()
+	if uint64(opts.At) > e.pos.Load() {
+		return nil, fmt.Errorf("view at %d: %w", opts.At, storage.ErrFuturePosition)
 	}
-	return e.Engine, nil
+	src := storage.SourcePrimary
+	if opts.Consistency != storage.Strong {
+		src = storage.ReplicaSource("fake")
+	}
+	return &fakeView{Reader: e.Engine, e: e, at: opts.At, src: src}, nil
+}
+
+func (e *positionEngine) lastOptions() storage.ReadOptions {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.last
+}
+
+type fakeView struct {
+	storage.Reader
+	e   *positionEngine
+	at  storage.Position
+	src string
+}
+
+func (v *fakeView) Source() string { return v.src }
+func (v *fakeView) Position() storage.Position {
+	return max(v.at, storage.Position(v.e.pos.Load()))
 }
 
 func newPositionService(t *testing.T) (*Service, *positionEngine) {
@@ -225,8 +260,7 @@ func TestWritesReportPositions(t *testing.T) {
 	}
 }
 
-// TestReadsAtPosition: a read with a position goes through ReaderAt; without one it does
-// not; a position the engine has not reached is 503 ServerBusy saying the token is ahead,
+// TestReadsAtPosition: a read asks its view for the token's position; a position the engine has not reached is 503 ServerBusy saying the token is ahead,
 // on Get and on every query path, and it does not mark the engine unhealthy.
 func TestReadsAtPosition(t *testing.T) {
 	s, pe := newPositionService(t)
@@ -235,10 +269,10 @@ func TestReadsAtPosition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetEntity(ctx, "acct", "tbl", "p", "r", 0); err != nil || pe.readAt.Load() != 0 {
-		t.Fatalf("get without a token: %v, %d ReaderAt calls", err, pe.readAt.Load())
+	if _, _, err := s.GetEntity(ctx, "acct", "tbl", "p", "r", Read{}); err != nil || pe.asked.Load() != 0 {
+		t.Fatalf("get without a token: %v, asked %d", err, pe.asked.Load())
 	}
-	if _, err := s.GetEntity(ctx, "acct", "tbl", "p", "r", c.Position); err != nil || pe.asked.Load() != uint64(c.Position) {
+	if _, _, err := s.GetEntity(ctx, "acct", "tbl", "p", "r", Read{Token: c.Position}); err != nil || pe.asked.Load() != uint64(c.Position) {
 		t.Fatalf("get at the write's position: %v (asked %d)", err, pe.asked.Load())
 	}
 	queries := map[string]Query{
@@ -248,7 +282,7 @@ func TestReadsAtPosition(t *testing.T) {
 		"top0":  {Top: TopNone},
 	}
 	for name, q := range queries {
-		q.At = c.Position
+		q.Read.Token = c.Position
 		page, err := s.QueryEntities(ctx, "acct", "tbl", q)
 		if err != nil || (name == "scan" || name == "point") && len(page.Records) != 1 {
 			t.Errorf("%s at the write's position: %d records, %v", name, len(page.Records), err)
@@ -262,10 +296,10 @@ func TestReadsAtPosition(t *testing.T) {
 			t.Errorf("%s from the future: %v, want 503 ServerBusy saying the token is ahead", what, err)
 		}
 	}
-	_, err = s.GetEntity(ctx, "acct", "tbl", "p", "r", future)
+	_, _, err = s.GetEntity(ctx, "acct", "tbl", "p", "r", Read{Token: future})
 	checkFuture("get", err)
 	for name, q := range queries {
-		q.At = future
+		q.Read.Token = future
 		_, err := s.QueryEntities(ctx, "acct", "tbl", q)
 		checkFuture(name, err)
 	}
@@ -273,7 +307,7 @@ func TestReadsAtPosition(t *testing.T) {
 		t.Error("a token from the future marked the engine unreachable")
 	}
 	// Malformed continuations are still 400 before the wait.
-	_, err = s.QueryEntities(ctx, "acct", "tbl", Query{At: future, NextPartitionKey: "x", NextRowKey: "y"})
+	_, err = s.QueryEntities(ctx, "acct", "tbl", Query{Read: Read{Token: future}, NextPartitionKey: "x", NextRowKey: "y"})
 	if e, _ := azerr.As(err); e.Code != azerr.InvalidInput {
 		t.Errorf("bad continuation with a future token: %v", err)
 	}

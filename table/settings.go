@@ -157,10 +157,18 @@ func CheckSettings(st storage.TableSettings) (storage.TableSettings, error) {
 
 // TableSettings returns a table's catalogue entry (its name in original case and its
 // settings) for the table-settings endpoint. A missing table is 404 TableNotFound, as for
-// the table's ACL.
-func (s *Service) TableSettings(ctx context.Context, account, table string) (storage.TableInfo, error) {
-	ti, err := s.eng.GetTable(ctx, account, table)
-	return ti, s.mapErr(err, entityScope)
+// the table's ACL. It is read as rd says, like Get Table.
+func (s *Service) TableSettings(ctx context.Context, account, table string, rd Read) (storage.TableInfo, Served, error) {
+	v, err := s.view(ctx, rd, 0, entityScope)
+	if err != nil {
+		return storage.TableInfo{}, Served{}, err
+	}
+	ti, err := v.GetTable(ctx, account, table)
+	if err != nil {
+		return storage.TableInfo{}, Served{}, s.mapErr(err, entityScope)
+	}
+	s.markAvailable()
+	return ti, served(v), nil
 }
 
 // SetTableSettings replaces a table's settings. The change applies to writes that start

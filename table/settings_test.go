@@ -176,7 +176,7 @@ func TestCreateTableSettings(t *testing.T) {
 		if got := rec.created[tc.name]; got != tc.want {
 			t.Errorf("CreateTable(%s, %v): engine got %+v, want %+v", tc.name, tc.settings, got, tc.want)
 		}
-		if ti, err := s.GetTable(ctx, "acct", strings.ToUpper(tc.name)); err != nil || ti.Name != tc.name || ti.Settings != tc.want {
+		if ti, _, err := s.GetTable(ctx, "acct", strings.ToUpper(tc.name), Read{}); err != nil || ti.Name != tc.name || ti.Settings != tc.want {
 			t.Errorf("GetTable(%s) = %+v, %v; want settings %+v", tc.name, ti, err, tc.want)
 		}
 	}
@@ -198,7 +198,7 @@ func TestCreateTableSettings(t *testing.T) {
 	if got, want := rec.set["plain1"], (storage.TableSettings{Elastic: true, DefaultTTL: 9}); got != want {
 		t.Errorf("SetTableSettings: engine got %+v, want %+v", got, want)
 	}
-	if ti, err := s.TableSettings(ctx, "acct", "PLAIN1"); err != nil || ti.Name != "plain1" || ti.Settings != rec.set["plain1"] {
+	if ti, _, err := s.TableSettings(ctx, "acct", "PLAIN1", Read{}); err != nil || ti.Name != "plain1" || ti.Settings != rec.set["plain1"] {
 		t.Errorf("TableSettings(PLAIN1) = %+v, %v", ti, err)
 	}
 	err = s.SetTableSettings(ctx, "acct", "plain1", storage.TableSettings{TTLProperty: "x"})
@@ -209,7 +209,7 @@ func TestCreateTableSettings(t *testing.T) {
 	if e, _ := azerr.As(err); err == nil || e.Code != azerr.TableNotFound {
 		t.Errorf("SetTableSettings(missing) = %v, want TableNotFound", err)
 	}
-	_, err = s.TableSettings(ctx, "acct", "nosuch")
+	_, _, err = s.TableSettings(ctx, "acct", "nosuch", Read{})
 	if e, _ := azerr.As(err); err == nil || e.Code != azerr.TableNotFound {
 		t.Errorf("TableSettings(missing) = %v, want TableNotFound", err)
 	}

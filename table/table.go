@@ -108,11 +108,19 @@ func (s *Service) CreateTable(ctx context.Context, account, name string, setting
 }
 
 // GetTable returns the table's catalogue entry (its name in original case) with its
-// settings.
-func (s *Service) GetTable(ctx context.Context, account, name string) (storage.TableInfo, error) {
-	ti, err := s.eng.GetTable(ctx, account, name)
-	// A lookup of a missing table by its own URL is ResourceNotFound, as for Delete Table.
-	return ti, s.mapErr(err, tableScope)
+// settings, read as rd says.
+func (s *Service) GetTable(ctx context.Context, account, name string, rd Read) (storage.TableInfo, Served, error) {
+	v, err := s.view(ctx, rd, 0, tableScope)
+	if err != nil {
+		return storage.TableInfo{}, Served{}, err
+	}
+	ti, err := v.GetTable(ctx, account, name)
+	if err != nil {
+		// A lookup of a missing table by its own URL is ResourceNotFound, as for Delete Table.
+		return storage.TableInfo{}, Served{}, s.mapErr(err, tableScope)
+	}
+	s.markAvailable()
+	return ti, served(v), nil
 }
 
 // DeleteTable deletes a table and, in the background, its entities.
@@ -120,54 +128,84 @@ func (s *Service) DeleteTable(ctx context.Context, account, name string) error {
 	return s.mapErr(s.eng.DeleteTable(ctx, account, name), tableScope)
 }
 
+// TablePage is one page of Query Tables.
+type TablePage struct {
+	Tables []storage.TableInfo
+	// NextTableName is the continuation token of the next page ("" when there is none).
+	// It carries the page's position (see QueryEntities).
+	NextTableName string
+	Served        Served
+}
+
 // ListTables returns up to top tables matching filter (nil: all), from the resume point
-// (a NextTableName token or ""), in case-insensitive name order, and the token of the next
-// page ("" when there is none). top is as Query.Top: 0 means MaxPageSize and TopNone
-// ($top=0) answers an empty, final page after checking the token. The catalogue is read
-// from the filter's lower bound and no further than its upper bound; the page ends early
-// after PageBudget.
-func (s *Service) ListTables(ctx context.Context, account string, filter *odata.Filter, next string, top int) ([]storage.TableInfo, string, error) {
+// (a NextTableName token or ""), in case-insensitive name order, read as rd says and at
+// least at the position the token carries. top is as Query.Top: 0 means MaxPageSize and
+// TopNone ($top=0) answers an empty, final page after checking the token. The catalogue
+// is read from the filter's lower bound and no further than its upper bound; the page
+// ends early after PageBudget.
+func (s *Service) ListTables(ctx context.Context, account string, filter *odata.Filter, next string, top int, rd Read) (TablePage, error) {
 	from, to := filter.TableKeyRange()
+	var cont storage.Position
 	if next != "" {
-		k, err := decodeToken(next)
+		k, pos, err := decodeToken(next)
 		if err != nil {
-			return nil, "", azerr.Newf(azerr.InvalidInput, "The continuation token is not valid.")
+			return TablePage{}, azerr.Newf(azerr.InvalidInput, "The continuation token is not valid.")
 		}
 		from = max(from, storage.TableKey(k))
+		cont = pos
+	}
+	v, err := s.view(ctx, rd, cont, tableScope)
+	if err != nil {
+		return TablePage{}, err
 	}
 	if top < 0 {
-		return nil, "", nil // $top=0 (TopNone): an empty, final page
+		return TablePage{Served: served(v)}, nil // $top=0 (TopNone): an empty, final page
 	}
+	tables, resume, err := s.listTables(ctx, v, account, filter, from, to, top)
+	if err != nil {
+		return TablePage{}, err
+	}
+	p := TablePage{Tables: tables, Served: served(v)}
+	if resume != nil {
+		p.NextTableName = encodeToken(*resume, p.Served.Position)
+	}
+	return p, nil
+}
+
+// listTables reads up to top tables matching filter from table key from to to (nil: no
+// bound) and the table key to resume from (nil when there are no more).
+func (s *Service) listTables(ctx context.Context, v storage.Reader, account string, filter *odata.Filter, from string, to *string, top int) ([]storage.TableInfo, *string, error) {
 	if top == 0 || top > MaxPageSize {
 		top = MaxPageSize
 	}
 	deadline := time.Now().Add(PageBudget)
 	var out []storage.TableInfo
 	for to == nil || from < *to {
-		tables, resume, err := s.eng.ListTables(ctx, account, from, top-len(out))
+		tables, resume, err := v.ListTables(ctx, account, from, top-len(out))
 		if err != nil {
-			return nil, "", s.mapErr(err, tableScope)
+			return nil, nil, s.mapErr(err, tableScope)
 		}
 		for i, t := range tables {
 			if to != nil && storage.TableKey(t.Name) >= *to {
-				return out, "", nil
+				return out, nil, nil
 			}
 			if filter.MatchTableName(t.Name) {
 				out = append(out, t)
 			}
 			if len(out) == top && i+1 < len(tables) {
-				return out, encodeToken(storage.TableKey(tables[i+1].Name)), nil
+				k := storage.TableKey(tables[i+1].Name)
+				return out, &k, nil
 			}
 		}
 		if resume == "" {
-			return out, "", nil
+			return out, nil, nil
 		}
 		from = storage.TableKey(resume)
 		if len(out) == top || !time.Now().Before(deadline) {
-			return out, encodeToken(from), nil
+			return out, &from, nil
 		}
 	}
-	return out, "", nil
+	return out, nil, nil
 }
 
 // Condition is an If-Match precondition.
@@ -260,30 +298,20 @@ func (s *Service) DeleteEntity(ctx context.Context, account, table, pk, rk strin
 	return s.applyOne(ctx, account, table, pk, storage.Mutation{Op: storage.Delete, RowKey: rk, IfMatch: cond.ifMatch()})
 }
 
-// GetEntity reads one entity, seeing at least every write up to position at (a session
-// token's; 0 asks for nothing more than the engine's ordinary read).
-func (s *Service) GetEntity(ctx context.Context, account, table, pk, rk string, at storage.Position) (storage.Record, error) {
-	r, err := s.reader(ctx, at)
+// GetEntity reads one entity as rd says. A token the engine has not reached within its
+// short wait is 503 ServerBusy (storage.ErrFuturePosition, see mapErr): never an older
+// state than the token covers.
+func (s *Service) GetEntity(ctx context.Context, account, table, pk, rk string, rd Read) (storage.Record, Served, error) {
+	v, err := s.view(ctx, rd, 0, entityScope)
 	if err != nil {
-		return storage.Record{}, err
+		return storage.Record{}, Served{}, err
 	}
-	rec, err := r.Get(ctx, account, table, pk, rk)
-	return rec, s.mapErr(err, entityScope)
-}
-
-// reader is what a read at position at reads from: the engine itself for 0, so a read
-// without a session token costs exactly what it did before tokens; otherwise the engine's
-// ReaderAt, which waits briefly for the position and fails with
-// storage.ErrFuturePosition (503, see mapErr) rather than read an older state.
-func (s *Service) reader(ctx context.Context, at storage.Position) (storage.Reader, error) {
-	if at == 0 {
-		return s.eng, nil
-	}
-	r, err := s.eng.ReaderAt(ctx, at)
+	rec, err := v.Get(ctx, account, table, pk, rk)
 	if err != nil {
-		return nil, s.mapErr(err, entityScope)
+		return storage.Record{}, Served{}, s.mapErr(err, entityScope)
 	}
-	return r, nil
+	s.markAvailable()
+	return rec, served(v), nil
 }
 
 func (s *Service) applyOne(ctx context.Context, account, table, pk string, m storage.Mutation) (Commit, error) {

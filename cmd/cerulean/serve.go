@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +41,17 @@ type serveOptions struct {
 	postgresURL      string
 	postgresPool     int
 	postgresStmtTime time.Duration
+
+	// replicas is --postgres-replica-url; maxStaleness and replicaMaxLag tune routing to
+	// them; replicaFlags names those of the three that were set (flag or environment),
+	// which --engine pebble refuses.
+	replicas      replicaURLs
+	maxStaleness  time.Duration
+	replicaMaxLag time.Duration
+	replicaFlags  []string
+	// readConsistency is --read-consistency as given; consistency its parsed level.
+	readConsistency string
+	consistency     storage.Consistency
 
 	// elasticTables is --elastic-tables as given; elastic its parsed rules.
 	elasticTables string
@@ -85,6 +97,14 @@ func parseServe(args []string) (serveOptions, error) {
 	if fs.NArg() > 0 {
 		return *o, usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "postgres-replica-url", "max-staleness", "replica-max-lag":
+			if !slices.Contains(o.replicaFlags, "--"+f.Name) {
+				o.replicaFlags = append(o.replicaFlags, "--"+f.Name)
+			}
+		}
+	})
 	if err := o.check(); err != nil {
 		return *o, usageError{err}
 	}
@@ -100,7 +120,7 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	fs.StringVar(&o.data, "data", env("CERULEAN_DATA", "./data"), "data directory (CERULEAN_DATA)")
 	fs.StringVar(&o.accounts, "accounts", env("CERULEAN_ACCOUNTS", ""), "accounts as name:base64key pairs separated by ';' (CERULEAN_ACCOUNTS); default the development account devstoreaccount1")
 	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error (CERULEAN_LOG_LEVEL)")
-	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
+	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz, /debug/replicas (read replicas' state, JSON) and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
 	fs.StringVar(&o.elasticTables, "elastic-tables", env("CERULEAN_ELASTIC_TABLES", ""), "make tables elastic when they are created, by name: a comma-separated list of PATTERN[:TTL[:PROPERTY]], "+
 		"e.g. 'events*:86400,cache*:-1,audit*'. PATTERN is a glob (* ? [a-z]) matched case-insensitively against the whole table name; the first match wins. "+
 		"TTL is the table's default time-to-live in seconds (1 to 2147483647), or -1 for on without a default (only entities with their own TTL expire); "+
@@ -118,6 +138,38 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 		return fs, o, err
 	}
 	fs.DurationVar(&o.postgresStmtTime, "postgres-statement-timeout", stmt, "server-side timeout of each statement for --engine postgres; 0 disables it (CERULEAN_POSTGRES_STATEMENT_TIMEOUT)")
+
+	if v, ok := os.LookupEnv("CERULEAN_POSTGRES_REPLICA_URLS"); ok {
+		urls, err := splitReplicaURLs(v)
+		if err != nil {
+			return fs, o, fmt.Errorf("CERULEAN_POSTGRES_REPLICA_URLS: %w", err)
+		}
+		o.replicas.urls = urls
+		if len(urls) > 0 {
+			o.replicaFlags = append(o.replicaFlags, "CERULEAN_POSTGRES_REPLICA_URLS")
+		}
+	}
+	fs.Var(&o.replicas, "postgres-replica-url", "a hot standby (streaming replica) of the --postgres-url database, as a postgres:// URL, that reads may go to as their consistency level allows; "+
+		"repeat the flag for several (CERULEAN_POSTGRES_REPLICA_URLS: URLs separated by spaces or commas)")
+	fs.StringVar(&o.readConsistency, "read-consistency", env("CERULEAN_READ_CONSISTENCY", "Strong"), "consistency level of reads that do not send x-ms-consistency-level: "+
+		"Strong, BoundedStaleness, Session, ConsistentPrefix or Eventual (CERULEAN_READ_CONSISTENCY)")
+	for _, f := range []struct {
+		name, env, usage string
+		p                *time.Duration
+		def              time.Duration
+	}{
+		{"max-staleness", "CERULEAN_MAX_STALENESS", "how far behind the primary a replica serving a BoundedStaleness read may be", &o.maxStaleness, postgres.DefaultMaxStaleness},
+		{"replica-max-lag", "CERULEAN_REPLICA_MAX_LAG", "a replica further behind the primary than this serves no reads until it catches up", &o.replicaMaxLag, postgres.DefaultReplicaMaxLag},
+	} {
+		v, err := envDuration(f.env, f.def)
+		if err != nil {
+			return fs, o, err
+		}
+		if _, ok := os.LookupEnv(f.env); ok {
+			o.replicaFlags = append(o.replicaFlags, f.env)
+		}
+		fs.DurationVar(f.p, f.name, v, f.usage+"; for --postgres-replica-url ("+f.env+")")
+	}
 
 	expiry, err := envDuration("CERULEAN_EXPIRY_INTERVAL", pebble.DefaultExpiryInterval)
 	if err != nil {
@@ -161,6 +213,9 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 func (o *serveOptions) check() error {
 	switch o.engine {
 	case "pebble":
+		if len(o.replicaFlags) > 0 {
+			return fmt.Errorf("%s: read replicas need --engine postgres (the pebble engine has none; it serves every consistency level from its own store)", strings.Join(o.replicaFlags, ", "))
+		}
 	case "postgres":
 		if o.postgresURL == "" {
 			return fmt.Errorf("--engine postgres needs --postgres-url (or CERULEAN_POSTGRES_URL)")
@@ -171,9 +226,20 @@ func (o *serveOptions) check() error {
 		if o.postgresStmtTime < 0 {
 			return fmt.Errorf("--postgres-statement-timeout must not be negative")
 		}
+		if o.maxStaleness <= 0 {
+			return fmt.Errorf("--max-staleness must be positive")
+		}
+		if o.replicaMaxLag <= 0 {
+			return fmt.Errorf("--replica-max-lag must be positive")
+		}
 	default:
 		return fmt.Errorf("--engine %q: want pebble or postgres", o.engine)
 	}
+	c, err := parseConsistency(o.readConsistency)
+	if err != nil {
+		return err
+	}
+	o.consistency = c
 	rules, err := table.ParseElasticRules(o.elasticTables)
 	if err != nil {
 		return fmt.Errorf("--elastic-tables: %w", err)
@@ -242,6 +308,9 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 			PoolSize:         o.postgresPool,
 			StatementTimeout: timeout,
 			ExpiryInterval:   o.expiryInterval,
+			ReplicaURLs:      o.replicas.urls,
+			MaxStaleness:     o.maxStaleness,
+			ReplicaMaxLag:    o.replicaMaxLag,
 			Logger:           log.With("component", "postgres"),
 		})
 		if err != nil {
@@ -305,12 +374,18 @@ func runServe(args []string) error {
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
 	}
-	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic})
+	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic, ReadConsistency: o.consistency})
 	if err != nil {
 		eng.Close()
 		return err
 	}
-	log.Info("cerulean serving", "addr", ln.Addr().String(), "engine", o.engine, "data", where, "startup", time.Since(start).Round(time.Millisecond))
+	log.Info("cerulean serving", "addr", ln.Addr().String(), "engine", o.engine, "data", where, "read_consistency", o.consistency.String(), "startup", time.Since(start).Round(time.Millisecond))
+	if r, ok := eng.(replicaReporter); ok {
+		for _, st := range r.Replicas() {
+			// Names are host:port, never credentials.
+			log.Info("read replica", "name", st.Name, "max_staleness", o.maxStaleness, "max_lag", o.replicaMaxLag)
+		}
+	}
 	for _, r := range o.elastic {
 		log.Info("elastic tables", "pattern", r.Pattern, "default_ttl", r.Settings.DefaultTTL, "ttl_property", r.Settings.TTLPropertyName())
 	}
@@ -326,6 +401,8 @@ func runServe(args []string) error {
 			}
 			fmt.Fprintln(w, "ok")
 		})
+		// /debug/replicas: each read replica's state (postgres.ReplicaStatus), [] without.
+		http.HandleFunc("/debug/replicas", replicasHandler(eng))
 		go func() {
 			// net/http/pprof registers on the default mux, which nothing else uses.
 			if err := http.ListenAndServe(o.debug, nil); err != nil {

@@ -1,0 +1,309 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+)
+
+// Read consistency through the official Go SDK (docs/protocol.md §15.12): the
+// x-ms-consistency-level header, the headers every read answers, continuation tokens that
+// carry their page's position, and the tokens of table-level changes. Replica behaviour
+// (real standbys) is tested elsewhere; here every read is served by the primary.
+
+// readRecorder is a per-call policy that records, for every GET its client sends, the
+// request's continuation parameters and the response's read headers.
+type readRecorder struct {
+	mu    sync.Mutex
+	reads []recordedRead
+}
+
+type recordedRead struct {
+	query    string // the request's raw query
+	token    string // x-ms-session-token
+	source   string // x-cerulean-read-source
+	position string // x-cerulean-read-position
+	next     string // x-ms-continuation-NextRowKey or NextTableName
+}
+
+func (r *readRecorder) Do(req *policy.Request) (*http.Response, error) {
+	resp, err := req.Next()
+	if err != nil || req.Raw().Method != http.MethodGet {
+		return resp, err
+	}
+	h := resp.Header
+	next := h.Get("x-ms-continuation-NextRowKey")
+	if next == "" {
+		next = h.Get("x-ms-continuation-NextTableName")
+	}
+	r.mu.Lock()
+	r.reads = append(r.reads, recordedRead{req.Raw().URL.RawQuery, h.Get("x-ms-session-token"),
+		h.Get("x-cerulean-read-source"), h.Get("x-cerulean-read-position"), next})
+	r.mu.Unlock()
+	return resp, err
+}
+
+func (r *readRecorder) take() []recordedRead {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.reads
+	r.reads = nil
+	return out
+}
+
+// recordingClient is a service client of the server's default account whose GETs are
+// recorded, with extra per-call policies.
+func recordingClient(t *testing.T, srv *server, extra ...policy.Policy) (*aztables.ServiceClient, *readRecorder) {
+	t.Helper()
+	rec := &readRecorder{}
+	a := srv.Default()
+	cred, err := aztables.NewSharedKeyCredential(a.Name, a.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := clientOptions(nil)
+	o.PerCallPolicies = append(extra, rec)
+	svc, err := aztables.NewServiceClientWithSharedKey(srv.Endpoint(a.Name), cred, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, rec
+}
+
+// checkRead checks a recorded read's three headers (served by the primary; the token's
+// position is the read position) and returns the position.
+func checkRead(t *testing.T, what string, r recordedRead) uint64 {
+	t.Helper()
+	tok := parseSessionToken(t, what, r.token)
+	if r.source != "primary" || r.position != strconv.FormatUint(tok.pos, 10) {
+		t.Errorf("%s: x-cerulean-read-source %q, x-cerulean-read-position %q, token %q; want primary at the token's position", what, r.source, r.position, r.token)
+	}
+	return tok.pos
+}
+
+// TestPagingPositionsGoSDK: a $top query's pages carry continuation tokens the SDK's
+// pager follows to the end — every entity once, in order — while writes go on elsewhere;
+// each page's NextRowKey ends in its read position, the next request sends it back, and
+// positions never decrease. The same for Query Tables.
+func TestPagingPositionsGoSDK(t *testing.T) {
+	srv := startServer(t)
+	svc, rec := recordingClient(t, srv)
+	c, _ := newTable(t, svc)
+	const n = 23
+	var want []string
+	for i := range n {
+		pk := fmt.Sprintf("p%d", i%3)
+		rk := fmt.Sprintf("r%02d", i)
+		if _, err := c.AddEntity(ctx(t), marshal(t, map[string]any{"PartitionKey": pk, "RowKey": rk}), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p := range 3 {
+		for i := range n {
+			if i%3 == p {
+				want = append(want, fmt.Sprintf("p%d/r%02d", p, i))
+			}
+		}
+	}
+	top := int32(4)
+	pager := c.NewListEntitiesPager(&aztables.ListEntitiesOptions{Top: &top})
+	var got []string
+	writes := 0
+	for pager.More() {
+		page, err := pager.NextPage(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range page.Entities {
+			var e struct{ PartitionKey, RowKey string }
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, e.PartitionKey+"/"+e.RowKey)
+		}
+		// A write between pages, in a partition after every page's: positions move on.
+		if _, err := c.UpsertEntity(ctx(t), marshal(t, map[string]any{"PartitionKey": "zz", "RowKey": fmt.Sprint(writes)}), nil); err != nil {
+			t.Fatal(err)
+		}
+		writes++
+	}
+	if len(got) < len(want) || strings.Join(got[:len(want)], ",") != strings.Join(want, ",") {
+		t.Fatalf("pager returned %d entities %q, want %q first", len(got), got, want)
+	}
+	reads := rec.take()
+	if len(reads) < n/int(top) {
+		t.Fatalf("%d pages for %d entities at $top=%d", len(reads), n, top)
+	}
+	var last uint64
+	for i, r := range reads {
+		what := fmt.Sprintf("page %d", i+1)
+		pos := checkRead(t, what, r)
+		if pos < last {
+			t.Errorf("%s: position %d after %d", what, pos, last)
+		}
+		last = pos
+		if i+1 < len(reads) {
+			if !strings.HasSuffix(r.next, "!"+strconv.FormatUint(pos, 10)) {
+				t.Errorf("%s: NextRowKey %q does not end in its position %d", what, r.next, pos)
+			}
+			if !strings.Contains(reads[i+1].query, "NextRowKey="+r.next) && !strings.Contains(reads[i+1].query, "NextRowKey="+strings.ReplaceAll(r.next, "!", "%21")) {
+				t.Errorf("page %d's request %q does not send back NextRowKey %q", i+2, reads[i+1].query, r.next)
+			}
+		}
+	}
+
+	// Query Tables with $top pages the same way.
+	for range 4 {
+		newTable(t, svc)
+	}
+	rec.take()
+	tp := svc.NewListTablesPager(&aztables.ListTablesOptions{Top: to.Ptr(int32(2))})
+	tables := 0
+	for tp.More() {
+		page, err := tp.NextPage(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables += len(page.Tables)
+	}
+	reads = rec.take()
+	if tables < 5 || len(reads) < 3 {
+		t.Fatalf("%d tables in %d pages", tables, len(reads))
+	}
+	last = 0
+	for i, r := range reads {
+		pos := checkRead(t, fmt.Sprintf("tables page %d", i+1), r)
+		if pos < last {
+			t.Errorf("tables page %d: position %d after %d", i+1, pos, last)
+		}
+		last = pos
+		if i+1 < len(reads) && !strings.HasSuffix(r.next, "!"+strconv.FormatUint(pos, 10)) {
+			t.Errorf("tables page %d: NextTableName %q does not end in its position %d", i+1, r.next, pos)
+		}
+	}
+}
+
+// TestConsistencyLevelGoSDK: each level name is accepted on every read kind and served
+// by the primary (no replicas here), as is a read without the header; a bad name is 400
+// InvalidHeaderValue through the SDK.
+func TestConsistencyLevelGoSDK(t *testing.T) {
+	srv := startServer(t)
+	svc, rec := recordingClient(t, srv)
+	c, name := newTable(t, svc)
+	if _, err := c.AddEntity(ctx(t), marshal(t, map[string]any{"PartitionKey": "p", "RowKey": "r"}), nil); err != nil {
+		t.Fatal(err)
+	}
+	reads := map[string]func(cx context.Context) error{
+		"get entity": func(cx context.Context) error { _, err := c.GetEntity(cx, "p", "r", nil); return err },
+		"query entities": func(cx context.Context) error {
+			_, err := c.NewListEntitiesPager(nil).NextPage(cx)
+			return err
+		},
+		"query tables": func(cx context.Context) error {
+			f := "TableName eq '" + name + "'"
+			_, err := svc.NewListTablesPager(&aztables.ListTablesOptions{Filter: &f}).NextPage(cx)
+			return err
+		},
+		"get table acl":      func(cx context.Context) error { _, err := c.GetAccessPolicy(cx, nil); return err },
+		"service properties": func(cx context.Context) error { _, err := svc.GetProperties(cx, nil); return err },
+	}
+	for what, read := range reads {
+		for _, level := range []string{"", "Strong", "Session", "BoundedStaleness", "ConsistentPrefix", "Eventual"} {
+			cx := ctx(t)
+			if level != "" {
+				cx = policy.WithHTTPHeader(cx, http.Header{"x-ms-consistency-level": {level}})
+			}
+			if err := read(cx); err != nil {
+				t.Errorf("%s at %q: %v", what, level, err)
+				continue
+			}
+			r := rec.take()
+			if len(r) != 1 {
+				t.Fatalf("%s: %d reads recorded", what, len(r))
+			}
+			checkRead(t, what+" at "+level, r[0])
+		}
+		for _, bad := range []string{"strong", "Linearizable", "Session,Strong"} {
+			err := read(policy.WithHTTPHeader(ctx(t), http.Header{"x-ms-consistency-level": {bad}}))
+			var re *azcore.ResponseError
+			if !errors.As(err, &re) || re.StatusCode != 400 || re.ErrorCode != "InvalidHeaderValue" {
+				t.Errorf("%s with x-ms-consistency-level %q: %v, want 400 InvalidHeaderValue", what, bad, err)
+			}
+			rec.take()
+		}
+	}
+}
+
+// TestTableWriteTokensGoSDK: table-level changes answer a session token covering them,
+// which a Session read accepts.
+func TestTableWriteTokensGoSDK(t *testing.T) {
+	srv := startServer(t)
+	svc, _ := recordingClient(t, srv)
+	name := tableName(t)
+	c := svc.NewClient(name)
+	var last uint64
+	for _, step := range []struct {
+		what string
+		call func(context.Context) error
+	}{
+		{"create table", func(cx context.Context) error { _, err := svc.CreateTable(cx, name, nil); return err }},
+		{"set table acl", func(cx context.Context) error {
+			_, err := c.SetAccessPolicy(cx, &aztables.SetAccessPolicyOptions{TableACL: []*aztables.SignedIdentifier{{ID: to.Ptr("p1"), AccessPolicy: &aztables.AccessPolicy{Permission: to.Ptr("r")}}}})
+			return err
+		}},
+		{"set service properties", func(cx context.Context) error {
+			_, err := svc.SetProperties(cx, aztables.ServiceProperties{Cors: []*aztables.CorsRule{}}, nil)
+			return err
+		}},
+		{"delete table", func(cx context.Context) error { _, err := svc.DeleteTable(cx, name, nil); return err }},
+	} {
+		tok := captured(t, step.what, step.call)
+		if tok.pos < last {
+			t.Errorf("%s: position %d after %d", step.what, tok.pos, last)
+		}
+		last = tok.pos
+		cx := policy.WithHTTPHeader(ctx(t), http.Header{"x-ms-consistency-level": {"Session"}, "x-ms-session-token": {tok.text}})
+		if _, err := svc.NewListTablesPager(nil).NextPage(cx); err != nil {
+			t.Errorf("Session read with the token of %s: %v", step.what, err)
+		}
+	}
+}
+
+// TestDebugReplicas: --debug-addr serves /debug/replicas, an empty JSON array without
+// replicas.
+func TestDebugReplicas(t *testing.T) {
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	startServer(t, withArgs("--debug-addr", addr))
+	var resp *http.Response
+	for range 50 { // the debug listener starts beside the server; give it a moment
+		if resp, err = http.Get("http://" + addr + "/debug/replicas"); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || strings.TrimSpace(string(body)) != "[]" {
+		t.Errorf("/debug/replicas: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+}
