@@ -332,8 +332,12 @@ func (r *replica) in() {
 	r.why = ""
 	r.mu.Unlock()
 	r.rotation.Store(true)
+	staleness := "unknown yet"
+	if r.covered.Load() != 0 {
+		staleness = r.staleness(time.Now()).Round(time.Millisecond).String()
+	}
 	r.set.e.log.Info("replica in rotation", "replica", r.name, "replay", lsn(storage.Position(r.replay.Load())),
-		"staleness", r.staleness(time.Now()).Round(time.Millisecond))
+		"staleness", staleness)
 	r.set.notify()
 }
 
