@@ -80,6 +80,7 @@ type replica struct {
 	covered   atomic.Int64  // UnixNano: it holds every write the primary had by then; 0 unknown
 	reachable atomic.Bool
 	rotation  atomic.Bool
+	lagging   atomic.Bool // further behind than Options.MaxStaleness (logged)
 	reads     atomic.Uint64
 	wake      chan struct{} // polls at once
 
@@ -298,6 +299,29 @@ func (r *replica) poll(ctx context.Context) {
 		return
 	}
 	r.in()
+	r.noteLag(p, covered)
+}
+
+// noteLag logs when a replica in rotation falls further behind than Options.MaxStaleness
+// (it then serves no BoundedStaleness read) and when it is back within it.
+func (r *replica) noteLag(replay storage.Position, covered int64) {
+	o := r.set.e.opts
+	lagging := covered != 0 && time.Since(time.Unix(0, covered)) > o.MaxStaleness
+	if lagging == r.lagging.Load() {
+		return
+	}
+	r.lagging.Store(lagging)
+	primary := r.set.latest()
+	var bytes uint64
+	if primary > replay {
+		bytes = uint64(primary - replay)
+	}
+	if lagging {
+		r.set.e.log.Warn("replica lagging", "replica", r.name, "staleness", time.Since(time.Unix(0, covered)).Round(time.Millisecond),
+			"lagBytes", bytes, "maxStaleness", o.MaxStaleness)
+	} else {
+		r.set.e.log.Info("replica caught up", "replica", r.name, "lagBytes", bytes)
+	}
 }
 
 // identify checks, once per reconnection, that the replica is a copy of the primary.
