@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +23,20 @@ import (
 // Read consistency through the official Go SDK (docs/protocol.md §15.12): the
 // x-ms-consistency-level header, the headers every read answers, continuation tokens that
 // carry their page's position, and the tokens of table-level changes. Replica behaviour
-// (real standbys) is tested elsewhere; here every read is served by the primary.
+// (real standbys) is tested in replicas_test.go; here every read is served by the
+// primary, except, when CERULEAN_TEST_ENGINE_ARGS configures read replicas (scripts/test's
+// postgres pass), reads at the levels that may go to one.
+
+// engineReplicas is how many read replicas CERULEAN_TEST_ENGINE_ARGS gives every server.
+func engineReplicas() int {
+	n := 0
+	for _, a := range strings.Fields(os.Getenv("CERULEAN_TEST_ENGINE_ARGS")) {
+		if a == "--postgres-replica-url" || strings.HasPrefix(a, "--postgres-replica-url=") {
+			n++
+		}
+	}
+	return n
+}
 
 // readRecorder is a per-call policy that records, for every GET its client sends, the
 // request's continuation parameters and the response's read headers.
@@ -87,9 +101,16 @@ func recordingClient(t *testing.T, srv *server, extra ...policy.Policy) (*aztabl
 // position is the read position) and returns the position.
 func checkRead(t *testing.T, what string, r recordedRead) uint64 {
 	t.Helper()
+	return checkReadFrom(t, what, r, false)
+}
+
+// checkReadFrom is checkRead that also accepts a replica as the source if replica.
+func checkReadFrom(t *testing.T, what string, r recordedRead, replica bool) uint64 {
+	t.Helper()
 	tok := parseSessionToken(t, what, r.token)
-	if r.source != "primary" || r.position != strconv.FormatUint(tok.pos, 10) {
-		t.Errorf("%s: x-cerulean-read-source %q, x-cerulean-read-position %q, token %q; want primary at the token's position", what, r.source, r.position, r.token)
+	ok := r.source == "primary" || replica && strings.HasPrefix(r.source, "replica ")
+	if !ok || r.position != strconv.FormatUint(tok.pos, 10) {
+		t.Errorf("%s: x-cerulean-read-source %q, x-cerulean-read-position %q, token %q; want primary (or a replica: %v) at the token's position", what, r.source, r.position, r.token, replica)
 	}
 	return tok.pos
 }
@@ -197,14 +218,33 @@ func TestPagingPositionsGoSDK(t *testing.T) {
 }
 
 // TestConsistencyLevelGoSDK: each level name is accepted on every read kind and served
-// by the primary (no replicas here), as is a read without the header; a bad name is 400
-// InvalidHeaderValue through the SDK.
+// by the primary, as is a read without the header — except BoundedStaleness,
+// ConsistentPrefix and Eventual when the engine arguments configure read replicas, which
+// a replica may serve (and does: the test waits until one serves an Eventual read); a bad
+// name is 400 InvalidHeaderValue through the SDK.
 func TestConsistencyLevelGoSDK(t *testing.T) {
 	srv := startServer(t)
 	svc, rec := recordingClient(t, srv)
 	c, name := newTable(t, svc)
 	if _, err := c.AddEntity(ctx(t), marshal(t, map[string]any{"PartitionKey": "p", "RowKey": "r"}), nil); err != nil {
 		t.Fatal(err)
+	}
+	replicas := engineReplicas() > 0
+	if replicas {
+		// Until a replica has replayed the entity, a weak read may not find it there.
+		cx := policy.WithHTTPHeader(ctx(t), http.Header{"x-ms-consistency-level": {"Eventual"}})
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, err := c.GetEntity(cx, "p", "r", nil)
+			r := rec.take()
+			if err == nil && len(r) == 1 && strings.HasPrefix(r[0].source, "replica ") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no replica served the entity at Eventual after 30 s: %v %+v", err, r)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	reads := map[string]func(cx context.Context) error{
 		"get entity": func(cx context.Context) error { _, err := c.GetEntity(cx, "p", "r", nil); return err },
@@ -234,7 +274,8 @@ func TestConsistencyLevelGoSDK(t *testing.T) {
 			if len(r) != 1 {
 				t.Fatalf("%s: %d reads recorded", what, len(r))
 			}
-			checkRead(t, what+" at "+level, r[0])
+			weak := level == "BoundedStaleness" || level == "ConsistentPrefix" || level == "Eventual"
+			checkReadFrom(t, what+" at "+level, r[0], replicas && weak)
 		}
 		for _, bad := range []string{"strong", "Linearizable", "Session,Strong"} {
 			err := read(policy.WithHTTPHeader(ctx(t), http.Header{"x-ms-consistency-level": {bad}}))
@@ -283,7 +324,7 @@ func TestTableWriteTokensGoSDK(t *testing.T) {
 }
 
 // TestDebugReplicas: --debug-addr serves /debug/replicas, an empty JSON array without
-// replicas.
+// replicas, one entry per replica with them.
 func TestDebugReplicas(t *testing.T) {
 	port, err := freePort()
 	if err != nil {
@@ -303,7 +344,18 @@ func TestDebugReplicas(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || strings.TrimSpace(string(body)) != "[]" {
-		t.Errorf("/debug/replicas: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("/debug/replicas: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if engineReplicas() == 0 {
+		if strings.TrimSpace(string(body)) != "[]" {
+			t.Errorf("/debug/replicas without replicas: %s", body)
+		}
+		return
+	}
+	// With the replicas the engine arguments configure: one entry each, named.
+	var list []struct{ Name string }
+	if err := json.Unmarshal(body, &list); err != nil || len(list) != engineReplicas() || list[0].Name == "" {
+		t.Errorf("/debug/replicas with %d replicas: %v %s", engineReplicas(), err, body)
 	}
 }

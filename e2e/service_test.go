@@ -948,9 +948,19 @@ func TestServiceStats(t *testing.T) {
 		requireXMLErr(t, r, http.StatusForbidden, "AuthenticationFailed")
 		// A table named like the account is still a table on the secondary ("acct()" has
 		// no '/' after the name, so nothing is skipped).
-		if _, err := newServiceClient(t, srv).CreateTable(ctx(t), acct, nil); err != nil {
+		svc := newServiceClient(t, srv)
+		if _, err := svc.CreateTable(ctx(t), acct, nil); err != nil {
 			t.Fatalf("CreateTable(%s): %v", acct, err)
 		}
+		// Its name is fixed: a database that outlives the run (CERULEAN_TEST_ENGINE_ARGS
+		// naming a server's database) must not keep it for the next one.
+		t.Cleanup(func() {
+			cx, cancel := ctxWithTimeout(30 * time.Second)
+			defer cancel()
+			if _, err := svc.DeleteTable(cx, acct, nil); err != nil {
+				t.Errorf("DeleteTable(%s): %v", acct, err)
+			}
+		})
 		r = srv.do(t, rawReq{Method: http.MethodGet, Path: "/" + acct + "-secondary/" + acct + "()"})
 		requireStatus(t, r, http.StatusOK, "query of table "+acct+" on the secondary")
 		if !strings.Contains(string(r.Body), `"value":[]`) {
