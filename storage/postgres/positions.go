@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ceruleandb/cerulean/storage"
@@ -239,11 +240,17 @@ func parsePosition(s string) (storage.Position, error) {
 }
 
 // observe raises the highest position this front end has seen to p.
-func (e *Engine) observe(p storage.Position) {
+func (e *Engine) observe(p storage.Position) { raiseTo(&e.highest, p) }
+
+// raiseTo sets a to p if p is higher, and reports whether it did.
+func raiseTo(a *atomic.Uint64, p storage.Position) bool {
 	for {
-		old := e.highest.Load()
-		if uint64(p) <= old || e.highest.CompareAndSwap(old, uint64(p)) {
-			return
+		old := a.Load()
+		if uint64(p) <= old {
+			return false
+		}
+		if a.CompareAndSwap(old, uint64(p)) {
+			return true
 		}
 	}
 }

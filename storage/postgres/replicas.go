@@ -77,6 +77,7 @@ type replica struct {
 	pool *pgxpool.Pool
 
 	replay    atomic.Uint64 // replay position last seen (poll or a view's bracket)
+	seen      atomic.Uint64 // the highest replay position ever seen
 	covered   atomic.Int64  // UnixNano: it holds every write the primary had by then; 0 unknown
 	reachable atomic.Bool
 	rotation  atomic.Bool
@@ -266,6 +267,10 @@ func (r *replica) poll(ctx context.Context) {
 		recovering bool
 		text       *string
 	)
+	// What was seen before the poll is sent: a live standby's replay position only grows,
+	// so an answer below it means the standby restarted behind it. (A view may see a
+	// higher position while the poll is under way; that proves nothing.)
+	seen := storage.Position(r.seen.Load())
 	if err := r.pool.QueryRow(ctx, stateQuery).Scan(&recovering, &text); err != nil {
 		if ctx.Err() != nil && r.set.e.closed.Load() {
 			return
@@ -289,6 +294,13 @@ func (r *replica) poll(ctx context.Context) {
 	r.replay.Store(uint64(p)) // the truth now, even if lower than before (a restart)
 	r.set.e.observe(p)        // the primary has reached what a replica replayed
 	r.set.notify()
+	if p < seen {
+		// Restarted behind what it had replayed (a standby reopens at its last restart
+		// point): its reads would go back in time, so it waits until it is back there.
+		r.out(true, fmt.Sprintf("catching up after a restart: replayed to %s, had reached %s", lsn(p), lsn(seen)))
+		return
+	}
+	raiseTo(&r.seen, p)
 	covered, oldest := r.set.coveredAt(p)
 	r.covered.Store(covered)
 	// Uncovered by every sample kept: lagging if the samples span ReplicaMaxLag, else
@@ -402,16 +414,10 @@ func (r *replica) fail(err error) {
 
 // noteReplay raises the replay position to p, as a view's bracket saw it.
 func (r *replica) noteReplay(p storage.Position) {
-	for {
-		old := r.replay.Load()
-		if uint64(p) <= old {
-			return
-		}
-		if r.replay.CompareAndSwap(old, uint64(p)) {
-			r.set.e.observe(p)
-			r.set.notify()
-			return
-		}
+	raiseTo(&r.seen, p)
+	if raiseTo(&r.replay, p) {
+		r.set.e.observe(p)
+		r.set.notify()
 	}
 }
 
