@@ -221,12 +221,8 @@ func (s *replicaSet) latest() storage.Position {
 func (r *replica) monitor() {
 	e := r.set.e
 	defer e.loops.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := e.loopContext()
 	defer cancel()
-	go func() {
-		<-e.purgeStop
-		cancel()
-	}()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {

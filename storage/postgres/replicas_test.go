@@ -50,6 +50,33 @@ func waitRotation(t *testing.T, e *postgres.Engine, n int) {
 	}
 }
 
+// keepWriting applies muts(1), muts(2), … to partition "p" of table T, pausing every
+// between them and calling committed(n) after each, until the returned stop is called.
+func keepWriting(t *testing.T, e *postgres.Engine, acct string, every time.Duration, muts func(n int64) []storage.Mutation, committed func(n int64)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for n := int64(1); ; n++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := e.Apply(context.Background(), acct, "T", "p", muts(n)); err != nil {
+				t.Error(err)
+				return
+			}
+			if committed != nil {
+				committed(n)
+			}
+			time.Sleep(every)
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
 // waitDelay waits out the delayed replica's apply delay, so that it has replayed what
 // was written before.
 func waitDelay(t *testing.T) {
@@ -208,28 +235,13 @@ func TestReplicaBoundedStaleness(t *testing.T) {
 	// A writer that keeps the primary moving, recording when each value committed.
 	var mu sync.Mutex
 	committed := map[int64]time.Time{}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for n := int64(1); ; n++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{mut(storage.InsertOrReplace, "r", i64("N", n))}); err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			committed[n] = time.Now()
-			mu.Unlock()
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
+	defer keepWriting(t, e, acct, 5*time.Millisecond, func(n int64) []storage.Mutation {
+		return []storage.Mutation{mut(storage.InsertOrReplace, "r", i64("N", n))}
+	}, func(n int64) {
+		mu.Lock()
+		committed[n] = time.Now()
+		mu.Unlock()
+	})()
 	// Let the delayed replica fall its delay behind.
 	time.Sleep(3 * time.Second)
 	sources := map[string]int{}
@@ -322,25 +334,7 @@ func TestReplicaPaging(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDelay(t) // until the delayed replica has the table
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for n := int64(1); ; n++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := e.Apply(ctx, acct, "T", "p", gen(n)); err != nil {
-				t.Error(err)
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
+	defer keepWriting(t, e, acct, 10*time.Millisecond, gen, nil)()
 	time.Sleep(500 * time.Millisecond)
 	for _, level := range []storage.Consistency{storage.Eventual, storage.ConsistentPrefix, storage.Session, storage.BoundedStaleness} {
 		backwards, pages := 0, 0

@@ -229,12 +229,8 @@ func (e *Engine) purgeLoop() {
 // pass's context ends when Close begins. It is one of the engine's background loops.
 func (e *Engine) every(interval time.Duration, wake <-chan struct{}, pass func(context.Context)) {
 	defer e.loops.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := e.loopContext()
 	defer cancel()
-	go func() {
-		<-e.purgeStop
-		cancel()
-	}()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -246,6 +242,19 @@ func (e *Engine) every(interval time.Duration, wake <-chan struct{}, pass func(c
 		}
 		pass(ctx)
 	}
+}
+
+// loopContext is a background loop's context: it ends when Close begins.
+func (e *Engine) loopContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-e.purgeStop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // purgePending deletes the rows of every queued table in chunks of PurgeChunk, one
