@@ -179,3 +179,45 @@ var operationNames = map[auth.OpKind]string{
 
 // noteError keeps the error a request is answered with, for its log line.
 func (rq *request) noteError(e *azerr.Error) { rq.err = e }
+
+// observeRequest hands the answered request to the observer. The handlers have filled
+// rq.obs's PartitionKey and entity counts; the rest is what the log line reports too.
+func (s *Server) observeRequest(rq *request, start time.Time) {
+	o := &rq.obs
+	o.Start = start
+	o.Latency = time.Since(start)
+	o.ID = rq.id
+	o.ClientRequestID = rq.w.Header().Get("X-Ms-Client-Request-Id")
+	o.Account = rq.account
+	o.Operation = s.operation(rq)
+	o.Table = rq.res.Table
+	if o.PartitionKey == "" && rq.res.Kind == KindEntity {
+		o.PartitionKey = rq.res.PartitionKey
+	}
+	o.Status = rq.rw.status
+	if o.Status == 0 {
+		o.Status = http.StatusOK
+	}
+	o.ErrorCode = rq.w.Header().Get("X-Ms-Error-Code")
+	o.BytesIn, o.BytesOut = rq.bytesIn, rq.rw.bytesOut
+	o.RemoteAddr = rq.r.RemoteAddr
+	o.AuthScheme = authScheme(rq)
+	s.observer.Observe(o)
+}
+
+// authScheme is how the request authenticated or tried to (observe.Request.AuthScheme).
+func authScheme(rq *request) string {
+	if rq.sas != nil {
+		return "SAS"
+	}
+	if h := rq.r.Header.Get("Authorization"); h != "" {
+		if scheme, _, _, err := auth.ParseAuthorization(h); err == nil {
+			return scheme
+		}
+		return "Unknown"
+	}
+	if rq.query.Has("sig") {
+		return "SAS"
+	}
+	return ""
+}

@@ -66,6 +66,10 @@ func (s *Server) postBatch(rq *request) error {
 	for i := range ops {
 		tops[i] = ops[i].op
 	}
+	rq.obs.BatchSize = len(ops)
+	if len(ops) > 0 {
+		rq.obs.PartitionKey = ops[0].op.Entity.PartitionKey
+	}
 	applied, err := s.tables.Transact(rq.r.Context(), rq.account, tableName, tops)
 	if err != nil {
 		var be *table.BatchError
@@ -80,6 +84,7 @@ func (s *Server) postBatch(rq *request) error {
 	if len(ops) > 0 {
 		token = s.setSessionToken(rq.w.Header(), applied.Position)
 	}
+	rq.obs.EntitiesWritten = len(ops)
 	results := make([]batch.Result, len(ops))
 	for i := range ops {
 		o := &ops[i]
@@ -228,7 +233,9 @@ func (s *Server) batchRetrieve(rq *request, o *batch.Operation) error {
 		// Strong with the token, as before read consistency: the batch answers its own
 		// session token, and x-ms-consistency-level does not apply to it.
 		rec, _, err = s.tables.GetEntity(rq.r.Context(), rq.account, res.Table, res.PartitionKey, res.RowKey, table.Read{Token: at})
+		rq.obs.PartitionKey, rq.obs.BatchSize = res.PartitionKey, 1
 		if err == nil {
+			rq.obs.EntitiesRead = 1
 			opts := edmjson.EntityOptions{Level: rq.level, ServiceRoot: rq.root, Account: rq.account, Table: res.Table, Element: true, Select: edmjson.NewSelection(sel)}
 			result = batch.Result{
 				Status: http.StatusOK,

@@ -124,10 +124,12 @@ func (s *Server) bulkRequest(rq *request, method string) error {
 	if err != nil {
 		return err
 	}
+	rq.obs.BatchSize = len(ops)
 	res, err := s.tables.Bulk(rq.r.Context(), rq.account, rq.res.Table, ops)
 	if err != nil {
 		return err
 	}
+	rq.obs.EntitiesWritten = res.Succeeded
 	out := bulkResponseJSON{Succeeded: res.Succeeded, Failed: res.Failed, Results: make([]bulkResultJSON, len(ops))}
 	for i, it := range res.Items {
 		r := &out.Results[i]

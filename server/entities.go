@@ -61,10 +61,12 @@ func (s *Server) insertEntity(rq *request) error {
 	if pref != "" {
 		rq.w.Header()["Preference-Applied"] = []string{pref}
 	}
+	rq.obs.PartitionKey = e.PartitionKey
 	c, err := s.tables.InsertEntity(rq.r.Context(), rq.account, rq.res.Table, &e)
 	if err != nil {
 		return err
 	}
+	rq.obs.EntitiesWritten = 1
 	h := rq.w.Header()
 	loc := entityLocation(rq, e.PartitionKey, e.RowKey)
 	h["Etag"] = []string{entity.ETag(c.Version)}
@@ -116,6 +118,7 @@ func (s *Server) writeEntity(rq *request, mode table.Mode) error {
 	if err != nil {
 		return err
 	}
+	rq.obs.EntitiesWritten = 1
 	h := rq.w.Header()
 	h["Etag"] = []string{entity.ETag(c.Version)}
 	s.setSessionToken(h, c.Position)
@@ -135,6 +138,7 @@ func (s *Server) deleteEntity(rq *request) error {
 	if err != nil {
 		return err
 	}
+	rq.obs.EntitiesWritten = 1
 	s.setSessionToken(rq.w.Header(), c.Position)
 	rq.noContent()
 	return nil
@@ -162,6 +166,7 @@ func (s *Server) getEntity(rq *request) error {
 	if err != nil {
 		return err
 	}
+	rq.obs.EntitiesRead = 1
 	rq.w.Header()["Etag"] = []string{entity.ETag(rec.Version)}
 	s.setServed(rq.w.Header(), sv)
 	rq.odataHeaders()
@@ -200,6 +205,7 @@ func (s *Server) queryEntities(rq *request) error {
 	if err != nil {
 		return err
 	}
+	rq.obs.EntitiesRead = len(page.Records)
 	h := rq.w.Header()
 	s.setServed(h, page.Served)
 	if page.NextPartitionKey != "" {

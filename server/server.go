@@ -23,6 +23,7 @@ import (
 	"github.com/ceruleandb/cerulean/azerr"
 	"github.com/ceruleandb/cerulean/edmjson"
 	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/observe"
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/table"
 )
@@ -50,6 +51,9 @@ type Options struct {
 	// ReadConsistency is the level of reads that do not ask for one in
 	// x-ms-consistency-level (docs/protocol.md §15.12). The zero value is Strong, Azure's.
 	ReadConsistency storage.Consistency
+	// Observer, if set, gets every request once it is answered (metrics, the
+	// hot-partition sketch, the access log).
+	Observer observe.Observer
 }
 
 // Server serves the Azure Table REST API over one engine.
@@ -60,6 +64,8 @@ type Server struct {
 	limits   Limits
 	// consistency is Options.ReadConsistency.
 	consistency storage.Consistency
+	// observer is Options.Observer (nil: none).
+	observer observe.Observer
 	// busyLog summarises the log lines of 5xx answers that come in floods (see logRequest).
 	busyLog failureLog
 	budget  *bodyBudget
@@ -105,6 +111,7 @@ func New(opts Options) (*Server, error) {
 		log:         log,
 		limits:      limits,
 		consistency: opts.ReadConsistency,
+		observer:    opts.Observer,
 		budget:      newBodyBudget(limits.MaxBodyMemory),
 		keepAlive:   []string{keepAliveValue(limits.IdleTimeout)},
 		idPrefix:    h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-",
@@ -152,6 +159,9 @@ type request struct {
 	bytesIn   int64
 	// err is the error the request was answered with, for the log line.
 	err *azerr.Error
+	// obs is what the observers get; handlers fill its PartitionKey and entity counts,
+	// and observeRequest the rest.
+	obs observe.Request
 }
 
 // nowFunc is the clock for the times in error messages.
@@ -181,6 +191,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// (net/http writes 100 Continue on its own); responseWriter sets this request's.
 	_ = rq.rc.SetWriteDeadline(time.Time{})
 	defer s.logRequest(rq, start)
+	if s.observer != nil {
+		defer s.observeRequest(rq, start)
+	}
 	defer s.releaseBody(rq)
 	if r.URL.RawQuery != "" {
 		rq.query = r.URL.Query()

@@ -1,0 +1,62 @@
+// Package observe is how the server reports each request to what watches it — metrics,
+// the hot-partition sketch, the access log — without any of them in the data path: the
+// server fills one Request when the request is answered and hands it to every Observer,
+// once (design.md, "Operator surface").
+package observe
+
+import "time"
+
+// Request is what the server knows of one answered request. Every string is either
+// bounded by the protocol (operation names, error codes, schemes) or names the client's
+// own data (account, table, PartitionKey); an Observer that turns them into metric labels
+// must bound their cardinality itself.
+type Request struct {
+	// Start is when the request arrived; Latency how long it took to answer.
+	Start   time.Time
+	Latency time.Duration
+	// ID is the x-ms-request-id the server answered; ClientRequestID the client's
+	// x-ms-client-request-id, if it sent one.
+	ID, ClientRequestID string
+	// Account is the account addressed ("" if the address was not understood).
+	Account string
+	// Operation is the Storage Analytics name of the operation ("InsertEntity",
+	// "QueryEntities", …; "Unknown" if it could not be told).
+	Operation string
+	// Table is the table addressed, if any.
+	Table string
+	// PartitionKey is the partition of a single-entity operation or of a $batch; "" for
+	// the others.
+	PartitionKey string
+	// Status is the HTTP status answered; ErrorCode the x-ms-error-code, if any.
+	Status    int
+	ErrorCode string
+	// BytesIn and BytesOut are the request and response bodies' sizes.
+	BytesIn, BytesOut int64
+	// RemoteAddr is the client's address (host:port).
+	RemoteAddr string
+	// AuthScheme is how the request authenticated, or tried to: "SharedKey",
+	// "SharedKeyLite", "SAS", "Bearer", or "" for none (CORS preflight, or no credentials).
+	AuthScheme string
+	// EntitiesRead is how many entities the answer returned; EntitiesWritten how many
+	// the request wrote (a $batch's or a bulk request's committed operations).
+	EntitiesRead, EntitiesWritten int
+	// BatchSize is the number of operations in a $batch or bulk request (0 otherwise).
+	BatchSize int
+}
+
+// Observer receives every answered request. Observe is called once per request, on the
+// request's goroutine, after the answer is sent: it must be cheap and safe for concurrent
+// use, and must not keep r (copy what it needs).
+type Observer interface {
+	Observe(r *Request)
+}
+
+// Observers is several Observers as one, called in order.
+type Observers []Observer
+
+// Observe calls each observer.
+func (os Observers) Observe(r *Request) {
+	for _, o := range os {
+		o.Observe(r)
+	}
+}
