@@ -1,8 +1,9 @@
 // Command cerulean is a self-hosted table service that speaks the Azure Table Storage REST
 // API. `cerulean` (or `cerulean serve`) runs the server; `cerulean bench` load-tests any
 // Azure Table endpoint through the official Go SDK; `cerulean table` creates, shows,
-// changes and lists tables' settings on a running server; `cerulean version` prints the
-// build.
+// changes and lists tables' settings on a running server; `cerulean backup` and
+// `cerulean restore` back up and restore the pebble engine's store; `cerulean version`
+// prints the build.
 package main
 
 import (
@@ -26,6 +27,8 @@ var commands = []command{
 	{"serve", serveUsage, runServe},
 	{"bench", benchUsage, runBench},
 	{"table", tableUsage, runTable},
+	{"backup", backupUsage, runBackup},
+	{"restore", restoreUsage, runRestore},
 	{"version", func(io.Writer) {}, runVersion},
 }
 
@@ -111,6 +114,8 @@ func help(w io.Writer, c *command) {
   cerulean [serve] [flags]   serve the Azure Table API (default 127.0.0.1:10002, data in ./data)
   cerulean bench [flags]     load-test an Azure Table endpoint through the official Go SDK
   cerulean table COMMAND     create, show, change (elastic, time-to-live) and list tables of a running server
+  cerulean backup [flags]    back up the pebble store of a running server or a stopped data directory
+  cerulean restore [flags]   check a backup and install it as a data directory
   cerulean version           print the module version and VCS revision (also --version)
   cerulean help [command]    print this help, with the flags of a command (default serve)
 

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ceruleandb/cerulean/auth"
+	"github.com/ceruleandb/cerulean/backup"
 	"github.com/ceruleandb/cerulean/server"
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/storage/pebble"
@@ -120,7 +121,7 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	fs.StringVar(&o.data, "data", env("CERULEAN_DATA", "./data"), "data directory (CERULEAN_DATA)")
 	fs.StringVar(&o.accounts, "accounts", env("CERULEAN_ACCOUNTS", ""), "accounts as name:base64key pairs separated by ';' (CERULEAN_ACCOUNTS); default the development account devstoreaccount1")
 	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error (CERULEAN_LOG_LEVEL)")
-	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz, /debug/replicas (read replicas' state, JSON) and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
+	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz, /debug/replicas (read replicas' state, JSON), /debug/backup (POST, for cerulean backup) and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
 	fs.StringVar(&o.elasticTables, "elastic-tables", env("CERULEAN_ELASTIC_TABLES", ""), "make tables elastic when they are created, by name: a comma-separated list of PATTERN[:TTL[:PROPERTY]], "+
 		"e.g. 'events*:86400,cache*:-1,audit*'. PATTERN is a glob (* ? [a-z]) matched case-insensitively against the whole table name; the first match wins. "+
 		"TTL is the table's default time-to-live in seconds (1 to 2147483647), or -1 for on without a default (only entities with their own TTL expire); "+
@@ -403,6 +404,12 @@ func runServe(args []string) error {
 		})
 		// /debug/replicas: each read replica's state (postgres.ReplicaStatus), [] without.
 		http.HandleFunc("/debug/replicas", replicasHandler(eng))
+		// /debug/backup (POST): a checkpoint of the pebble store, streamed as a tar for
+		// cerulean backup; with postgres, 501 and where to read about backing it up.
+		{
+			pe, _ := eng.(*pebble.Engine)
+			http.Handle("/debug/backup", backup.Handler(pe, o.data, log.With("component", "backup")))
+		}
 		go func() {
 			// net/http/pprof registers on the default mux, which nothing else uses.
 			if err := http.ListenAndServe(o.debug, nil); err != nil {
