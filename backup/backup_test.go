@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ceruleandb/cerulean/entity"
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/storage/pebble"
 )
@@ -224,5 +226,72 @@ func TestFetch(t *testing.T) {
 	defer pg.Close()
 	if _, err := Fetch(context.Background(), pg.URL, filepath.Join(t.TempDir(), "b3")); err == nil || !strings.Contains(err.Error(), "pg_basebackup") {
 		t.Errorf("backup of postgres: %v", err)
+	}
+}
+
+// A backup of a store whose data is in sstables and blob files as well as the write-ahead
+// log holds every row: the checkpoint's links and copies make a whole store.
+func TestBackupWithFlushedData(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	eng, err := pebble.Open(data, pebble.Options{DiskReserve: -1, MemTableSize: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	ctx := context.Background()
+	if err := eng.CreateTable(ctx, "acct", "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	const partitions, rows = 40, 50
+	big := strings.Repeat("x", 1000) // separated into blob files (256 bytes or more)
+	for p := range partitions {
+		muts := make([]storage.Mutation, rows)
+		for i := range muts {
+			muts[i] = storage.Mutation{Op: storage.Insert, RowKey: fmt.Sprintf("r%03d", i),
+				Props: []entity.Property{{Name: "S", Value: entity.StringValue(big)}}}
+		}
+		if _, err := eng.Apply(ctx, "acct", "T", fmt.Sprintf("p%03d", p), muts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(Handler(eng, data, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	defer srv.Close()
+	to := filepath.Join(t.TempDir(), "b")
+	if _, err := Fetch(ctx, srv.URL, to); err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range []string{"*.sst", "*.blob", "*.log"} {
+		if found, _ := filepath.Glob(filepath.Join(to, StoreDir, ext)); len(found) == 0 {
+			t.Errorf("the backup has no %s file: the test does not cover it", ext)
+		}
+	}
+	restored := filepath.Join(t.TempDir(), "r")
+	if _, err := Restore(to, restored, RestoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e2, err := pebble.Open(restored, pebble.Options{DiskReserve: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	n := 0
+	for start := (storage.Key{}); ; {
+		res, err := e2.Scan(ctx, "acct", "T", storage.ScanRequest{Start: start, Limit: 500})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res.Records {
+			if len(r.Entity.Props) != 1 || !r.Entity.Props[0].Value.Equal(entity.StringValue(big)) {
+				t.Fatalf("row %s/%s: %v", r.Entity.PartitionKey, r.Entity.RowKey, r.Entity.Props)
+			}
+		}
+		n += len(res.Records)
+		if res.Next == nil {
+			break
+		}
+		start = *res.Next
+	}
+	if n != partitions*rows {
+		t.Errorf("restored %d rows, want %d", n, partitions*rows)
 	}
 }
