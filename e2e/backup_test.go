@@ -179,7 +179,7 @@ func TestOnlineBackupUnderLoad(t *testing.T) {
 	var once sync.Once
 	halt := func() { once.Do(func() { close(stop); wg.Wait() }) }
 	defer halt()
-	for bw.acks.Load() < 400 && bw.failed.Load() == 0 { // some data, some of it flushed
+	for bw.acks.Load() < 400 && bw.failed.Load() == 0 { // some data before the backup
 		time.Sleep(20 * time.Millisecond)
 	}
 
@@ -315,5 +315,26 @@ func TestOfflineBackupAndRestoreRefusals(t *testing.T) {
 			t.Errorf("restored into %s: %d entities, want 20", d, n)
 		}
 		s.terminate(stopTimeout)
+	}
+}
+
+// backup and restore print their usage with -h (status 0) and exit 2 on a mistake.
+func TestBackupRestoreHelp(t *testing.T) {
+	for _, c := range [][]string{{"backup", "-h"}, {"help", "backup"}, {"restore", "--help"}, {"help", "restore"}} {
+		cmd := c[0]
+		if cmd == "help" {
+			cmd = c[1]
+		}
+		status, out, errOut := runCLI(t, c...)
+		if status != 0 || !strings.Contains(out, "Usage of cerulean "+cmd) || !strings.Contains(out, "cerulean backup [flags]") || errOut != "" {
+			t.Errorf("cerulean %s: status %d, stdout %q, stderr %q", strings.Join(c, " "), status, out, errOut)
+		}
+	}
+	for _, c := range [][]string{{"backup", "--bogus"}, {"backup", "--to", "x", "extra"}, {"restore", "--from", "x"},
+		{"backup", "--to", "x", "--data", "d", "--debug-addr", "127.0.0.1:1"}} {
+		status, out, errOut := runCLI(t, c...)
+		if status != 2 || out != "" || !strings.Contains(errOut, "Usage:") {
+			t.Errorf("cerulean %s: status %d, stdout %q, stderr %q; want 2 with the usage", strings.Join(c, " "), status, out, errOut)
+		}
 	}
 }
