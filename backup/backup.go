@@ -55,6 +55,9 @@ func Local(data, to string) (Manifest, error) {
 	if found, _ := filepath.Glob(filepath.Join(data, "MANIFEST-*")); len(found) == 0 {
 		return Manifest{}, fmt.Errorf("data directory %s holds no store", data)
 	}
+	if overlap(data, to) {
+		return Manifest{}, fmt.Errorf("the backup directory %s and the data directory %s overlap", to, data)
+	}
 	created, err := prepareDest(to)
 	if err != nil {
 		return Manifest{}, err
@@ -316,4 +319,15 @@ func copyToFile(p string, r io.Reader) error {
 		return err
 	}
 	return f.Close()
+}
+
+// overlap reports whether directories a and b are the same or one is inside the other.
+func overlap(a, b string) bool {
+	a, err1 := filepath.Abs(a)
+	b, err2 := filepath.Abs(b)
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	sep := string(filepath.Separator)
+	return a == b || strings.HasPrefix(a, b+sep) || strings.HasPrefix(b, a+sep)
 }

@@ -132,6 +132,9 @@ func TestLocalBackupAndRestore(t *testing.T) {
 		t.Errorf("restore left %v behind", left)
 	}
 
+	if _, err := Local(data, filepath.Join(data, "b")); err == nil || !strings.Contains(err.Error(), "overlap") {
+		t.Errorf("backup into the data directory: %v", err)
+	}
 	// A backup directory must be new or empty.
 	if _, err := Local(data, to); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Errorf("backup into a full directory: %v", err)

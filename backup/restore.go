@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/ceruleandb/cerulean/storage/pebble"
 	pebbledb "github.com/cockroachdb/pebble/v2"
@@ -34,12 +33,11 @@ func Restore(from, data string, opts RestoreOptions) (Manifest, error) {
 	if err != nil {
 		return m, err
 	}
-	absFrom, err1 := filepath.Abs(from)
-	absData, err2 := filepath.Abs(data)
-	if err1 != nil || err2 != nil {
-		return m, fmt.Errorf("paths: %v", errors.Join(err1, err2))
+	absData, err := filepath.Abs(data)
+	if err != nil {
+		return m, fmt.Errorf("data directory: %w", err)
 	}
-	if absFrom == absData || strings.HasPrefix(absData, absFrom+string(filepath.Separator)) || strings.HasPrefix(absFrom, absData+string(filepath.Separator)) {
+	if overlap(from, data) {
 		return m, fmt.Errorf("the data directory %s and the backup %s overlap", data, from)
 	}
 	unlock, exists, err := claimTarget(data, opts.Force)
