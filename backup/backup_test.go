@@ -163,6 +163,13 @@ func TestRestoreRefusals(t *testing.T) {
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		t.Errorf("a refused restore created %s (%v)", target, err)
 	}
+	empty := t.TempDir()
+	if _, err := Restore(to, empty, RestoreOptions{}); err == nil {
+		t.Errorf("restore of a backup with a wrong table count into an empty directory succeeded")
+	}
+	if entries, err := os.ReadDir(empty); err != nil || len(entries) > 0 {
+		t.Errorf("a refused restore changed the empty directory: %v, %v", entries, err)
+	}
 	m.Tables = 1
 	if err := os.Remove(filepath.Join(to, ManifestName)); err != nil {
 		t.Fatal(err)

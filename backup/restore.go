@@ -88,6 +88,10 @@ func Restore(from, data string, opts RestoreOptions) (Manifest, error) {
 			return m, fmt.Errorf("installed, but the old data directory remains at %s: %w", old, err)
 		}
 	} else {
+		// An empty directory (gone is fine too) gives way to the restored one.
+		if err := os.Remove(absData); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return m, fmt.Errorf("install: %w", err)
+		}
 		if err := os.Rename(tmp, absData); err != nil {
 			return m, fmt.Errorf("install: %w", err)
 		}
@@ -96,11 +100,10 @@ func Restore(from, data string, opts RestoreOptions) (Manifest, error) {
 	return m, syncDir(parent)
 }
 
-// claimTarget checks the data directory data: absent, empty (removed, so the restored one
-// can be renamed into its place) or, with force, not empty; never held by a server. For a
-// directory with a Pebble lock file it takes that lock and returns its release, so no
-// server can start on it while it is replaced. exists reports that data remains and must
-// be moved aside.
+// claimTarget checks the data directory data: absent, empty or, with force, not empty;
+// never held by a server. For a directory with a Pebble lock file it takes that lock and
+// returns its release, so no server can start on it while it is replaced. exists reports
+// that data is not empty and must be moved aside.
 func claimTarget(data string, force bool) (unlock func(), exists bool, err error) {
 	unlock = func() {}
 	entries, err := os.ReadDir(data)
@@ -118,9 +121,6 @@ func claimTarget(data string, force bool) (unlock func(), exists bool, err error
 		unlock = func() { _ = l.Close() }
 	}
 	if len(entries) == 0 {
-		if err := os.Remove(data); err != nil {
-			return unlock, false, fmt.Errorf("data directory: %w", err)
-		}
 		return unlock, false, nil
 	}
 	if !force {
