@@ -215,7 +215,12 @@ func TestOnlineBackupUnderLoad(t *testing.T) {
 		t.Fatalf("cerulean restore: status %d, stdout %q, stderr %q", status, out, errOut)
 	}
 	restored := startServer(t, withDataDir(data))
-	inserts, batches := bw.verify(t, newServiceClient(t, restored).NewClient(table), began)
+	rc := newServiceClient(t, restored).NewClient(table)
+	inserts, batches := bw.verify(t, rc, began)
+	// The restored store takes writes.
+	if _, err := rc.AddEntity(ctx(t), marshal(t, map[string]any{"PartitionKey": "after", "RowKey": "restore"}), nil); err != nil {
+		t.Errorf("insert into the restored store: %v", err)
+	}
 	t.Logf("restored: %d inserts and %d whole batches of %d", inserts, batches, backupBatchSize)
 	if inserts+batches < before {
 		t.Errorf("restored %d writes, fewer than the %d acknowledged before the backup", inserts+batches, before)
