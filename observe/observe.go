@@ -27,6 +27,10 @@ type Request struct {
 	// PartitionKey is the partition of a single-entity operation or of a $batch; "" for
 	// the others.
 	PartitionKey string
+	// QueryPartition is, for QueryEntities, the PartitionKey every entity of the page
+	// answered shares, if it returned any and they all share one ("" otherwise): the
+	// partition a query confined to one read.
+	QueryPartition string
 	// Status is the HTTP status answered; ErrorCode the x-ms-error-code, if any.
 	Status    int
 	ErrorCode string

@@ -206,6 +206,7 @@ func (s *Server) queryEntities(rq *request) error {
 		return err
 	}
 	rq.obs.EntitiesRead = len(page.Records)
+	rq.obs.QueryPartition = onePartition(page.Records)
 	h := rq.w.Header()
 	s.setServed(h, page.Served)
 	if page.NextPartitionKey != "" {
@@ -216,6 +217,21 @@ func (s *Server) queryEntities(rq *request) error {
 	rq.odataHeaders()
 	s.sendPage(rq, page.Records, opts)
 	return nil
+}
+
+// onePartition is the PartitionKey all recs share, "" if they are none or not all in one
+// partition (observe.Request.QueryPartition).
+func onePartition(recs []storage.Record) string {
+	if len(recs) == 0 {
+		return ""
+	}
+	pk := recs[0].Entity.PartitionKey
+	for i := range recs[1:] {
+		if recs[i+1].Entity.PartitionKey != pk {
+			return ""
+		}
+	}
+	return pk
 }
 
 // streamChunk is how much encoded JSON a query response gathers before writing it out.

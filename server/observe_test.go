@@ -48,6 +48,9 @@ func TestObserver(t *testing.T) {
 		{"GET", "/obs(PartitionKey='p1',RowKey='r1')", "", http.StatusOK},
 		{"GET", "/obs()", "", http.StatusOK},
 		{"GET", "/obs(PartitionKey='p1',RowKey='missing')", "", http.StatusNotFound},
+		{"POST", "/obs", `{"PartitionKey":"p2","RowKey":"r1","N":1}`, http.StatusCreated},
+		{"GET", "/obs()", "", http.StatusOK},
+		{"GET", "/obs()?$filter=PartitionKey%20eq%20'p2'", "", http.StatusOK},
 	} {
 		var body []byte
 		if c.body != "" {
@@ -64,12 +67,16 @@ func TestObserver(t *testing.T) {
 		status        int
 		read, written int
 		code          string
+		queryPK       string
 	}{
-		{"CreateTable", "", 201, 0, 0, ""},
-		{"InsertEntity", "p1", 201, 0, 1, ""},
-		{"QueryEntity", "p1", 200, 1, 0, ""},
-		{"QueryEntities", "", 200, 1, 0, ""},
-		{"QueryEntity", "p1", 404, 0, 0, "ResourceNotFound"},
+		{"CreateTable", "", 201, 0, 0, "", ""},
+		{"InsertEntity", "p1", 201, 0, 1, "", ""},
+		{"QueryEntity", "p1", 200, 1, 0, "", ""},
+		{"QueryEntities", "", 200, 1, 0, "", "p1"}, // the page lies in one partition
+		{"QueryEntity", "p1", 404, 0, 0, "ResourceNotFound", ""},
+		{"InsertEntity", "p2", 201, 0, 1, "", ""},
+		{"QueryEntities", "", 200, 2, 0, "", ""}, // two partitions
+		{"QueryEntities", "", 200, 1, 0, "", "p2"},
 	}
 	if len(rec.reqs) != len(want) {
 		t.Fatalf("observed %d requests, want %d: %+v", len(rec.reqs), len(want), rec.reqs)
@@ -77,7 +84,8 @@ func TestObserver(t *testing.T) {
 	for i, w := range want {
 		got := rec.reqs[i]
 		if got.Operation != w.op || got.PartitionKey != w.pk || got.Status != w.status ||
-			got.EntitiesRead != w.read || got.EntitiesWritten != w.written || got.ErrorCode != w.code {
+			got.EntitiesRead != w.read || got.EntitiesWritten != w.written || got.ErrorCode != w.code ||
+			got.QueryPartition != w.queryPK {
 			t.Errorf("request %d: %+v; want %+v", i, got, w)
 		}
 		if got.Account != auth.DevAccountName || got.ID == "" || got.Latency <= 0 || got.AuthScheme != auth.SchemeSharedKeyLite ||

@@ -114,3 +114,30 @@ func TestFormatVersion(t *testing.T) {
 		t.Errorf("without VCS information:\n%s", got)
 	}
 }
+
+// TestParseServeHotPartition: --hot-partition-warn and --hot-partition-warn-after, their
+// defaults (Azure's 2,000/s target, 30 s) and environment variables.
+func TestParseServeHotPartition(t *testing.T) {
+	o, err := parseServe(nil)
+	if err != nil || o.hotWarn != 2000 || o.hotWarnAfter != 30*time.Second {
+		t.Fatalf("defaults: %v %v, %v", o.hotWarn, o.hotWarnAfter, err)
+	}
+	t.Setenv("CERULEAN_HOT_PARTITION_WARN", "500")
+	t.Setenv("CERULEAN_HOT_PARTITION_WARN_AFTER", "1m")
+	if o, err = parseServe(nil); err != nil || o.hotWarn != 500 || o.hotWarnAfter != time.Minute {
+		t.Errorf("environment: %v %v, %v", o.hotWarn, o.hotWarnAfter, err)
+	}
+	if o, err = parseServe([]string{"--hot-partition-warn", "0", "--hot-partition-warn-after", "20s"}); err != nil || o.hotWarn != 0 || o.hotWarnAfter != 20*time.Second {
+		t.Errorf("flags: %v %v, %v", o.hotWarn, o.hotWarnAfter, err)
+	}
+	var ue usageError
+	for _, args := range [][]string{{"--hot-partition-warn", "-1"}, {"--hot-partition-warn-after", "0s"}, {"--hot-partition-warn", "lots"}} {
+		if _, err := parseServe(args); !errors.As(err, &ue) {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+	t.Setenv("CERULEAN_HOT_PARTITION_WARN", "lots")
+	if _, err := parseServe(nil); !errors.As(err, &ue) || !strings.Contains(err.Error(), "CERULEAN_HOT_PARTITION_WARN") {
+		t.Errorf("bad environment value: %v", err)
+	}
+}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ceruleandb/cerulean/auth"
 	"github.com/ceruleandb/cerulean/backup"
+	"github.com/ceruleandb/cerulean/hotpart"
 	"github.com/ceruleandb/cerulean/server"
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/storage/pebble"
@@ -63,6 +64,11 @@ type serveOptions struct {
 	limits server.Limits
 	// slowRequest is --slow-request as given (0 disables the lines).
 	slowRequest time.Duration
+
+	// hotWarn is --hot-partition-warn, entities per second (0 disables the lines), and
+	// hotWarnAfter --hot-partition-warn-after.
+	hotWarn      float64
+	hotWarnAfter time.Duration
 }
 
 func env(name, def string) string {
@@ -121,7 +127,7 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	fs.StringVar(&o.data, "data", env("CERULEAN_DATA", "./data"), "data directory (CERULEAN_DATA)")
 	fs.StringVar(&o.accounts, "accounts", env("CERULEAN_ACCOUNTS", ""), "accounts as name:base64key pairs separated by ';' (CERULEAN_ACCOUNTS); default the development account devstoreaccount1")
 	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error (CERULEAN_LOG_LEVEL)")
-	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz, /debug/replicas (read replicas' state, JSON), /debug/backup (POST, for cerulean backup) and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
+	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz, /debug/replicas (read replicas' state, JSON), /debug/partitions (hot partitions, JSON), /debug/backup (POST, for cerulean backup) and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
 	fs.StringVar(&o.elasticTables, "elastic-tables", env("CERULEAN_ELASTIC_TABLES", ""), "make tables elastic when they are created, by name: a comma-separated list of PATTERN[:TTL[:PROPERTY]], "+
 		"e.g. 'events*:86400,cache*:-1,audit*'. PATTERN is a glob (* ? [a-z]) matched case-insensitively against the whole table name; the first match wins. "+
 		"TTL is the table's default time-to-live in seconds (1 to 2147483647), or -1 for on without a default (only entities with their own TTL expire); "+
@@ -207,6 +213,19 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 		}
 		fs.DurationVar(f.p, f.name, v, f.usage+" ("+f.env+")")
 	}
+
+	// Hot partitions (package hotpart).
+	warn, err := envFloat("CERULEAN_HOT_PARTITION_WARN", hotpart.Target)
+	if err != nil {
+		return fs, o, err
+	}
+	fs.Float64Var(&o.hotWarn, "hot-partition-warn", warn, "log a warning when a partition takes more than this many entity operations per second for --hot-partition-warn-after "+
+		"(Azure's target for one partition is 2,000); 0 disables (CERULEAN_HOT_PARTITION_WARN)")
+	after, err := envDuration("CERULEAN_HOT_PARTITION_WARN_AFTER", 30*time.Second)
+	if err != nil {
+		return fs, o, err
+	}
+	fs.DurationVar(&o.hotWarnAfter, "hot-partition-warn-after", after, "how long a partition must stay above --hot-partition-warn to be logged, in steps of 10 s (CERULEAN_HOT_PARTITION_WARN_AFTER)")
 	return fs, o, nil
 }
 
@@ -264,6 +283,9 @@ func (o *serveOptions) check() error {
 	if o.expiryInterval <= 0 {
 		return fmt.Errorf("--expiry-interval must be positive")
 	}
+	if o.hotWarn < 0 || o.hotWarnAfter <= 0 {
+		return fmt.Errorf("--hot-partition-warn must not be negative and --hot-partition-warn-after must be positive")
+	}
 	o.limits.SlowRequest = o.slowRequest
 	if o.slowRequest == 0 {
 		o.limits.SlowRequest = -1 // server.Limits: negative disables
@@ -281,6 +303,18 @@ func envInt(name string, def int) (int, error) {
 		return 0, fmt.Errorf("%s=%q: not a number", name, v)
 	}
 	return n, nil
+}
+
+func envFloat(name string, def float64) (float64, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: not a number", name, v)
+	}
+	return f, nil
 }
 
 func envDuration(name string, def time.Duration) (time.Duration, error) {
@@ -375,7 +409,9 @@ func runServe(args []string) error {
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
 	}
-	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic, ReadConsistency: o.consistency})
+	hot := hotPartitions(o, log)
+	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic, ReadConsistency: o.consistency,
+		Observer: hot})
 	if err != nil {
 		eng.Close()
 		return err
@@ -404,6 +440,8 @@ func runServe(args []string) error {
 		})
 		// /debug/replicas: each read replica's state (postgres.ReplicaStatus), [] without.
 		http.HandleFunc("/debug/replicas", replicasHandler(eng))
+		// /debug/partitions: the busiest partitions per table over the last minute.
+		http.Handle("/debug/partitions", hot.Handler())
 		// /debug/backup (POST): a checkpoint of the pebble store, streamed as a tar for
 		// cerulean backup; with postgres, 501 and where to read about backing it up.
 		{
@@ -419,6 +457,7 @@ func runServe(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go hot.Run(ctx)
 	serveErr := srv.Serve(ctx, ln)
 	if errors.Is(serveErr, server.ErrRequestsRunning) {
 		// Closing the engine under running requests could fail them mid-write; every
@@ -431,6 +470,16 @@ func runServe(args []string) error {
 		return fmt.Errorf("close engine: %w", err)
 	}
 	return serveErr
+}
+
+// hotPartitions makes the hot-partition tracker (package hotpart): the server's observer,
+// /debug/partitions, the warning lines. Its Collector() is for the metrics registry.
+func hotPartitions(o serveOptions, log *slog.Logger) *hotpart.Tracker {
+	warn := o.hotWarn
+	if warn == 0 {
+		warn = -1 // hotpart.Options: negative disables the lines
+	}
+	return hotpart.New(hotpart.Options{Warn: warn, WarnAfter: o.hotWarnAfter, Logger: log.With("component", "hotpart")})
 }
 
 // printConnectionStrings tells the user how to connect each SDK.

@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+)
+
+// partitionsReport is /debug/partitions as a client reads it.
+type partitionsReport struct {
+	WindowSeconds  float64 `json:"window_seconds"`
+	TargetPerSec   float64 `json:"target_per_sec"`
+	EntitiesPerSec float64 `json:"entities_per_sec"`
+	Tables         []struct {
+		Account    string `json:"account"`
+		Table      string `json:"table"`
+		Partitions []struct {
+			PartitionKey   string  `json:"partition_key"`
+			EntitiesPerSec float64 `json:"entities_per_sec"`
+			ErrorPerSec    float64 `json:"error_per_sec"`
+			OfTarget       float64 `json:"of_target"`
+		} `json:"partitions"`
+	} `json:"tables"`
+}
+
+func getPartitions(t *testing.T, debugAddr string, q url.Values) partitionsReport {
+	t.Helper()
+	var resp *http.Response
+	var err error
+	for range 50 { // the debug listener starts beside the server
+		if resp, err = http.Get("http://" + debugAddr + "/debug/partitions?" + q.Encode()); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("/debug/partitions: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	var r partitionsReport
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatalf("/debug/partitions: %v\n%s", err, body)
+	}
+	return r
+}
+
+// TestHotPartitionBench: `cerulean bench --hot-partition` against a server with
+// --debug-addr shows up in /debug/partitions: the bench's partition is its table's
+// busiest, with the entities the bench wrote, ahead of the partitions other clients
+// touched; a query confined to one partition counts the entities it read.
+func TestHotPartitionBench(t *testing.T) {
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	debugAddr := fmt.Sprintf("127.0.0.1:%d", port)
+	srv := startServer(t, withArgs("--debug-addr", debugAddr))
+	name := "hotbench" + runID
+
+	// Other clients: 10 partitions of 3 entities, then a query of one of them.
+	client := newServiceClient(t, srv).NewClient(name)
+	if _, err := client.CreateTable(ctx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	for p := range 10 {
+		for r := range 3 {
+			ent := marshal(t, map[string]any{"PartitionKey": fmt.Sprintf("cold%02d", p), "RowKey": fmt.Sprint(r)})
+			if _, err := client.AddEntity(ctx(t), ent, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	filter := "PartitionKey eq 'cold07'"
+	if got := listAll(t, client, &aztables.ListEntitiesOptions{Filter: &filter}); len(got) != 3 {
+		t.Fatalf("query of cold07: %d entities", len(got))
+	}
+
+	status, stdout, stderr := runCLI(t, "bench", "--connection-string", compatConnectionString(srv),
+		"--hot-partition", "--workloads", "insert", "--duration", "3s", "--workers", "4", "--table", name, "--keep", "--json")
+	if status != 0 {
+		t.Fatalf("bench: exit %d\n%s\n%s", status, stdout, stderr)
+	}
+	var doc struct {
+		Results []struct {
+			Workload         string  `json:"workload"`
+			Entities         int64   `json:"entities"`
+			HottestPartition string  `json:"hottest_partition"`
+			EntitiesPerSec   float64 `json:"entities_per_sec"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || len(doc.Results) != 1 || doc.Results[0].HottestPartition == "" {
+		t.Fatalf("bench --json: %v\n%s", err, stdout)
+	}
+	bench := doc.Results[0]
+
+	r := getPartitions(t, debugAddr, url.Values{"account": {devAccount}, "table": {name}, "top": {"3"}})
+	if len(r.Tables) != 1 || r.Tables[0].Table != name || r.Tables[0].Account != devAccount || len(r.Tables[0].Partitions) != 3 {
+		t.Fatalf("/debug/partitions?table=%s: %+v", name, r)
+	}
+	ps := r.Tables[0].Partitions
+	if ps[0].PartitionKey != bench.HottestPartition {
+		t.Fatalf("first partition %q, want the bench's %q: %+v", ps[0].PartitionKey, bench.HottestPartition, ps)
+	}
+	// The server has run for less than the window: the rate × the window is the count.
+	count := ps[0].EntitiesPerSec * r.WindowSeconds
+	if count < float64(bench.Entities)-0.5 || count > float64(bench.Entities)*1.05+50 {
+		t.Errorf("hot partition counted %.1f entity operations, the bench wrote %d", count, bench.Entities)
+	}
+	// The next: cold07, its 3 inserts and the 3 entities its query read; then 3.
+	if ps[1].PartitionKey != "cold07" || fmt.Sprintf("%.1f", ps[1].EntitiesPerSec*r.WindowSeconds) != "6.0" ||
+		fmt.Sprintf("%.1f", ps[2].EntitiesPerSec*r.WindowSeconds) != "3.0" {
+		t.Errorf("after the hot one: %+v (window %.1fs)", ps[1:], r.WindowSeconds)
+	}
+	if r.TargetPerSec != 2000 || ps[0].OfTarget <= 0 || ps[0].ErrorPerSec != 0 {
+		t.Errorf("target %v, hot %+v", r.TargetPerSec, ps[0])
+	}
+	t.Logf("bench %s: %d entities, %.0f/s; /debug/partitions: %.0f/s over %.1fs (%.0f%% of target)",
+		bench.HottestPartition, bench.Entities, bench.EntitiesPerSec, ps[0].EntitiesPerSec, r.WindowSeconds, 100*ps[0].OfTarget)
+
+	if all := getPartitions(t, debugAddr, url.Values{"account": {"nobody"}}); len(all.Tables) != 0 {
+		t.Errorf("?account=nobody: %+v", all)
+	}
+}
