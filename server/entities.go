@@ -206,6 +206,8 @@ func (s *Server) queryEntities(rq *request) error {
 		return err
 	}
 	rq.obs.EntitiesRead = len(page.Records)
+	rq.obs.EntitiesScanned = page.Scanned
+	rq.obs.PageCut = page.Cut
 	h := rq.w.Header()
 	s.setServed(h, page.Served)
 	if page.NextPartitionKey != "" {
