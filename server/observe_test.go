@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ceruleandb/cerulean/auth"
+	"github.com/ceruleandb/cerulean/metrics"
 	"github.com/ceruleandb/cerulean/observe"
 	"github.com/ceruleandb/cerulean/storage/pebble"
 )
@@ -157,5 +159,19 @@ func TestObserverAuthFailure(t *testing.T) {
 	q := rec.reqs[len(rec.reqs)-1]
 	if q.Operation != "QueryEntities" || q.EntitiesRead != 1 || q.EntitiesScanned != 5 || q.PageCut {
 		t.Errorf("query: %+v; want 1 read of 5 scanned, not cut", q)
+	}
+}
+
+// TestOperationsKnownToMetrics: every operation name the server reports is one the
+// metrics package has a label value for (else it would count as Unknown).
+func TestOperationsKnownToMetrics(t *testing.T) {
+	names := []string{"TablePreflightRequest", "QueryTable", "BulkWrite", "Unknown"}
+	for _, n := range operationNames {
+		names = append(names, n)
+	}
+	for _, n := range names {
+		if !slices.Contains(metrics.Operations, n) {
+			t.Errorf("operation %s is not in metrics.Operations", n)
+		}
 	}
 }
