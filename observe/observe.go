@@ -46,6 +46,15 @@ type Request struct {
 	EntitiesRead, EntitiesWritten int
 	// BatchSize is the number of operations in a $batch or bulk request (0 otherwise).
 	BatchSize int
+	// EntitiesScanned is how many stored entities a query examined to answer
+	// (EntitiesRead or more: more when its filter does not use keys).
+	EntitiesScanned int
+	// PageCut is whether the 5 s page budget ended a query page early.
+	PageCut bool
+	// AuthFailure is why authentication or authorization refused the request, one of a
+	// small fixed set ("signature", "date", "no_credentials", …; see the server's
+	// authFailureReason), or "" if it was not refused for that.
+	AuthFailure string
 }
 
 // Observer receives every answered request. Observe is called once per request, on the

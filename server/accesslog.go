@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -202,7 +203,52 @@ func (s *Server) observeRequest(rq *request, start time.Time) {
 	o.BytesIn, o.BytesOut = rq.bytesIn, rq.rw.bytesOut
 	o.RemoteAddr = rq.r.RemoteAddr
 	o.AuthScheme = authScheme(rq)
+	if rq.err != nil {
+		o.AuthFailure = authFailureReason(rq.err)
+	}
 	s.observer.Observe(o)
+}
+
+// authFailureReason is why e refused a request's credentials or their rights, from a
+// fixed set so that it can be a metric label: the error code tells authentication from
+// authorization, and for 403 AuthenticationFailed the detail's wording (auth package)
+// tells the cause. "" if e is not such a refusal.
+func authFailureReason(e *azerr.Error) string {
+	switch e.Code {
+	case azerr.NoAuthenticationInformation:
+		return "no_credentials"
+	case azerr.InvalidAuthenticationInfo:
+		return "malformed"
+	case azerr.AuthorizationFailure:
+		return "sas_scope"
+	case azerr.AuthorizationPermissionMismatch:
+		return "sas_permission"
+	case azerr.AuthorizationResourceTypeMismatch:
+		return "sas_resource_type"
+	case azerr.AuthorizationProtocolMismatch:
+		return "sas_protocol"
+	case azerr.AuthorizationSourceIPMismatch:
+		return "sas_source_ip"
+	case azerr.AuthenticationFailed:
+	default:
+		return ""
+	}
+	d := e.Detail
+	switch {
+	case strings.HasPrefix(d, "The MAC signature"), strings.HasPrefix(d, "Signature did not match"):
+		return "signature"
+	case strings.HasPrefix(d, "Request date header"), strings.Contains(d, "not a valid RFC 1123 date"):
+		return "date"
+	case strings.HasPrefix(d, "Bearer"):
+		return "bearer"
+	case strings.HasPrefix(d, "The account '"):
+		return "account_mismatch"
+	case strings.HasPrefix(d, "Signature not valid in the specified time frame"):
+		return "sas_expired"
+	case strings.HasPrefix(d, "The signed"), strings.HasPrefix(d, "The stored access policy"):
+		return "sas_policy"
+	}
+	return "other"
 }
 
 // authScheme is how the request authenticated or tried to (observe.Request.AuthScheme).

@@ -207,6 +207,8 @@ func (s *Server) queryEntities(rq *request) error {
 	}
 	rq.obs.EntitiesRead = len(page.Records)
 	rq.obs.QueryPartition = onePartition(page.Records)
+	rq.obs.EntitiesScanned = page.Scanned
+	rq.obs.PageCut = page.Cut
 	h := rq.w.Header()
 	s.setServed(h, page.Served)
 	if page.NextPartitionKey != "" {

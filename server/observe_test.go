@@ -1,13 +1,17 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ceruleandb/cerulean/auth"
+	"github.com/ceruleandb/cerulean/metrics"
 	"github.com/ceruleandb/cerulean/observe"
 	"github.com/ceruleandb/cerulean/storage/pebble"
 )
@@ -91,6 +95,91 @@ func TestObserver(t *testing.T) {
 		if got.Account != auth.DevAccountName || got.ID == "" || got.Latency <= 0 || got.AuthScheme != auth.SchemeSharedKeyLite ||
 			!strings.Contains(got.RemoteAddr, ":") || got.BytesOut == 0 {
 			t.Errorf("request %d: %+v lacks account, id, latency, scheme, remote address or response bytes", i, got)
+		}
+	}
+}
+
+// TestObserverAuthFailure: a refused request carries why, from the fixed set metrics use
+// as a label; a query carries the entities it examined.
+func TestObserverAuthFailure(t *testing.T) {
+	rec := &recorder{}
+	eng, err := pebble.Open(t.TempDir(), pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	srv, err := New(Options{Engine: eng, Accounts: []auth.Account{auth.DevAccount()}, Observer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	acct := auth.DevAccount()
+	cases := []struct {
+		reason string
+		req    func() *http.Request
+	}{
+		{"no_credentials", func() *http.Request {
+			r, _ := http.NewRequest("GET", hs.URL+"/"+acct.Name+"/Tables", nil)
+			return r
+		}},
+		{"signature", func() *http.Request {
+			r, _ := http.NewRequest("GET", hs.URL+"/"+acct.Name+"/Tables", nil)
+			auth.SignRequest(r, auth.SchemeSharedKeyLite, acct.Name, []byte("not the key"), time.Now())
+			return r
+		}},
+		{"date", func() *http.Request {
+			r, _ := http.NewRequest("GET", hs.URL+"/"+acct.Name+"/Tables", nil)
+			auth.SignRequest(r, auth.SchemeSharedKeyLite, acct.Name, acct.Keys[0], time.Now().Add(-time.Hour))
+			return r
+		}},
+		{"bearer", func() *http.Request {
+			r, _ := http.NewRequest("GET", hs.URL+"/"+acct.Name+"/Tables", nil)
+			r.Header.Set("Authorization", "Bearer abc")
+			r.Header.Set("x-ms-version", "2019-02-02")
+			return r
+		}},
+		{"malformed", func() *http.Request {
+			r, _ := http.NewRequest("GET", hs.URL+"/"+acct.Name+"/Tables", nil)
+			r.Header.Set("Authorization", "SharedKey nocolon")
+			return r
+		}},
+		{"", func() *http.Request { return signed(t, hs, "GET", "/Tables", nil) }},
+	}
+	for _, c := range cases {
+		do(t, c.req())
+	}
+	// A query whose filter is not on the keys examines every entity.
+	do(t, signed(t, hs, "POST", "/Tables", []byte(`{"TableName":"scan"}`)))
+	for i := range 5 {
+		do(t, signed(t, hs, "POST", "/scan", []byte(fmt.Sprintf(`{"PartitionKey":"p","RowKey":"r%d","N":%d}`, i, i))))
+	}
+	if resp, b := do(t, signed(t, hs, "GET", "/scan()?$filter=N%20ge%204", nil)); resp.StatusCode != 200 {
+		t.Fatalf("query: %d %s", resp.StatusCode, b)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i, c := range cases {
+		if got := rec.reqs[i]; got.AuthFailure != c.reason {
+			t.Errorf("request %d (%d %s): AuthFailure %q, want %q", i, got.Status, got.ErrorCode, got.AuthFailure, c.reason)
+		}
+	}
+	q := rec.reqs[len(rec.reqs)-1]
+	if q.Operation != "QueryEntities" || q.EntitiesRead != 1 || q.EntitiesScanned != 5 || q.PageCut {
+		t.Errorf("query: %+v; want 1 read of 5 scanned, not cut", q)
+	}
+}
+
+// TestOperationsKnownToMetrics: every operation name the server reports is one the
+// metrics package has a label value for (else it would count as Unknown).
+func TestOperationsKnownToMetrics(t *testing.T) {
+	names := []string{"TablePreflightRequest", "QueryTable", "BulkWrite", "Unknown"}
+	for _, n := range operationNames {
+		names = append(names, n)
+	}
+	for _, n := range names {
+		if !slices.Contains(metrics.Operations, n) {
+			t.Errorf("operation %s is not in metrics.Operations", n)
 		}
 	}
 }

@@ -163,6 +163,10 @@ type ScanRequest struct {
 type ScanResult struct {
 	Records []Record
 	Next    *Key
+	// Examined is how many stored records the scan read to produce Records (at least
+	// len(Records)): those a filter rejected and, in the pebble engine, expired ones
+	// too. Examined against returned is what tells a filter that does not use keys.
+	Examined int
 }
 
 // RecordSize is a record's size for ScanRequest.MaxBytes: its keys plus its properties in

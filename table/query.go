@@ -62,6 +62,11 @@ type Page struct {
 	Records                      []storage.Record
 	NextPartitionKey, NextRowKey string
 	Served                       Served
+	// Scanned is how many stored entities the engine examined for the page (at least
+	// len(Records); more when the filter is not captured by key ranges).
+	Scanned int
+	// Cut is whether PageBudget ended the page before it was full or its ranges done.
+	Cut bool
 }
 
 // QueryEntities returns one page of q's results in (PartitionKey, RowKey) order.
@@ -157,6 +162,7 @@ func (s *Service) queryPage(ctx context.Context, rd storage.Reader, account, tab
 		if err != nil {
 			return Page{}, s.mapErr(err, entityScope)
 		}
+		p.Scanned += res.Examined
 		for j := range res.Records {
 			size += storage.RecordSize(&res.Records[j])
 		}
@@ -170,6 +176,7 @@ func (s *Service) queryPage(ctx context.Context, rd storage.Reader, account, tab
 			next = &ranges[i+1].Start
 		}
 		if next != nil {
+			p.Cut = len(p.Records) < top && size < PageBytes && !time.Now().Before(deadline)
 			p.NextPartitionKey = encodeToken(next.PartitionKey, 0)
 			p.NextRowKey = encodeToken(next.RowKey, 0)
 			break
@@ -207,9 +214,9 @@ func (s *Service) pointQuery(ctx context.Context, rd storage.Reader, account, ta
 	case err != nil:
 		return Page{}, s.mapErr(err, entityScope)
 	case f.Exact() || f.MatchRecord(&rec):
-		return Page{Records: []storage.Record{rec}}, nil
+		return Page{Records: []storage.Record{rec}, Scanned: 1}, nil
 	}
-	return Page{}, nil
+	return Page{Scanned: 1}, nil
 }
 
 // Continuation tokens follow the service's shape, "1!<n>!<base64>", with the URL-safe

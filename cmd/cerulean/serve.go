@@ -23,6 +23,8 @@ import (
 	"github.com/ceruleandb/cerulean/auth"
 	"github.com/ceruleandb/cerulean/backup"
 	"github.com/ceruleandb/cerulean/hotpart"
+	"github.com/ceruleandb/cerulean/metrics"
+	"github.com/ceruleandb/cerulean/observe"
 	"github.com/ceruleandb/cerulean/server"
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/storage/pebble"
@@ -127,7 +129,7 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	fs.StringVar(&o.data, "data", env("CERULEAN_DATA", "./data"), "data directory (CERULEAN_DATA)")
 	fs.StringVar(&o.accounts, "accounts", env("CERULEAN_ACCOUNTS", ""), "accounts as name:base64key pairs separated by ';' (CERULEAN_ACCOUNTS); default the development account devstoreaccount1")
 	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error (CERULEAN_LOG_LEVEL)")
-	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz, /debug/replicas (read replicas' state, JSON), /debug/partitions (hot partitions, JSON), /debug/backup (POST, for cerulean backup) and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
+	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz, /metrics (Prometheus), /debug/replicas (read replicas' state, JSON), /debug/partitions (hot partitions, JSON), /debug/backup (POST, for cerulean backup) and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
 	fs.StringVar(&o.elasticTables, "elastic-tables", env("CERULEAN_ELASTIC_TABLES", ""), "make tables elastic when they are created, by name: a comma-separated list of PATTERN[:TTL[:PROPERTY]], "+
 		"e.g. 'events*:86400,cache*:-1,audit*'. PATTERN is a glob (* ? [a-z]) matched case-insensitively against the whole table name; the first match wins. "+
 		"TTL is the table's default time-to-live in seconds (1 to 2147483647), or -1 for on without a default (only entities with their own TTL expire); "+
@@ -410,8 +412,27 @@ func runServe(args []string) error {
 		return fmt.Errorf("open engine: %w", err)
 	}
 	hot := hotPartitions(o, log)
-	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic, ReadConsistency: o.consistency,
-		Observer: hot})
+	// What watches the requests: the hot-partition sketch always; metrics only with a
+	// diagnostics address to serve them on, so that without one the request path pays
+	// nothing for them.
+	observers := observe.Observers{hot}
+	var met *metrics.Metrics
+	if o.debug != "" {
+		names := make([]string, len(accounts))
+		for i, a := range accounts {
+			names[i] = a.Name
+		}
+		if met, err = metrics.New(metrics.Options{Accounts: names, Engine: eng}); err != nil {
+			eng.Close()
+			return fmt.Errorf("metrics: %w", err)
+		}
+		if err := met.Register(hot.Collector()); err != nil {
+			eng.Close()
+			return fmt.Errorf("metrics: %w", err)
+		}
+		observers = append(observers, met)
+	}
+	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic, ReadConsistency: o.consistency, Observer: observers})
 	if err != nil {
 		eng.Close()
 		return err
@@ -440,6 +461,8 @@ func runServe(args []string) error {
 		})
 		// /debug/replicas: each read replica's state (postgres.ReplicaStatus), [] without.
 		http.HandleFunc("/debug/replicas", replicasHandler(eng))
+		// /metrics: the Prometheus exposition (package metrics; README "Metrics").
+		http.Handle("/metrics", met.Handler())
 		// /debug/partitions: the busiest partitions per table over the last minute.
 		http.Handle("/debug/partitions", hot.Handler())
 		// /debug/backup (POST): a checkpoint of the pebble store, streamed as a tar for

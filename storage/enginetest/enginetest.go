@@ -275,6 +275,9 @@ func (x *env) checkPage(start storage.Key, end *storage.Key, limit int, res stor
 	if len(res.Records) > limit {
 		x.t.Fatalf("Scan returned %d records, limit %d", len(res.Records), limit)
 	}
+	if res.Examined < len(res.Records) {
+		x.t.Fatalf("Scan returned %d records but examined %d", len(res.Records), res.Examined)
+	}
 	prev := (*storage.Key)(nil)
 	for i := range res.Records {
 		k := keyOf(&res.Records[i])

@@ -1153,6 +1153,7 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 	if err := ctx.Err(); err != nil {
 		return storage.ScanResult{}, err
 	}
+	res.Examined = examined
 	return res, nil
 }
 

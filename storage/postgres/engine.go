@@ -160,6 +160,8 @@ type Engine struct {
 	replicas *replicaSet
 	// primaryReads counts the views' reads the primary served.
 	primaryReads atomic.Uint64
+	// stmtErrs counts the errors mapErr reports, by class (Stats).
+	stmtErrs stmtErrors
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -380,24 +382,30 @@ func (e *Engine) mapErr(ctx context.Context, op string, err error) error {
 		return err
 	}
 	if errors.Is(err, errConflict) {
+		e.stmtErrs.contention.Add(1)
 		return fmt.Errorf("%s: too much contention: %w", op, storage.ErrUnavailable)
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		if pe.Code == "53100" { // disk_full: the write is refused, reads go on
+			e.stmtErrs.noSpace.Add(1)
 			return fmt.Errorf("%s: %w: %v", op, storage.ErrNoSpace, err)
 		}
 		if unavailableCode(pe.Code) || retryableCode(pe.Code) {
+			e.stmtErrs.unavailable.Add(1)
 			return fmt.Errorf("%s: %w: %v", op, storage.ErrUnavailable, err)
 		}
+		e.stmtErrs.other.Add(1)
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	if isConnErr(err) {
+		e.stmtErrs.unavailable.Add(1)
 		return fmt.Errorf("%s: %w: %v", op, storage.ErrUnavailable, err)
 	}
 	if e.closed.Load() {
 		return ErrClosed
 	}
+	e.stmtErrs.other.Add(1)
 	return fmt.Errorf("%s: %w", op, err)
 }
 

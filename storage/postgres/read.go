@@ -239,6 +239,7 @@ func (s *scanner) run(ctx context.Context) (storage.ScanResult, error) {
 					return storage.ScanResult{}, err
 				}
 			}
+			p.res.Examined = p.examined
 			return p.res, nil
 		}
 	}
@@ -275,6 +276,7 @@ func (s *scanner) run(ctx context.Context) (storage.ScanResult, error) {
 			start = storage.Key{PartitionKey: p.last.PartitionKey, RowKey: p.last.RowKey + "\x00"}
 		}
 		res = p.res
+		res.Examined = p.examined
 		return nil
 	})
 	return res, err

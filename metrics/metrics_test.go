@@ -1,0 +1,213 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/ceruleandb/cerulean/observe"
+	"github.com/ceruleandb/cerulean/storage"
+	"github.com/ceruleandb/cerulean/storage/pebble"
+)
+
+// series gathers m: every series as "name{l1=v1,…}" (labels in order) with its value
+// (a histogram's as its count).
+func series(t *testing.T, m *Metrics) map[string]float64 {
+	t.Helper()
+	mfs, err := m.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			var ls []string
+			for _, l := range mt.GetLabel() {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+			}
+			k := mf.GetName() + "{" + strings.Join(ls, ",") + "}"
+			switch mf.GetType() {
+			case dto.MetricType_COUNTER:
+				out[k] = mt.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				out[k] = mt.GetGauge().GetValue()
+			case dto.MetricType_HISTOGRAM:
+				out[k] = float64(mt.GetHistogram().GetSampleCount())
+				out[k+"sum"] = mt.GetHistogram().GetSampleSum()
+			default:
+				out[k] = 0
+			}
+		}
+	}
+	return out
+}
+
+func TestObserve(t *testing.T) {
+	m, err := New(Options{Accounts: []string{"alpha", "beta"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := []observe.Request{
+		{Operation: "InsertEntity", Account: "alpha", Status: 204, Latency: 2 * time.Millisecond, BytesIn: 100, BytesOut: 0, EntitiesWritten: 1},
+		{Operation: "InsertEntity", Account: "alpha", Status: 409, BytesIn: 100, BytesOut: 300},
+		{Operation: "QueryEntities", Account: "beta", Status: 200, BytesOut: 1000, EntitiesRead: 3, EntitiesScanned: 50, PageCut: true},
+		{Operation: "EntityGroupTransaction", Account: "alpha", Status: 202, BatchSize: 7, EntitiesWritten: 7},
+		{Operation: "QueryTables", Account: "intruder", Status: 403, AuthFailure: "signature"},
+		{Operation: "NoSuchOperation", Account: "", Status: 503, AuthFailure: "made-up reason"},
+	}
+	for i := range reqs {
+		m.Observe(&reqs[i])
+	}
+	got := series(t, m)
+	for k, want := range map[string]float64{
+		"cerulean_requests_total{account=alpha,operation=InsertEntity,status_class=2xx}":           1,
+		"cerulean_requests_total{account=alpha,operation=InsertEntity,status_class=4xx}":           1,
+		"cerulean_requests_total{account=beta,operation=QueryEntities,status_class=2xx}":           1,
+		"cerulean_requests_total{account=alpha,operation=EntityGroupTransaction,status_class=2xx}": 1,
+		"cerulean_requests_total{account=other,operation=QueryTables,status_class=4xx}":            1,
+		"cerulean_requests_total{account=other,operation=Unknown,status_class=5xx}":                1,
+		"cerulean_request_duration_seconds{operation=InsertEntity}":                                2,
+		"cerulean_request_duration_seconds{operation=InsertEntity}sum":                             0.002,
+		"cerulean_request_bytes_total{operation=InsertEntity}":                                     200,
+		"cerulean_response_bytes_total{operation=InsertEntity}":                                    300,
+		"cerulean_response_bytes_total{operation=QueryEntities}":                                   1000,
+		"cerulean_entities_written_total{}":                                                        8,
+		"cerulean_entities_read_total{}":                                                           3,
+		"cerulean_entities_scanned_total{}":                                                        50,
+		"cerulean_query_pages_cut_total{}":                                                         1,
+		"cerulean_batch_size{}":                                                                    1,
+		"cerulean_batch_size{}sum":                                                                 7,
+		"cerulean_auth_failures_total{reason=signature}":                                           1,
+		"cerulean_auth_failures_total{reason=other}":                                               1,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+	for k := range got {
+		if strings.Contains(k, "intruder") || strings.Contains(k, "NoSuchOperation") || strings.Contains(k, "made-up") {
+			t.Errorf("series %s carries a value the client chose", k)
+		}
+	}
+}
+
+// TestBounded: whatever accounts, operations, statuses and reasons requests carry, the
+// series are at most the product of the fixed label sets.
+func TestBounded(t *testing.T) {
+	m, err := New(Options{Accounts: []string{"alpha"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		n := 0
+		for k := range series(t, m) {
+			if strings.HasPrefix(k, "cerulean_") {
+				n++
+			}
+		}
+		return n
+	}
+	for i := range 10000 {
+		m.Observe(&observe.Request{
+			Operation:   fmt.Sprintf("Op%d", i),
+			Account:     fmt.Sprintf("acct%d", i),
+			Table:       fmt.Sprintf("t%d", i),
+			Status:      i % 1000,
+			AuthFailure: fmt.Sprintf("r%d", i),
+		})
+	}
+	// One operation (Unknown), one account (other), six status classes, one reason.
+	if n, want := count(), 6+3+1+(3+2+1); n > want+10 {
+		t.Errorf("%d cerulean series after 10,000 distinct requests, want about %d", n, want)
+	}
+}
+
+func TestPebbleFigures(t *testing.T) {
+	eng, err := pebble.Open(t.TempDir(), pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	ctx := context.Background()
+	if err := eng.CreateTable(ctx, "a", "t", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Apply(ctx, "a", "t", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "r"}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Options{Engine: eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := series(t, m)
+	if got["cerulean_pebble_disk_bytes{}"] <= 0 {
+		t.Errorf("disk bytes %v", got["cerulean_pebble_disk_bytes{}"])
+	}
+	if got["cerulean_pebble_wal_fsync_duration_seconds{}"] < 1 {
+		t.Errorf("WAL fsyncs %v after a write", got["cerulean_pebble_wal_fsync_duration_seconds{}"])
+	}
+	for _, k := range []string{"cerulean_pebble_compactions_total{}", "cerulean_pebble_block_cache_hits_total{}", "cerulean_pebble_pending_table_purges{}", "process_open_fds{}", "go_goroutines{}"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("no %s", k)
+		}
+	}
+	// Served in the exposition format.
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	if rec.Code != 200 || !strings.Contains(string(body), "\ncerulean_pebble_disk_bytes ") {
+		t.Errorf("/metrics: %d\n%.2000s", rec.Code, body)
+	}
+}
+
+func TestWALSyncHistogram(t *testing.T) {
+	// Pebble's buckets are in nanoseconds: 0.1 ms, 0.3 ms, 2 ms and 20 s.
+	h := &dto.Histogram{SampleCount: ptr(uint64(4)), SampleSum: ptr(2e10 + 2.4e6)}
+	for _, b := range []struct {
+		ub  float64
+		cum uint64
+	}{{1e5, 1}, {3e5, 2}, {2e6, 3}, {3e10, 4}} {
+		h.Bucket = append(h.Bucket, &dto.Bucket{UpperBound: ptr(b.ub), CumulativeCount: ptr(b.cum)})
+	}
+	mt, err := walSyncHistogram(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dto.Metric
+	if err := mt.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	want := map[float64]uint64{.0001: 1, .0002: 1, .0005: 2, .001: 2, .002: 3, .003: 3, 10: 3}
+	for _, b := range d.GetHistogram().GetBucket() {
+		if w, ok := want[b.GetUpperBound()]; ok && b.GetCumulativeCount() != w {
+			t.Errorf("bucket %v: %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), w)
+		}
+	}
+	if d.GetHistogram().GetSampleCount() != 4 {
+		t.Errorf("count %d", d.GetHistogram().GetSampleCount())
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// BenchmarkObserve is the cost metrics add to each request (the cost figure in the
+// closing note compares it with a request's own).
+func BenchmarkObserve(b *testing.B) {
+	m, err := New(Options{Accounts: []string{"devstoreaccount1"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := observe.Request{Operation: "InsertEntity", Account: "devstoreaccount1", Status: 204, Latency: time.Millisecond, BytesIn: 1200, BytesOut: 0, EntitiesWritten: 1}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.Observe(&r)
+		}
+	})
+}

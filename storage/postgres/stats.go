@@ -1,0 +1,67 @@
+package postgres
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Stats are the engine's figures for monitoring, read when asked (the metrics package
+// asks at each scrape).
+type Stats struct {
+	// Pool is the primary's connection pool.
+	Pool PoolStats
+	// StatementErrors counts the database errors the engine has reported since it
+	// opened, by class.
+	StatementErrors StatementErrors
+	// Replicas is each read replica's state (Replicas).
+	Replicas []ReplicaStatus
+}
+
+// PoolStats describe the primary's connection pool (pgxpool.Stat).
+type PoolStats struct {
+	// Max is the pool's size; Acquired the connections in use; Idle those waiting for
+	// work; Constructing those being opened.
+	Max, Acquired, Idle, Constructing int32
+	// Acquires counts connections handed out; EmptyAcquires those that had to wait for
+	// one (none idle), for EmptyAcquireWait in total; CanceledAcquires those whose
+	// caller gave up waiting.
+	Acquires, EmptyAcquires, CanceledAcquires int64
+	EmptyAcquireWait                          time.Duration
+}
+
+// StatementErrors counts database errors by class: Unavailable (the database cannot
+// serve now: connection lost, shutting down, a retryable failure left after retries),
+// NoSpace (disk full), Contention (conflicts left after retries) and Other (anything
+// else: a bug or a schema problem).
+type StatementErrors struct {
+	Unavailable, NoSpace, Contention, Other uint64
+}
+
+// stmtErrors are the counters behind StatementErrors.
+type stmtErrors struct {
+	unavailable, noSpace, contention, other atomic.Uint64
+}
+
+// Stats reads the engine's figures.
+func (e *Engine) Stats() Stats {
+	s := e.pool.Stat()
+	return Stats{
+		Pool: PoolStats{
+			Max:              s.MaxConns(),
+			Acquired:         s.AcquiredConns(),
+			Idle:             s.IdleConns(),
+			Constructing:     s.ConstructingConns(),
+			Acquires:         s.AcquireCount(),
+			EmptyAcquires:    s.EmptyAcquireCount(),
+			CanceledAcquires: s.CanceledAcquireCount(),
+			EmptyAcquireWait: s.EmptyAcquireWaitTime(),
+		},
+		StatementErrors: StatementErrors{
+			Unavailable: e.stmtErrs.unavailable.Load(),
+			NoSpace:     e.stmtErrs.noSpace.Load(),
+			Contention:  e.stmtErrs.contention.Load(),
+			Other:       e.stmtErrs.other.Load(),
+		},
+		Replicas: e.Replicas(),
+	}
+}
