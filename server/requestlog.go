@@ -216,7 +216,9 @@ func authScheme(rq *request) string {
 		}
 		return "Unknown"
 	}
-	if rq.query.Has("sig") {
+	// authenticate removed the SAS parameters from rq.query: a refused SAS is told by the
+	// URL's own (parsed only here, for requests that were not authorized).
+	if rq.r.URL.RawQuery != "" && rq.r.URL.Query().Has("sig") {
 		return "SAS"
 	}
 	return ""
