@@ -20,7 +20,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ceruleandb/cerulean/accesslog"
 	"github.com/ceruleandb/cerulean/auth"
+	"github.com/ceruleandb/cerulean/observe"
 	"github.com/ceruleandb/cerulean/server"
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/storage/pebble"
@@ -62,6 +64,9 @@ type serveOptions struct {
 	limits server.Limits
 	// slowRequest is --slow-request as given (0 disables the lines).
 	slowRequest time.Duration
+
+	// accessLog is --access-log: a file path, "-" for standard output, "" for none.
+	accessLog string
 }
 
 func env(name, def string) string {
@@ -121,6 +126,9 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	fs.StringVar(&o.accounts, "accounts", env("CERULEAN_ACCOUNTS", ""), "accounts as name:base64key pairs separated by ';' (CERULEAN_ACCOUNTS); default the development account devstoreaccount1")
 	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error (CERULEAN_LOG_LEVEL)")
 	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz, /debug/replicas (read replicas' state, JSON) and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
+	// Access log (package accesslog).
+	fs.StringVar(&o.accessLog, "access-log", env("CERULEAN_ACCESS_LOG", ""), "write one JSON line per request to this file, or to standard output if '-' (requests, not credentials: see README, Access log); "+
+		"on SIGHUP the file is reopened at the path, for logrotate (CERULEAN_ACCESS_LOG)")
 	fs.StringVar(&o.elasticTables, "elastic-tables", env("CERULEAN_ELASTIC_TABLES", ""), "make tables elastic when they are created, by name: a comma-separated list of PATTERN[:TTL[:PROPERTY]], "+
 		"e.g. 'events*:86400,cache*:-1,audit*'. PATTERN is a glob (* ? [a-z]) matched case-insensitively against the whole table name; the first match wins. "+
 		"TTL is the table's default time-to-live in seconds (1 to 2147483647), or -1 for on without a default (only entities with their own TTL expire); "+
@@ -370,11 +378,26 @@ func runServe(args []string) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	defer ln.Close()
+	var observers observe.Observers
+	if o.accessLog != "" {
+		al, err := accesslog.Open(o.accessLog, accesslog.Options{Logger: log})
+		if err != nil {
+			return err
+		}
+		// Closing writes the lines still buffered (deferred calls run before the exit).
+		defer al.Close()
+		observers = append(observers, al)
+		defer reopenOnHangup(al, log)()
+	}
 	eng, where, err := openEngine(o, log)
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
 	}
-	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic, ReadConsistency: o.consistency})
+	sopts := server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic, ReadConsistency: o.consistency}
+	if len(observers) > 0 {
+		sopts.Observer = observers
+	}
+	srv, err := server.New(sopts)
 	if err != nil {
 		eng.Close()
 		return err
@@ -424,6 +447,24 @@ func runServe(args []string) error {
 		return fmt.Errorf("close engine: %w", err)
 	}
 	return serveErr
+}
+
+// reopenOnHangup reopens the access log on each SIGHUP, for rotation tools (logrotate's
+// create mode renames the file, then signals). Without an access log SIGHUP keeps its
+// default action. The function returned stops it.
+func reopenOnHangup(al *accesslog.Log, log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			if err := al.Reopen(); err != nil {
+				log.Error("access log: reopen failed; still writing to the previous file", "path", al.Path(), "err", err)
+				continue
+			}
+			log.Info("access log reopened", "path", al.Path())
+		}
+	}()
+	return func() { signal.Stop(hup); close(hup) }
 }
 
 // printConnectionStrings tells the user how to connect each SDK.
