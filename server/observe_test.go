@@ -87,8 +87,9 @@ func TestObserver(t *testing.T) {
 	}
 }
 
-// A request with a SAS that is refused still reports the scheme it tried: authentication
-// strips the SAS parameters from the query before the observer runs.
+// A request with a SAS that is refused still reports the scheme it tried (authentication
+// strips the SAS parameters from the query before the observer runs) and what it
+// addressed (it was never routed).
 func TestObserverRefusedSAS(t *testing.T) {
 	rec := &recorder{}
 	eng, err := pebble.Open(t.TempDir(), pebble.Options{})
@@ -102,14 +103,14 @@ func TestObserverRefusedSAS(t *testing.T) {
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	resp, b := do(t, mustRequest(t, "GET", hs.URL+"/"+auth.DevAccountName+"/Tables?sv=2019-02-02&ss=t&srt=sco&sp=r&se=2099-01-01T00:00:00Z&sig=bm90YXNpZw%3D%3D"))
+	resp, b := do(t, mustRequest(t, "GET", hs.URL+"/"+auth.DevAccountName+"/t1(PartitionKey='p1',RowKey='r1')?sv=2019-02-02&ss=t&srt=sco&sp=r&se=2099-01-01T00:00:00Z&sig=bm90YXNpZw%3D%3D"))
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("bad SAS: %d %s", resp.StatusCode, b)
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if len(rec.reqs) != 1 || rec.reqs[0].AuthScheme != "SAS" {
-		t.Fatalf("observed %+v, want one request with scheme SAS", rec.reqs)
+	if len(rec.reqs) != 1 || rec.reqs[0].AuthScheme != "SAS" || rec.reqs[0].Table != "t1" || rec.reqs[0].PartitionKey != "p1" {
+		t.Fatalf("observed %+v, want one request with scheme SAS, table t1, partition p1", rec.reqs)
 	}
 }
 

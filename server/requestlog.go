@@ -190,9 +190,15 @@ func (s *Server) observeRequest(rq *request, start time.Time) {
 	o.ClientRequestID = rq.w.Header().Get("X-Ms-Client-Request-Id")
 	o.Account = rq.account
 	o.Operation = s.operation(rq)
-	o.Table = rq.res.Table
-	if o.PartitionKey == "" && rq.res.Kind == KindEntity {
-		o.PartitionKey = rq.res.PartitionKey
+	res := rq.res
+	if res.Kind == 0 { // not routed (refused before): what it addressed, for the access log
+		if r, err := ParseResource(s.resourcePath(rq, rq.pathStyle)); err == nil {
+			res = r
+		}
+	}
+	o.Table = res.Table
+	if o.PartitionKey == "" && res.Kind == KindEntity {
+		o.PartitionKey = res.PartitionKey
 	}
 	o.Status = rq.rw.status
 	if o.Status == 0 {
