@@ -196,7 +196,9 @@ func (s *Server) observeRequest(rq *request, start time.Time) {
 			res = r
 		}
 	}
-	o.Table = res.Table
+	if o.Table == "" { // a $batch names its table in its parts (batch.go fills it)
+		o.Table = res.Table
+	}
 	if o.PartitionKey == "" && res.Kind == KindEntity {
 		o.PartitionKey = res.PartitionKey
 	}
