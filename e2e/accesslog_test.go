@@ -220,3 +220,25 @@ func containsID(lines []accessLine, id string) bool {
 	}
 	return false
 }
+
+// CERULEAN_ACCESS_LOG=- writes the lines to standard output.
+func TestAccessLogStdout(t *testing.T) {
+	srv := startServer(t, withChildEnv("CERULEAN_ACCESS_LOG=-"))
+	r := srv.do(t, rawReq{Method: "GET", Path: "/" + srv.Default().Name + "/Tables"})
+	requireStatus(t, r, http.StatusOK, "query tables")
+	id := r.Header.Get("x-ms-request-id")
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		for _, s := range strings.Split(srv.logs.Tail(1<<20), "\n") {
+			var l accessLine
+			if json.Unmarshal([]byte(s), &l) == nil && l.RequestID == id {
+				if l.Operation != "QueryTables" || l.Status != http.StatusOK || l.Auth != "SharedKeyLite" {
+					t.Errorf("line %s", s)
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no access line for %s on stdout:\n%s", id, srv.logs.Tail(8<<10))
+		}
+	}
+}
