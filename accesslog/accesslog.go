@@ -58,6 +58,7 @@ type Log struct {
 	mu      sync.Mutex
 	f       *os.File // the file written; os.Stdout for Stdout
 	buf     []byte   // lines not yet written
+	nbuf    int      // how many
 	timer   *time.Timer
 	pending bool // timer armed for buf
 	closed  bool
@@ -120,6 +121,7 @@ func (l *Log) Observe(r *observe.Request) {
 			l.writeBytesLocked(line, 1)
 		} else {
 			l.buf = append(l.buf, line...)
+			l.nbuf++
 			if !l.pending {
 				l.pending = true
 				l.timer.Reset(l.delay)
@@ -148,8 +150,8 @@ func (l *Log) writeLocked() {
 	if len(l.buf) == 0 {
 		return
 	}
-	l.writeBytesLocked(l.buf, countLines(l.buf))
-	l.buf = l.buf[:0]
+	l.writeBytesLocked(l.buf, l.nbuf)
+	l.buf, l.nbuf = l.buf[:0], 0
 }
 
 // writeBytesLocked writes p, which holds n lines, counting them lost if the file refuses.
@@ -169,16 +171,6 @@ func (l *Log) writeBytesLocked(p []byte, n int) {
 		l.failing = false
 		l.log.Info("access log: writing again", "path", l.path, "lost_so_far", l.lost.Load())
 	}
-}
-
-func countLines(p []byte) int {
-	n := 0
-	for _, c := range p {
-		if c == '\n' {
-			n++
-		}
-	}
-	return n
 }
 
 // Flush writes the buffered lines now.
@@ -259,7 +251,7 @@ const TimeLayout = "2006-01-02T15:04:05.000000Z07:00"
 //	auth               "SharedKey", "SharedKeyLite", "SAS", "Bearer", "Unknown" or ""
 func AppendLine(b []byte, r *observe.Request) []byte {
 	b = append(b, `{"time":"`...)
-	b = r.Start.UTC().AppendFormat(b, TimeLayout)
+	b = appendTime(b, r.Start)
 	b = append(b, `","request_id":`...)
 	b = AppendString(b, r.ID)
 	b = append(b, `,"client_request_id":`...)
@@ -287,6 +279,44 @@ func AppendLine(b []byte, r *observe.Request) []byte {
 	b = append(b, `,"auth":`...)
 	b = AppendString(b, r.AuthScheme)
 	b = append(b, "}\n"...)
+	return b
+}
+
+// appendTime appends t in TimeLayout: what t.UTC().AppendFormat(b, TimeLayout) writes
+// for years 0 to 9999, at a fraction of the cost.
+func appendTime(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, TimeLayout)
+	}
+	hour, min, sec := t.Clock()
+	b = appendDigits(b, year, 4)
+	b = append(b, '-')
+	b = appendDigits(b, int(month), 2)
+	b = append(b, '-')
+	b = appendDigits(b, day, 2)
+	b = append(b, 'T')
+	b = appendDigits(b, hour, 2)
+	b = append(b, ':')
+	b = appendDigits(b, min, 2)
+	b = append(b, ':')
+	b = appendDigits(b, sec, 2)
+	b = append(b, '.')
+	b = appendDigits(b, t.Nanosecond()/1000, 6)
+	return append(b, 'Z')
+}
+
+// appendDigits appends v (non-negative) in exactly n decimal digits.
+func appendDigits(b []byte, v, n int) []byte {
+	start := len(b)
+	for range n {
+		b = append(b, '0')
+	}
+	for i := len(b) - 1; i >= start; i-- {
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
 	return b
 }
 

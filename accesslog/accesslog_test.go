@@ -335,6 +335,23 @@ func TestWriteFailureCounted(t *testing.T) {
 	_ = l.Close()
 }
 
+// appendTime writes what time.Time.AppendFormat writes.
+func TestAppendTime(t *testing.T) {
+	for _, tm := range []time.Time{
+		time.Date(2026, 11, 24, 18, 1, 2, 345678912, time.FixedZone("CET", 3600)),
+		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Unix(0, 1000),
+		{},
+	} {
+		if got, want := string(appendTime(nil, tm)), tm.UTC().Format(TimeLayout); got != want {
+			t.Errorf("appendTime(%v) = %s, want %s", tm, got, want)
+		}
+	}
+}
+
 func BenchmarkObserve(b *testing.B) {
 	l, err := Open(filepath.Join(b.TempDir(), "access.log"), Options{})
 	if err != nil {
