@@ -22,7 +22,7 @@ type Request struct {
 	// Operation is the Storage Analytics name of the operation ("InsertEntity",
 	// "QueryEntities", …; "Unknown" if it could not be told).
 	Operation string
-	// Table is the table addressed, if any.
+	// Table is the table addressed, if any (a $batch's: the one its operations address).
 	Table string
 	// PartitionKey is the partition of a single-entity operation or of a $batch; "" for
 	// the others.

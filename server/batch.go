@@ -66,7 +66,7 @@ func (s *Server) postBatch(rq *request) error {
 	for i := range ops {
 		tops[i] = ops[i].op
 	}
-	rq.obs.BatchSize = len(ops)
+	rq.obs.BatchSize, rq.obs.Table = len(ops), tableName
 	if len(ops) > 0 {
 		rq.obs.PartitionKey = ops[0].op.Entity.PartitionKey
 	}
@@ -233,7 +233,7 @@ func (s *Server) batchRetrieve(rq *request, o *batch.Operation) error {
 		// Strong with the token, as before read consistency: the batch answers its own
 		// session token, and x-ms-consistency-level does not apply to it.
 		rec, _, err = s.tables.GetEntity(rq.r.Context(), rq.account, res.Table, res.PartitionKey, res.RowKey, table.Read{Token: at})
-		rq.obs.PartitionKey, rq.obs.BatchSize = res.PartitionKey, 1
+		rq.obs.Table, rq.obs.PartitionKey, rq.obs.BatchSize = res.Table, res.PartitionKey, 1
 		if err == nil {
 			rq.obs.EntitiesRead = 1
 			opts := edmjson.EntityOptions{Level: rq.level, ServiceRoot: rq.root, Account: rq.account, Table: res.Table, Element: true, Select: edmjson.NewSelection(sel)}

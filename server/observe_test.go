@@ -183,3 +183,39 @@ func TestOperationsKnownToMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A request with a SAS that is refused still reports the scheme it tried (authentication
+// strips the SAS parameters from the query before the observer runs) and what it
+// addressed (it was never routed).
+func TestObserverRefusedSAS(t *testing.T) {
+	rec := &recorder{}
+	eng, err := pebble.Open(t.TempDir(), pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	srv, err := New(Options{Engine: eng, Accounts: []auth.Account{auth.DevAccount()}, Observer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	resp, b := do(t, mustRequest(t, "GET", hs.URL+"/"+auth.DevAccountName+"/t1(PartitionKey='p1',RowKey='r1')?sv=2019-02-02&ss=t&srt=sco&sp=r&se=2099-01-01T00:00:00Z&sig=bm90YXNpZw%3D%3D"))
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("bad SAS: %d %s", resp.StatusCode, b)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.reqs) != 1 || rec.reqs[0].AuthScheme != "SAS" || rec.reqs[0].Table != "t1" || rec.reqs[0].PartitionKey != "p1" {
+		t.Fatalf("observed %+v, want one request with scheme SAS, table t1, partition p1", rec.reqs)
+	}
+}
+
+func mustRequest(t *testing.T, method, url string) *http.Request {
+	t.Helper()
+	r, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

@@ -23,6 +23,7 @@ func (s *Server) createTable(rq *request) error {
 		return err
 	}
 	name := tb.Name
+	rq.obs.Table = name // the table is named in the body, not the URL
 	// Settings in the body (Cerulean's extension) win; a body without them leaves the
 	// table to the server's --elastic-tables rules.
 	var settings *storage.TableSettings

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ceruleandb/cerulean/accesslog"
 	"github.com/ceruleandb/cerulean/auth"
 	"github.com/ceruleandb/cerulean/backup"
 	"github.com/ceruleandb/cerulean/hotpart"
@@ -71,6 +72,8 @@ type serveOptions struct {
 	// hotWarnAfter --hot-partition-warn-after.
 	hotWarn      float64
 	hotWarnAfter time.Duration
+	// accessLog is --access-log: a file path, "-" for standard output, "" for none.
+	accessLog string
 }
 
 func env(name, def string) string {
@@ -130,6 +133,9 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	fs.StringVar(&o.accounts, "accounts", env("CERULEAN_ACCOUNTS", ""), "accounts as name:base64key pairs separated by ';' (CERULEAN_ACCOUNTS); default the development account devstoreaccount1")
 	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error (CERULEAN_LOG_LEVEL)")
 	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz, /metrics (Prometheus), /debug/replicas (read replicas' state, JSON), /debug/partitions (hot partitions, JSON), /debug/backup (POST, for cerulean backup) and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
+	// Access log (package accesslog).
+	fs.StringVar(&o.accessLog, "access-log", env("CERULEAN_ACCESS_LOG", ""), "write one JSON line per request to this file, or to standard output if '-' (requests, not credentials: see README, Access log); "+
+		"on SIGHUP the file is reopened at the path, for logrotate (CERULEAN_ACCESS_LOG)")
 	fs.StringVar(&o.elasticTables, "elastic-tables", env("CERULEAN_ELASTIC_TABLES", ""), "make tables elastic when they are created, by name: a comma-separated list of PATTERN[:TTL[:PROPERTY]], "+
 		"e.g. 'events*:86400,cache*:-1,audit*'. PATTERN is a glob (* ? [a-z]) matched case-insensitively against the whole table name; the first match wins. "+
 		"TTL is the table's default time-to-live in seconds (1 to 2147483647), or -1 for on without a default (only entities with their own TTL expire); "+
@@ -407,6 +413,17 @@ func runServe(args []string) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	defer ln.Close()
+	var observers observe.Observers
+	if o.accessLog != "" {
+		al, err := accesslog.Open(o.accessLog, accesslog.Options{Logger: log})
+		if err != nil {
+			return err
+		}
+		// Closing writes the lines still buffered (deferred calls run before the exit).
+		defer al.Close()
+		observers = append(observers, al)
+		defer reopenOnHangup(al, log)()
+	}
 	eng, where, err := openEngine(o, log)
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
@@ -415,7 +432,7 @@ func runServe(args []string) error {
 	// What watches the requests: the hot-partition sketch always; metrics only with a
 	// diagnostics address to serve them on, so that without one the request path pays
 	// nothing for them.
-	observers := observe.Observers{hot}
+	observers = append(observers, hot)
 	var met *metrics.Metrics
 	if o.debug != "" {
 		names := make([]string, len(accounts))
@@ -503,6 +520,24 @@ func hotPartitions(o serveOptions, log *slog.Logger) *hotpart.Tracker {
 		warn = -1 // hotpart.Options: negative disables the lines
 	}
 	return hotpart.New(hotpart.Options{Warn: warn, WarnAfter: o.hotWarnAfter, Logger: log.With("component", "hotpart")})
+}
+
+// reopenOnHangup reopens the access log on each SIGHUP, for rotation tools (logrotate's
+// create mode renames the file, then signals). Without an access log SIGHUP keeps its
+// default action. The function returned stops it.
+func reopenOnHangup(al *accesslog.Log, log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			if err := al.Reopen(); err != nil {
+				log.Error("access log: reopen failed; still writing to the previous file", "path", al.Path(), "err", err)
+				continue
+			}
+			log.Info("access log reopened", "path", al.Path())
+		}
+	}()
+	return func() { signal.Stop(hup); close(hup) }
 }
 
 // printConnectionStrings tells the user how to connect each SDK.

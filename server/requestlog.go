@@ -191,9 +191,17 @@ func (s *Server) observeRequest(rq *request, start time.Time) {
 	o.ClientRequestID = rq.w.Header().Get("X-Ms-Client-Request-Id")
 	o.Account = rq.account
 	o.Operation = s.operation(rq)
-	o.Table = rq.res.Table
-	if o.PartitionKey == "" && rq.res.Kind == KindEntity {
-		o.PartitionKey = rq.res.PartitionKey
+	res := rq.res
+	if res.Kind == 0 { // not routed (refused before): what it addressed, for the access log
+		if r, err := ParseResource(s.resourcePath(rq, rq.pathStyle)); err == nil {
+			res = r
+		}
+	}
+	if o.Table == "" { // a $batch names its table in its parts (batch.go fills it)
+		o.Table = res.Table
+	}
+	if o.PartitionKey == "" && res.Kind == KindEntity {
+		o.PartitionKey = res.PartitionKey
 	}
 	o.Status = rq.rw.status
 	if o.Status == 0 {
@@ -262,7 +270,9 @@ func authScheme(rq *request) string {
 		}
 		return "Unknown"
 	}
-	if rq.query.Has("sig") {
+	// authenticate removed the SAS parameters from rq.query: a refused SAS is told by the
+	// URL's own (parsed only here, for requests that were not authorized).
+	if rq.r.URL.RawQuery != "" && rq.r.URL.Query().Has("sig") {
 		return "SAS"
 	}
 	return ""
