@@ -46,8 +46,23 @@ func compatRepoRoot(t *testing.T) string {
 // compatConnectionString is the explicit connection string of srv's default account.
 func compatConnectionString(srv *server) string {
 	a := srv.Default()
-	return "DefaultEndpointsProtocol=http;AccountName=" + a.Name + ";AccountKey=" + a.Key +
+	return "DefaultEndpointsProtocol=" + srv.scheme + ";AccountName=" + a.Name + ";AccountKey=" + a.Key +
 		";TableEndpoint=" + srv.Endpoint(a.Name) + ";"
+}
+
+// compatServer starts the server a suite runs against: plain HTTP, or with https
+// --tls-self-signed, with trustVar=<its certificate> in the returned environment of the
+// client — the one mechanism that client documents for trusting a certificate.
+func compatServer(t *testing.T, https bool, trustVar string) (*server, []string) {
+	t.Helper()
+	if !https {
+		return startServer(t), nil
+	}
+	srv := startServer(t, withSelfSignedTLS())
+	if !strings.HasPrefix(compatConnectionString(srv), "DefaultEndpointsProtocol=https;") {
+		t.Fatalf("connection string %q is not https", compatConnectionString(srv))
+	}
+	return srv, []string{trustVar + "=" + srv.CAFile}
 }
 
 // compatRun runs a client suite with cwd = root and CERULEAN_CONNECTION_STRING set, logs its
@@ -103,7 +118,13 @@ func compatRun(t *testing.T, root, cs string, env []string, name string, args ..
 // CERULEAN_TEST_ENGINE_ARGS selects.
 //
 // Install: apt-get install -y python3-azure. Without it the test skips, except under CI=true.
-func TestCompatPython(t *testing.T) {
+func TestCompatPython(t *testing.T) { compatPython(t, false) }
+
+// TestHTTPSCompatPython runs the same suite over HTTPS (--tls-self-signed), the
+// certificate trusted the way requests-based clients trust one: REQUESTS_CA_BUNDLE.
+func TestHTTPSCompatPython(t *testing.T) { compatPython(t, true) }
+
+func compatPython(t *testing.T, https bool) {
 	root := compatRepoRoot(t)
 	if _, err := os.Stat(debianPython); err != nil {
 		compatUnavailable(t, "%s is missing (apt-get install -y python3 python3-azure): %v", debianPython, err)
@@ -116,7 +137,7 @@ func TestCompatPython(t *testing.T) {
 		t.Logf("azure-data-tables %s", strings.TrimSpace(string(out)))
 	}
 
-	srv := startServer(t)
-	compatRun(t, root, compatConnectionString(srv), nil, debianPython,
+	srv, env := compatServer(t, https, "REQUESTS_CA_BUNDLE")
+	compatRun(t, root, compatConnectionString(srv), env, debianPython,
 		"-W", "ignore::ResourceWarning", "-m", "unittest", "-v", "compat/python/test_tables.py")
 }
