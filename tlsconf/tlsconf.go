@@ -35,6 +35,8 @@ type Reloader struct {
 	// failed is the stamps of a pair that did not load, so a broken pair is logged once
 	// rather than at every check.
 	failedCert, failedKey stamp
+	// missing is set while a file cannot be stat'ed, so that too is logged once.
+	missing bool
 }
 
 // stamp is what tells a file changed: its modification time and size.
@@ -105,9 +107,13 @@ func (r *Reloader) reloadLocked() {
 	cs, ks, err := r.stamps()
 	if err != nil {
 		// Mid-rotation (a file renamed away) or removed: keep serving what was loaded.
-		r.log.Warn("tls: keeping the current certificate", "err", err)
+		if !r.missing {
+			r.missing = true
+			r.log.Warn("tls: keeping the current certificate", "err", err)
+		}
 		return
 	}
+	r.missing = false
 	if cs == r.certStamp && ks == r.keyStamp {
 		return
 	}
