@@ -65,6 +65,33 @@ func compatServer(t *testing.T, https bool, trustVar string) (*server, []string)
 	return srv, []string{trustVar + "=" + srv.CAFile}
 }
 
+// requireUntrusted runs a small client command (name args, cwd dir) against srv without any
+// trust variable and requires it to fail on the certificate: the suite that then passes with
+// the variable set passes because of it (not because the client skips verification).
+func requireUntrusted(t *testing.T, srv *server, dir, name string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "NODE_TLS_REJECT_UNAUTHORIZED":
+			continue
+		}
+		cmd.Env = append(cmd.Env, kv)
+	}
+	cmd.Env = append(cmd.Env, "CERULEAN_CONNECTION_STRING="+compatConnectionString(srv))
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("%s connected to the self-signed server without trusting its certificate:\n%s", name, out)
+	}
+	if !strings.Contains(strings.ToLower(string(out)), "certificate") {
+		t.Fatalf("%s failed without the trust variable, but not on the certificate: %v\n%s", name, err, out)
+	}
+	t.Logf("without the trust variable %s fails on the certificate, as it should", name)
+}
+
 // compatRun runs a client suite with cwd = root and CERULEAN_CONNECTION_STRING set, logs its
 // output line by line, and fails the test on a non-zero exit or timeout.
 func compatRun(t *testing.T, root, cs string, env []string, name string, args ...string) {
@@ -138,6 +165,12 @@ func compatPython(t *testing.T, https bool) {
 	}
 
 	srv, env := compatServer(t, https, "REQUESTS_CA_BUNDLE")
+	if https {
+		requireUntrusted(t, srv, root, debianPython, "-c", `import os
+from azure.data.tables import TableServiceClient
+c = TableServiceClient.from_connection_string(os.environ["CERULEAN_CONNECTION_STRING"], retry_total=0)
+list(c.list_tables())`)
+	}
 	compatRun(t, root, compatConnectionString(srv), env, debianPython,
 		"-W", "ignore::ResourceWarning", "-m", "unittest", "-v", "compat/python/test_tables.py")
 }

@@ -40,6 +40,11 @@ func compatJS(t *testing.T, https bool) {
 
 	srv, env := compatServer(t, https, "NODE_EXTRA_CA_CERTS")
 	cs := compatConnectionString(srv)
+	if https {
+		requireUntrusted(t, srv, suiteDir, node, "--input-type=module", "-e", `import { TableServiceClient } from "@azure/data-tables";
+const c = TableServiceClient.fromConnectionString(process.env.CERULEAN_CONNECTION_STRING, { retryOptions: { maxRetries: 0 } });
+for await (const t of c.listTables()) { console.log(t.name); }`)
+	}
 
 	// The files are passed explicitly: how `node --test <directory>` is read differs
 	// between Node versions (a directory before 21, a glob pattern after).
