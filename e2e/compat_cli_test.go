@@ -36,5 +36,8 @@ func compatCLI(t *testing.T, https bool) {
 	}
 
 	srv, env := compatServer(t, https, "REQUESTS_CA_BUNDLE")
+	if https {
+		requireUntrusted(t, srv, root, bash, "-c", `az storage table list --connection-string "$CERULEAN_CONNECTION_STRING" --only-show-errors -o none`)
+	}
 	compatRun(t, root, compatConnectionString(srv), append(env, "PYTHON="+debianPython), bash, "compat/cli/test_cli.sh")
 }

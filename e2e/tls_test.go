@@ -257,6 +257,7 @@ func TestHTTPSGoSDK(t *testing.T) {
 	if os.Getenv("CERULEAN_TEST_TLS_CERT") != "" {
 		t.Skip("already running over HTTPS")
 	}
+	skipHTTPSSuiteOnOtherEngine(t)
 	cert, key, _ := certPair(t)
 	run := "^(" + strings.Join(httpsGoSDKTests, "|") + ")$"
 	c, cancel := context.WithTimeout(context.Background(), compatSuiteTimeout)
