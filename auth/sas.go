@@ -520,8 +520,8 @@ type Operation struct {
 	// AuthorizationProtocolMismatch), as the service does. When false (lenient, the
 	// default) spr is not enforced: the Go SDK's GetAccountSASURL always signs
 	// spr=https, and Cerulean commonly serves plain HTTP locally, where strict checking
-	// would make every such URL unusable. Production deployments that terminate TLS
-	// themselves should set it.
+	// would make every such URL unusable. cerulean serve sets it when it serves HTTPS
+	// (server.Options.StrictProtocol).
 	StrictProtocol bool
 }
 

@@ -394,7 +394,7 @@ func egtPost(t testing.TB, srv *server, body []byte, boundary string, hdr map[st
 // egtKeyURL is an absolute sub-request URL for one entity, the key escaped correctly:
 // quotes doubled, then percent-encoded as a path segment.
 func egtKeyURL(srv *server, table, pk, rk string) string {
-	return "http://" + srv.Addr + entityPath(srv.Default().Name, table, pk, rk)
+	return srv.BaseURL() + entityPath(srv.Default().Name, table, pk, rk)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -952,7 +952,7 @@ func testBatchKeys(t *testing.T, srv *server, svc *aztables.ServiceClient) {
 		_, table := newTable(t, svc)
 		c, _ := egtClient(t, srv, table)
 		acct := srv.Default().Name
-		base := "http://" + srv.Addr + "/" + acct + "/" + table
+		base := srv.BaseURL() + "/" + acct + "/" + table
 		for _, k := range []string{"it's", "'", "''", "x',RowKey='y", "PartitionKey='z'", "a'b c%"} {
 			for _, pair := range [][2]string{{"p", k}, {k, "r"}} {
 				pk, rk := pair[0], pair[1]

@@ -12,7 +12,13 @@ import (
 //
 // Install: apt-get install -y azure-cli (Debian's package; it also provides /usr/bin/python3,
 // which the script uses to check JSON output). Without az the test skips, except under CI=true.
-func TestCompatCLI(t *testing.T) {
+func TestCompatCLI(t *testing.T) { compatCLI(t, false) }
+
+// TestHTTPSCompatCLI runs the same suite over HTTPS (--tls-self-signed), the certificate
+// trusted the way the Azure CLI documents for a private CA: REQUESTS_CA_BUNDLE.
+func TestHTTPSCompatCLI(t *testing.T) { compatCLI(t, true) }
+
+func compatCLI(t *testing.T, https bool) {
 	root := compatRepoRoot(t)
 	az, err := exec.LookPath("az")
 	if err != nil {
@@ -29,6 +35,9 @@ func TestCompatCLI(t *testing.T) {
 		t.Logf("azure-cli %s", strings.TrimSpace(string(out)))
 	}
 
-	srv := startServer(t)
-	compatRun(t, root, compatConnectionString(srv), []string{"PYTHON=" + debianPython}, bash, "compat/cli/test_cli.sh")
+	srv, env := compatServer(t, https, "REQUESTS_CA_BUNDLE")
+	if https {
+		requireUntrusted(t, srv, root, bash, "-c", `az storage table list --connection-string "$CERULEAN_CONNECTION_STRING" --only-show-errors -o none`)
+	}
+	compatRun(t, root, compatConnectionString(srv), append(env, "PYTHON="+debianPython), bash, "compat/cli/test_cli.sh")
 }

@@ -14,7 +14,13 @@ import (
 //
 // It needs `node` and the suite's npm packages (`cd compat/js && npm ci`). Without them it
 // skips, except under CI=true, where a missing client is a failure.
-func TestCompatJS(t *testing.T) {
+func TestCompatJS(t *testing.T) { compatJS(t, false) }
+
+// TestHTTPSCompatJS runs the same suite over HTTPS (--tls-self-signed), the certificate
+// trusted the way Node users trust one: NODE_EXTRA_CA_CERTS.
+func TestHTTPSCompatJS(t *testing.T) { compatJS(t, true) }
+
+func compatJS(t *testing.T, https bool) {
 	root := compatRepoRoot(t)
 	suiteDir := filepath.Join(root, "compat", "js")
 	unavailable := func(format string, args ...any) { t.Helper(); compatUnavailable(t, format, args...) }
@@ -32,10 +38,15 @@ func TestCompatJS(t *testing.T) {
 	}
 	sort.Strings(files)
 
-	srv := startServer(t)
+	srv, env := compatServer(t, https, "NODE_EXTRA_CA_CERTS")
 	cs := compatConnectionString(srv)
+	if https {
+		requireUntrusted(t, srv, suiteDir, node, "--input-type=module", "-e", `import { TableServiceClient } from "@azure/data-tables";
+const c = TableServiceClient.fromConnectionString(process.env.CERULEAN_CONNECTION_STRING, { retryOptions: { maxRetries: 0 } });
+for await (const t of c.listTables()) { console.log(t.name); }`)
+	}
 
 	// The files are passed explicitly: how `node --test <directory>` is read differs
 	// between Node versions (a directory before 21, a glob pattern after).
-	compatRun(t, root, cs, nil, node, append([]string{"--test"}, files...)...)
+	compatRun(t, root, cs, env, node, append([]string{"--test"}, files...)...)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -80,6 +81,11 @@ type server struct {
 	Accounts []account
 	args     []string
 	env      []string
+	// scheme is "https" when the server serves TLS (withTLS, or the whole run under
+	// CERULEAN_TEST_TLS_CERT), else "http".
+	scheme string
+	// CAFile is the PEM file a client trusts to reach an HTTPS server ("" over HTTP).
+	CAFile string
 
 	logs *syncBuffer
 
@@ -95,8 +101,16 @@ func (s *server) Default() account { return s.Accounts[0] }
 
 // Endpoint is the path-style service URL of the account.
 func (s *server) Endpoint(acct string) string {
-	return "http://" + s.Addr + "/" + acct
+	return s.BaseURL() + "/" + acct
 }
+
+// BaseURL is scheme://host:port of the server.
+func (s *server) BaseURL() string {
+	return s.scheme + "://" + s.Addr
+}
+
+// HTTPS reports whether the server serves TLS.
+func (s *server) HTTPS() bool { return s.scheme == "https" }
 
 type serverOption func(*serverConfig)
 
@@ -105,6 +119,21 @@ type serverConfig struct {
 	accounts []account
 	extra    []string
 	env      []string
+	// tls: "" (plain HTTP unless CERULEAN_TEST_TLS_CERT), "self-signed", or "files"
+	// (tlsCert/tlsKey, trusted through tlsCA).
+	tls                    string
+	tlsCert, tlsKey, tlsCA string
+}
+
+// withSelfSignedTLS passes --tls-self-signed; the server's CAFile is the certificate it
+// creates in its data directory.
+func withSelfSignedTLS() serverOption {
+	return func(c *serverConfig) { c.tls = "self-signed" }
+}
+
+// withTLSFiles passes --tls-cert/--tls-key; caFile is what clients trust.
+func withTLSFiles(cert, key, caFile string) serverOption {
+	return func(c *serverConfig) { c.tls, c.tlsCert, c.tlsKey, c.tlsCA = "files", cert, key, caFile }
 }
 
 // withAccounts passes --accounts; the first account becomes the server's default.
@@ -123,7 +152,22 @@ func startServer(t testing.TB, opts ...serverOption) *server {
 	if cfg.dataDir == "" {
 		cfg.dataDir = t.TempDir()
 	}
-	s := &server{t: t, DataDir: cfg.dataDir, logs: &syncBuffer{}, env: cfg.env}
+	if cfg.tls == "" {
+		// The whole run over HTTPS (TestHTTPSGoSDK runs a set of tests so, with
+		// SSL_CERT_FILE naming this certificate): every server uses the same pair.
+		if cert := os.Getenv("CERULEAN_TEST_TLS_CERT"); cert != "" {
+			cfg.tls, cfg.tlsCert, cfg.tlsKey, cfg.tlsCA = "files", cert, os.Getenv("CERULEAN_TEST_TLS_KEY"), cert
+		}
+	}
+	s := &server{t: t, DataDir: cfg.dataDir, logs: &syncBuffer{}, env: cfg.env, scheme: "http"}
+	switch cfg.tls {
+	case "self-signed":
+		s.scheme, s.CAFile = "https", filepath.Join(cfg.dataDir, "cerulean-tls-cert.pem")
+		s.args = append(s.args, "--tls-self-signed")
+	case "files":
+		s.scheme, s.CAFile = "https", cfg.tlsCA
+		s.args = append(s.args, "--tls-cert", cfg.tlsCert, "--tls-key", cfg.tlsKey)
+	}
 	if len(cfg.accounts) > 0 {
 		s.Accounts = cfg.accounts
 	} else {
@@ -151,6 +195,9 @@ func startServer(t testing.TB, opts ...serverOption) *server {
 		}
 	})
 	s.start(t)
+	if s.HTTPS() {
+		t.Logf("cerulean serving %s", s.BaseURL())
+	}
 	return s
 }
 
@@ -220,7 +267,9 @@ func filterEnv(env []string) []string {
 // waitReady polls until the server accepts TCP connections and answers an HTTP request.
 func (s *server) waitReady(done <-chan struct{}) error {
 	deadline := time.Now().Add(readyTimeout)
-	client := &http.Client{Timeout: time.Second}
+	// Readiness only: whether the certificate is trusted is what the tests check.
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	defer client.CloseIdleConnections()
 	for {
 		select {
 		case <-done:
@@ -236,7 +285,7 @@ func (s *server) waitReady(done <-chan struct{}) error {
 		conn, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
 		if err == nil {
 			conn.Close()
-			resp, err := client.Get("http://" + s.Addr + "/" + s.Default().Name + "/Tables")
+			resp, err := client.Get(s.BaseURL() + "/" + s.Default().Name + "/Tables")
 			if err == nil {
 				resp.Body.Close()
 				return nil

@@ -323,7 +323,7 @@ var rawClient = &http.Client{Timeout: 30 * time.Second}
 // do sends r to srv and returns the response.
 func (srv *server) do(t testing.TB, r rawReq) rawResp {
 	t.Helper()
-	u := "http://" + srv.Addr + r.Path
+	u := srv.BaseURL() + r.Path
 	if r.Query != "" {
 		u += "?" + r.Query
 	}

@@ -175,7 +175,7 @@ func (s *Server) authorizeSAS(rq *request, sas *auth.SAS, kind auth.OpKind) erro
 		}
 		return p, true, nil
 	}
-	op := auth.Operation{Kind: kind, Table: rq.res.Table, HTTPS: rq.r.TLS != nil, ClientIP: ip}
+	op := auth.Operation{Kind: kind, Table: rq.res.Table, HTTPS: rq.r.TLS != nil, ClientIP: ip, StrictProtocol: s.strictProtocol}
 	g, err := s.verifier.AuthorizeSAS(rq.account, sas, op, nowFunc(), lookup)
 	if err != nil {
 		if rq.keyRefused != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ceruleandb/cerulean/auth"
 	"github.com/ceruleandb/cerulean/azerr"
+	"github.com/ceruleandb/cerulean/storage/pebble"
 )
 
 // TestAuthenticateKeyAndSAS drives authenticate with every combination of a shared key
@@ -129,5 +130,72 @@ func TestAuthorizeSASNotesRefusedKey(t *testing.T) {
 	}
 	if sasErr.Detail != "needs a" {
 		t.Errorf("noteRefusal modified its argument: %q", sasErr.Detail)
+	}
+}
+
+// TestStrictProtocol: with Options.StrictProtocol a SAS signed spr=https is refused on a
+// request that arrived over plain HTTP (403 AuthorizationProtocolMismatch, the service's
+// answer) and accepted over TLS; spr=https,http is accepted over both. Without it (the
+// default) spr=https is accepted over plain HTTP too.
+func TestStrictProtocol(t *testing.T) {
+	eng, err := pebble.Open(t.TempDir(), pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	acct := auth.DevAccount()
+	newServer := func(strict bool) *Server {
+		srv, err := New(Options{Engine: eng, Accounts: []auth.Account{acct}, StrictProtocol: strict})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv
+	}
+	if err := newServer(false).tables.CreateTable(t.Context(), acct.Name, "tbl", nil); err != nil {
+		t.Fatal(err)
+	}
+	sasQuery := func(spr string) string {
+		sas := &auth.SAS{Version: "2019-02-02", Permissions: "r", Expiry: time.Now().Add(time.Hour).UTC().Format("2006-01-02T15:04:05Z"), TableName: "tbl", Protocol: spr}
+		q := url.Values{"sv": {sas.Version}, "sp": {sas.Permissions}, "se": {sas.Expiry}, "tn": {sas.TableName}, "spr": {spr},
+			"sig": {auth.Sign(acct.Keys[0], sas.StringToSign(acct.Name))}}
+		return q.Encode()
+	}
+	get := func(hs *httptest.Server, spr string) (int, string) {
+		t.Helper()
+		r, err := http.NewRequest(http.MethodGet, hs.URL+"/"+acct.Name+"/tbl()?"+sasQuery(spr), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set("Accept", "application/json;odata=minimalmetadata")
+		resp, err := hs.Client().Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("x-ms-error-code")
+	}
+	for _, tc := range []struct {
+		strict, tls bool
+		spr         string
+		want        int
+		code        string
+	}{
+		{true, false, "https", http.StatusForbidden, string(azerr.AuthorizationProtocolMismatch)},
+		{true, true, "https", http.StatusOK, ""},
+		{true, false, "https,http", http.StatusOK, ""},
+		{true, true, "https,http", http.StatusOK, ""},
+		{false, false, "https", http.StatusOK, ""},
+	} {
+		var hs *httptest.Server
+		if tc.tls {
+			hs = httptest.NewTLSServer(newServer(tc.strict))
+		} else {
+			hs = httptest.NewServer(newServer(tc.strict))
+		}
+		status, code := get(hs, tc.spr)
+		hs.Close()
+		if status != tc.want || code != tc.code {
+			t.Errorf("strict=%v tls=%v spr=%s: %d %q, want %d %q", tc.strict, tc.tls, tc.spr, status, code, tc.want, tc.code)
+		}
 	}
 }

@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"errors"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -17,6 +19,21 @@ const readHeaderTimeout = 30 * time.Second
 // never reuses one the server is closing at that moment (Node's keepAliveTimeoutBuffer does
 // the same).
 const keepAliveSlack = time.Second
+
+// handshakeDemoter writes net/http's error log to the structured log at warn level, except
+// failed TLS handshakes (a TCP health probe, a client that does not trust the certificate),
+// which come in numbers an operator cannot act on and go to debug.
+type handshakeDemoter struct{ log *slog.Logger }
+
+func (h handshakeDemoter) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	level := slog.LevelWarn
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		level = slog.LevelDebug
+	}
+	h.log.Log(context.Background(), level, msg)
+	return len(p), nil
+}
 
 // ErrRequestsRunning is returned by Serve when requests were still running after their
 // connections had been closed at the end of the grace period; the engine must then not be
@@ -34,7 +51,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           s,
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       s.limits.IdleTimeout + keepAliveSlack,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog:          log.New(handshakeDemoter{s.log}, "", 0),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -54,6 +54,10 @@ type Options struct {
 	// Observer, if set, gets every request once it is answered (metrics, the
 	// hot-partition sketch, the access log).
 	Observer observe.Observer
+	// StrictProtocol refuses a SAS signed spr=https on a request that arrived over plain
+	// HTTP (403 AuthorizationProtocolMismatch, as the service does); auth.Operation has
+	// why it is off by default. cerulean serve sets it when it serves HTTPS.
+	StrictProtocol bool
 }
 
 // Server serves the Azure Table REST API over one engine.
@@ -66,6 +70,8 @@ type Server struct {
 	consistency storage.Consistency
 	// observer is Options.Observer (nil: none).
 	observer observe.Observer
+	// strictProtocol is Options.StrictProtocol.
+	strictProtocol bool
 	// busyLog summarises the log lines of 5xx answers that come in floods (see logRequest).
 	busyLog failureLog
 	budget  *bodyBudget
@@ -106,16 +112,17 @@ func New(opts Options) (*Server, error) {
 	h := hex.EncodeToString(rnd[:])
 	limits := opts.Limits.withDefaults()
 	s := &Server{
-		tables:      table.New(opts.Engine, log, table.WithElasticTables(opts.ElasticTables)),
-		verifier:    auth.NewVerifier(opts.Accounts, opts.Now),
-		log:         log,
-		limits:      limits,
-		consistency: opts.ReadConsistency,
-		observer:    opts.Observer,
-		budget:      newBodyBudget(limits.MaxBodyMemory),
-		keepAlive:   []string{keepAliveValue(limits.IdleTimeout)},
-		idPrefix:    h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-",
-		bodies:      map[*bodyRead]struct{}{},
+		tables:         table.New(opts.Engine, log, table.WithElasticTables(opts.ElasticTables)),
+		verifier:       auth.NewVerifier(opts.Accounts, opts.Now),
+		log:            log,
+		limits:         limits,
+		consistency:    opts.ReadConsistency,
+		observer:       opts.Observer,
+		strictProtocol: opts.StrictProtocol,
+		budget:         newBodyBudget(limits.MaxBodyMemory),
+		keepAlive:      []string{keepAliveValue(limits.IdleTimeout)},
+		idPrefix:       h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-",
+		bodies:         map[*bodyRead]struct{}{},
 	}
 	return s, nil
 }

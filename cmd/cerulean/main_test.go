@@ -141,3 +141,26 @@ func TestParseServeHotPartition(t *testing.T) {
 		t.Errorf("bad environment value: %v", err)
 	}
 }
+
+func TestParseServeTLS(t *testing.T) {
+	for _, args := range [][]string{
+		{"--tls-cert", "c.pem"},
+		{"--tls-key", "k.pem"},
+		{"--tls-self-signed", "--tls-cert", "c.pem", "--tls-key", "k.pem"},
+	} {
+		var ue usageError
+		if _, err := parseServe(args); !errors.As(err, &ue) {
+			t.Errorf("parseServe(%q) = %v, want a usage error", args, err)
+		}
+	}
+	t.Setenv("CERULEAN_TLS_CERT", "c.pem")
+	t.Setenv("CERULEAN_TLS_KEY", "k.pem")
+	o, err := parseServe(nil)
+	if err != nil || o.tlsCert != "c.pem" || o.tlsKey != "k.pem" || o.tlsSelfSigned {
+		t.Fatalf("parseServe with CERULEAN_TLS_CERT/KEY = %q %q %v, %v", o.tlsCert, o.tlsKey, o.tlsSelfSigned, err)
+	}
+	t.Setenv("CERULEAN_TLS_SELF_SIGNED", "yes")
+	if _, err := parseServe(nil); err == nil {
+		t.Fatal("CERULEAN_TLS_SELF_SIGNED=yes accepted")
+	}
+}

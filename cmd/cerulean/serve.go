@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"flag"
@@ -31,6 +32,7 @@ import (
 	"github.com/ceruleandb/cerulean/storage/pebble"
 	"github.com/ceruleandb/cerulean/storage/postgres"
 	"github.com/ceruleandb/cerulean/table"
+	"github.com/ceruleandb/cerulean/tlsconf"
 )
 
 // serveOptions are the flags of `cerulean serve`, each with an environment variable.
@@ -74,6 +76,10 @@ type serveOptions struct {
 	hotWarnAfter time.Duration
 	// accessLog is --access-log: a file path, "-" for standard output, "" for none.
 	accessLog string
+	// tlsCert and tlsKey are --tls-cert and --tls-key (PEM files, reloaded when they
+	// change); tlsSelfSigned is --tls-self-signed. Either way --addr serves HTTPS only.
+	tlsCert, tlsKey string
+	tlsSelfSigned   bool
 }
 
 func env(name, def string) string {
@@ -186,6 +192,17 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 		fs.DurationVar(f.p, f.name, v, f.usage+"; for --postgres-replica-url ("+f.env+")")
 	}
 
+	// HTTPS (package tlsconf).
+	fs.StringVar(&o.tlsCert, "tls-cert", env("CERULEAN_TLS_CERT", ""), "serve HTTPS on --addr with this PEM certificate (chain), with --tls-key; "+
+		"the files are read again when they change, so a rotated certificate is served without a restart (CERULEAN_TLS_CERT)")
+	fs.StringVar(&o.tlsKey, "tls-key", env("CERULEAN_TLS_KEY", ""), "the PEM private key of --tls-cert (CERULEAN_TLS_KEY)")
+	selfSigned, err := envBool("CERULEAN_TLS_SELF_SIGNED", false)
+	if err != nil {
+		return fs, o, err
+	}
+	fs.BoolVar(&o.tlsSelfSigned, "tls-self-signed", selfSigned, "serve HTTPS on --addr with a self-signed certificate for 127.0.0.1, ::1 and localhost, "+
+		"created once in --data and reused; the start-up message says how to make each SDK trust it (CERULEAN_TLS_SELF_SIGNED)")
+
 	expiry, err := envDuration("CERULEAN_EXPIRY_INTERVAL", pebble.DefaultExpiryInterval)
 	if err != nil {
 		return fs, o, err
@@ -294,6 +311,12 @@ func (o *serveOptions) check() error {
 	if o.hotWarn < 0 || o.hotWarnAfter <= 0 {
 		return fmt.Errorf("--hot-partition-warn must not be negative and --hot-partition-warn-after must be positive")
 	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	if o.tlsSelfSigned && o.tlsCert != "" {
+		return fmt.Errorf("--tls-self-signed and --tls-cert: choose one")
+	}
 	o.limits.SlowRequest = o.slowRequest
 	if o.slowRequest == 0 {
 		o.limits.SlowRequest = -1 // server.Limits: negative disables
@@ -323,6 +346,18 @@ func envFloat(name string, def float64) (float64, error) {
 		return 0, fmt.Errorf("%s=%q: not a number", name, v)
 	}
 	return f, nil
+}
+
+func envBool(name string, def bool) (bool, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s=%q: want true or false", name, v)
+	}
+	return b, nil
 }
 
 func envDuration(name string, def time.Duration) (time.Duration, error) {
@@ -413,6 +448,10 @@ func runServe(args []string) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	defer ln.Close()
+	ln, https, trustHelp, err := listenTLS(o, ln, log)
+	if err != nil {
+		return err
+	}
 	var observers observe.Observers
 	if o.accessLog != "" {
 		al, err := accesslog.Open(o.accessLog, accesslog.Options{Logger: log})
@@ -449,12 +488,14 @@ func runServe(args []string) error {
 		}
 		observers = append(observers, met)
 	}
-	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic, ReadConsistency: o.consistency, Observer: observers})
+	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic, ReadConsistency: o.consistency, Observer: observers,
+		// Over HTTPS a SAS signed spr=https holds as the service holds it.
+		StrictProtocol: https})
 	if err != nil {
 		eng.Close()
 		return err
 	}
-	log.Info("cerulean serving", "addr", ln.Addr().String(), "engine", o.engine, "data", where, "read_consistency", o.consistency.String(), "startup", time.Since(start).Round(time.Millisecond))
+	log.Info("cerulean serving", "addr", ln.Addr().String(), "https", https, "engine", o.engine, "data", where, "read_consistency", o.consistency.String(), "startup", time.Since(start).Round(time.Millisecond))
 	if r, ok := eng.(replicaReporter); ok {
 		for _, st := range r.Replicas() {
 			// Names are host:port, never credentials.
@@ -464,7 +505,8 @@ func runServe(args []string) error {
 	for _, r := range o.elastic {
 		log.Info("elastic tables", "pattern", r.Pattern, "default_ttl", r.Settings.DefaultTTL, "ttl_property", r.Settings.TTLPropertyName())
 	}
-	printConnectionStrings(os.Stdout, ln.Addr().String(), accounts)
+	printConnectionStrings(os.Stdout, ln.Addr().String(), accounts, https)
+	fmt.Fprint(os.Stdout, trustHelp)
 
 	if o.debug != "" {
 		// /healthz answers 200 while the storage engine answers and 503 while it is
@@ -540,15 +582,48 @@ func reopenOnHangup(al *accesslog.Log, log *slog.Logger) (stop func()) {
 	return func() { signal.Stop(hup); close(hup) }
 }
 
-// printConnectionStrings tells the user how to connect each SDK.
-func printConnectionStrings(w *os.File, addr string, accounts []auth.Account) {
+// listenTLS wraps ln in TLS when the options ask for HTTPS (https reports it). help says
+// how to trust the certificate of --tls-self-signed ("" otherwise).
+func listenTLS(o serveOptions, ln net.Listener, log *slog.Logger) (_ net.Listener, https bool, help string, _ error) {
+	certFile, keyFile := o.tlsCert, o.tlsKey
+	switch {
+	case o.tlsSelfSigned:
+		c, k, created, err := tlsconf.SelfSigned(o.data)
+		if err != nil {
+			return nil, false, "", err
+		}
+		if created {
+			log.Info("created a self-signed certificate", "cert", c)
+		}
+		certFile, keyFile = c, k
+		abs, err := filepath.Abs(c)
+		if err != nil {
+			abs = c
+		}
+		help = tlsconf.TrustHelp(abs)
+	case certFile == "":
+		return ln, false, "", nil
+	}
+	r, err := tlsconf.NewReloader(certFile, keyFile, 0, log.With("component", "tls"))
+	if err != nil {
+		return nil, false, "", err
+	}
+	return tls.NewListener(ln, r.Config()), true, help, nil
+}
+
+// printConnectionStrings tells the user how to connect each SDK; https when TLS is on.
+func printConnectionStrings(w *os.File, addr string, accounts []auth.Account, https bool) {
+	scheme := "http"
+	if https {
+		scheme = "https"
+	}
 	host := addr
 	if h, p, err := net.SplitHostPort(addr); err == nil && (h == "" || h == "0.0.0.0" || h == "::") {
 		host = net.JoinHostPort("127.0.0.1", p)
 	}
 	for _, a := range accounts {
-		cs := fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;TableEndpoint=http://%s/%s;",
-			a.Name, base64.StdEncoding.EncodeToString(a.Keys[0]), host, a.Name)
+		cs := fmt.Sprintf("DefaultEndpointsProtocol=%[1]s;AccountName=%[2]s;AccountKey=%[3]s;TableEndpoint=%[1]s://%[4]s/%[2]s;",
+			scheme, a.Name, base64.StdEncoding.EncodeToString(a.Keys[0]), host)
 		fmt.Fprintf(w, "Account %s — connection string for Go (aztables.NewServiceClientFromConnectionString), JavaScript (TableServiceClient.fromConnectionString), Python (TableServiceClient.from_connection_string) and .NET (new TableServiceClient(...)):\n  %s\n", a.Name, cs)
 	}
 }
