@@ -16,6 +16,24 @@ import (
 	"github.com/ceruleandb/cerulean/storage/pebble"
 )
 
+// observedServer is a server on a fresh Pebble store whose requests a recorder observes.
+func observedServer(t *testing.T) (*recorder, *httptest.Server) {
+	t.Helper()
+	rec := &recorder{}
+	eng, err := pebble.Open(t.TempDir(), pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	srv, err := New(Options{Engine: eng, Accounts: []auth.Account{auth.DevAccount()}, Observer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	return rec, hs
+}
+
 // recorder keeps copies of what it observes.
 type recorder struct {
 	mu   sync.Mutex
@@ -31,18 +49,7 @@ func (r *recorder) Observe(o *observe.Request) {
 // TestObserver: every request reaches the observer once, answered, with its operation,
 // partition and entity counts.
 func TestObserver(t *testing.T) {
-	rec := &recorder{}
-	eng, err := pebble.Open(t.TempDir(), pebble.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	srv, err := New(Options{Engine: eng, Accounts: []auth.Account{auth.DevAccount()}, Observer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
+	rec, hs := observedServer(t)
 	for _, c := range []struct {
 		method, path, body string
 		status             int
@@ -102,18 +109,7 @@ func TestObserver(t *testing.T) {
 // TestObserverAuthFailure: a refused request carries why, from the fixed set metrics use
 // as a label; a query carries the entities it examined.
 func TestObserverAuthFailure(t *testing.T) {
-	rec := &recorder{}
-	eng, err := pebble.Open(t.TempDir(), pebble.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	srv, err := New(Options{Engine: eng, Accounts: []auth.Account{auth.DevAccount()}, Observer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
+	rec, hs := observedServer(t)
 	acct := auth.DevAccount()
 	cases := []struct {
 		reason string
@@ -188,18 +184,7 @@ func TestOperationsKnownToMetrics(t *testing.T) {
 // strips the SAS parameters from the query before the observer runs) and what it
 // addressed (it was never routed).
 func TestObserverRefusedSAS(t *testing.T) {
-	rec := &recorder{}
-	eng, err := pebble.Open(t.TempDir(), pebble.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	srv, err := New(Options{Engine: eng, Accounts: []auth.Account{auth.DevAccount()}, Observer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
+	rec, hs := observedServer(t)
 	resp, b := do(t, mustRequest(t, "GET", hs.URL+"/"+auth.DevAccountName+"/t1(PartitionKey='p1',RowKey='r1')?sv=2019-02-02&ss=t&srt=sco&sp=r&se=2099-01-01T00:00:00Z&sig=bm90YXNpZw%3D%3D"))
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("bad SAS: %d %s", resp.StatusCode, b)

@@ -53,14 +53,8 @@ Flags of cerulean backup:
 func runBackup(args []string) error {
 	var o backupOptions
 	fs := backupFlags(&o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -87,5 +81,20 @@ func runBackup(args []string) error {
 		return fmt.Errorf("backup: %w", err)
 	}
 	fmt.Printf("backup written to %s: %d tables, position %d, taken %s\n", o.to, m.Tables, m.Position, m.Created.Format("2006-01-02T15:04:05.000Z07:00"))
+	return nil
+}
+
+// parseFlags parses a subcommand's flags, which take no arguments besides: a mistake is
+// a usageError (exit status 2), -h is flag.ErrHelp.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
 	return nil
 }

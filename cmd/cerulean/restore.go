@@ -1,11 +1,9 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/ceruleandb/cerulean/backup"
 )
@@ -47,14 +45,8 @@ Flags of cerulean restore:
 func runRestore(args []string) error {
 	var o restoreOptions
 	fs := restoreFlags(&o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if o.from == "" || o.data == "" {
 		return usageErrorf("--from and --data are required")
