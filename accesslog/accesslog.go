@@ -27,8 +27,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
+	"github.com/ceruleandb/cerulean/edmjson"
 	"github.com/ceruleandb/cerulean/observe"
 )
 
@@ -253,21 +253,21 @@ func AppendLine(b []byte, r *observe.Request) []byte {
 	b = append(b, `{"time":"`...)
 	b = appendTime(b, r.Start)
 	b = append(b, `","request_id":`...)
-	b = AppendString(b, r.ID)
+	b = edmjson.AppendString(b, r.ID)
 	b = append(b, `,"client_request_id":`...)
-	b = AppendString(b, r.ClientRequestID)
+	b = edmjson.AppendString(b, r.ClientRequestID)
 	b = append(b, `,"account":`...)
-	b = AppendString(b, r.Account)
+	b = edmjson.AppendString(b, r.Account)
 	b = append(b, `,"operation":`...)
-	b = AppendString(b, r.Operation)
+	b = edmjson.AppendString(b, r.Operation)
 	b = append(b, `,"table":`...)
-	b = AppendString(b, r.Table)
+	b = edmjson.AppendString(b, r.Table)
 	b = append(b, `,"partition_key":`...)
-	b = AppendString(b, r.PartitionKey)
+	b = edmjson.AppendString(b, r.PartitionKey)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(r.Status), 10)
 	b = append(b, `,"error_code":`...)
-	b = AppendString(b, r.ErrorCode)
+	b = edmjson.AppendString(b, r.ErrorCode)
 	b = append(b, `,"latency_ms":`...)
 	b = strconv.AppendFloat(b, float64(r.Latency.Nanoseconds())/1e6, 'f', 3, 64)
 	b = append(b, `,"bytes_in":`...)
@@ -275,9 +275,9 @@ func AppendLine(b []byte, r *observe.Request) []byte {
 	b = append(b, `,"bytes_out":`...)
 	b = strconv.AppendInt(b, r.BytesOut, 10)
 	b = append(b, `,"client_ip":`...)
-	b = AppendString(b, clientIP(r.RemoteAddr))
+	b = edmjson.AppendString(b, clientIP(r.RemoteAddr))
 	b = append(b, `,"auth":`...)
-	b = AppendString(b, r.AuthScheme)
+	b = edmjson.AppendString(b, r.AuthScheme)
 	b = append(b, "}\n"...)
 	return b
 }
@@ -326,62 +326,4 @@ func clientIP(addr string) string {
 		return host
 	}
 	return addr
-}
-
-const hexDigits = "0123456789abcdef"
-
-// AppendString appends s as a JSON string, as encoding/json writes it without HTML
-// escaping: control characters, '"' and '\\' escaped, U+2028 and U+2029 escaped (for
-// JavaScript readers), and each byte of invalid UTF-8 replaced by U+FFFD — any string,
-// a table name or a PartitionKey a client chose, stays one valid JSON string on one line.
-func AppendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

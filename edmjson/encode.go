@@ -137,12 +137,12 @@ func AppendEntity(dst []byte, e *entity.Entity, version int64, opts EntityOption
 	if all || sel.pk {
 		dst = comma(dst)
 		dst = append(dst, `"PartitionKey":`...)
-		dst = appendString(dst, e.PartitionKey)
+		dst = AppendString(dst, e.PartitionKey)
 	}
 	if all || sel.rk {
 		dst = comma(dst)
 		dst = append(dst, `"RowKey":`...)
-		dst = appendString(dst, e.RowKey)
+		dst = AppendString(dst, e.RowKey)
 	}
 	if all || sel.ts {
 		dst = comma(dst)
@@ -183,7 +183,7 @@ func AppendEntity(dst []byte, e *entity.Entity, version int64, opts EntityOption
 			continue
 		}
 		dst = comma(dst)
-		dst = appendString(dst, name)
+		dst = AppendString(dst, name)
 		dst = append(dst, ":null"...)
 	}
 	return append(dst, '}')
@@ -274,7 +274,7 @@ func AppendTableInfo(dst []byte, t storage.TableInfo, opts TableOptions) []byte 
 	}
 	dst = comma(dst)
 	dst = append(dst, `"TableName":`...)
-	dst = appendString(dst, name)
+	dst = AppendString(dst, name)
 	if opts.Select != 0 {
 		dst = appendSelectedSettings(dst, t.Settings, opts.Select)
 	}
@@ -286,9 +286,9 @@ func AppendTableInfo(dst []byte, t storage.TableInfo, opts TableOptions) []byte 
 // {"odata.error":{"code":"<code>","message":{"lang":"en-US","value":"<message>"}}}.
 func AppendError(dst []byte, code, message string) []byte {
 	dst = append(dst, `{"odata.error":{"code":`...)
-	dst = appendString(dst, code)
+	dst = AppendString(dst, code)
 	dst = append(dst, `,"message":{"lang":"en-US","value":`...)
-	dst = appendString(dst, message)
+	dst = AppendString(dst, message)
 	return append(dst, "}}}"...)
 }
 
@@ -395,11 +395,11 @@ func appendProperty(dst []byte, name string, v *entity.Value, annotate bool) []b
 		dst = append(dst, annot...)
 		dst = append(dst, `",`...)
 	}
-	dst = appendString(dst, name)
+	dst = AppendString(dst, name)
 	dst = append(dst, ':')
 	switch v.Type {
 	case entity.String:
-		return appendString(dst, v.Str)
+		return AppendString(dst, v.Str)
 	case entity.Boolean:
 		if v.Int != 0 {
 			return append(dst, "true"...)
@@ -472,7 +472,7 @@ func appendDouble(dst []byte, f float64) []byte {
 }
 
 // appendString appends s as a JSON string.
-func appendString(dst []byte, s string) []byte {
+func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	dst = appendStringContent(dst, s)
 	return append(dst, '"')

@@ -164,7 +164,7 @@ func FuzzDecodeTypedValue(f *testing.F) {
 		if raw {
 			body = append(body, value...)
 		} else {
-			body = appendString(body, value)
+			body = AppendString(body, value)
 		}
 		body = append(body, '}')
 		e, _, err := DecodeEntity(body)
@@ -231,11 +231,11 @@ func naiveSelect(e *entity.Entity, names []string) []byte {
 	dst := []byte{'{'}
 	if has("PartitionKey") {
 		dst = append(comma(dst), `"PartitionKey":`...)
-		dst = appendString(dst, e.PartitionKey)
+		dst = AppendString(dst, e.PartitionKey)
 	}
 	if has("RowKey") {
 		dst = append(comma(dst), `"RowKey":`...)
-		dst = appendString(dst, e.RowKey)
+		dst = AppendString(dst, e.RowKey)
 	}
 	if has("Timestamp") {
 		dst = append(comma(dst), `"Timestamp":"`...)
@@ -251,7 +251,7 @@ func naiveSelect(e *entity.Entity, names []string) []byte {
 			continue
 		}
 		if _, ok := e.Get(n); !ok {
-			dst = append(appendString(comma(dst), n), ":null"...)
+			dst = append(AppendString(comma(dst), n), ":null"...)
 		}
 	}
 	return append(dst, '}')

@@ -219,7 +219,7 @@ func appendSelectedSettings(dst []byte, s storage.TableSettings, sel TableSelect
 	if sel&SelectTTLProperty != 0 {
 		dst = append(dst, `,"`+MemberTTLProperty+`":`...)
 		if s.Elastic {
-			dst = appendString(dst, s.TTLPropertyName())
+			dst = AppendString(dst, s.TTLPropertyName())
 		} else {
 			dst = append(dst, "null"...)
 		}
@@ -235,7 +235,7 @@ func appendSelectedSettings(dst []byte, s storage.TableSettings, sel TableSelect
 // table. The object is a valid PUT body for the same settings.
 func AppendTableSettings(dst []byte, t storage.TableInfo) []byte {
 	dst = append(dst, `{"TableName":`...)
-	dst = appendString(dst, t.Name)
+	dst = AppendString(dst, t.Name)
 	dst = append(dst, `,"`+MemberElastic+`":`...)
 	dst = strconv.AppendBool(dst, t.Settings.Elastic)
 	if t.Settings.TTLOn() {
@@ -244,7 +244,7 @@ func AppendTableSettings(dst []byte, t storage.TableInfo) []byte {
 	}
 	if t.Settings.Elastic {
 		dst = append(dst, `,"`+MemberTTLProperty+`":`...)
-		dst = appendString(dst, t.Settings.TTLPropertyName())
+		dst = AppendString(dst, t.Settings.TTLPropertyName())
 	}
 	return append(dst, '}')
 }
