@@ -60,8 +60,8 @@ func TestAddressing(t *testing.T) {
 	})
 
 	t.Run("HostStyleSDK", func(t *testing.T) {
-		endpoint := fmt.Sprintf("http://%s.table.localhost:%d", acct, srv.Port)
-		hs := newServiceClientFor(t, endpoint, acct, srv.Default().Key, fixedDialer(srv.Addr))
+		endpoint := fmt.Sprintf("%s://%s.table.localhost:%d", srv.scheme, acct, srv.Port)
+		hs := newServiceClientFor(t, endpoint, acct, srv.Default().Key, fixedDialer(srv))
 		if names := listTableNames(t, hs); !contains(names, table) {
 			t.Errorf("host-style SDK list: %v lacks %s", names, table)
 		}

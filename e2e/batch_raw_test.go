@@ -341,7 +341,7 @@ func TestBatchRawHandBuilt(t *testing.T) {
 	t.Run("InsertPrefer", func(t *testing.T) {
 		_, table := newTable(t, svc)
 		c, _ := egtClient(t, srv, table)
-		u := "http://" + srv.Addr + "/" + acct + "/" + table
+		u := srv.BaseURL() + "/" + acct + "/" + table
 		jsonH := [2]string{"Content-Type", "application/json"}
 		b, bb := buildBatchBody([]egtPart{
 			{Method: "POST", URL: u, Header: [][2]string{jsonH}, Body: `{"PartitionKey":"p","RowKey":"none","V":1}`},
@@ -444,7 +444,7 @@ func TestBatchRawHandBuilt(t *testing.T) {
 			}
 		}
 		etR := string(*egtCurrentETag(t, c, "p", "r"))
-		u := "http://" + srv.Addr + "/" + acct + "/" + table
+		u := srv.BaseURL() + "/" + acct + "/" + table
 		b, bb := buildBatchBody([]egtPart{
 			{Method: "POST", URL: u, Header: [][2]string{{"Content-Type", "application/json"}, {"Prefer", "return-no-content"}}, Body: `{"PartitionKey":"p","RowKey":"i","V":1}`},
 			{Method: "PATCH", URL: egtKeyURL(srv, table, "p", "m"), Header: [][2]string{{"Content-Type", "application/json"}, {"If-Match", "*"}}, Body: `{"V":2}`},
@@ -542,7 +542,7 @@ func TestBatchRawHandBuilt(t *testing.T) {
 	t.Run("BodyLimit", func(t *testing.T) {
 		_, table := newTable(t, svc)
 		c, _ := egtClient(t, srv, table)
-		u := "http://" + srv.Addr + "/" + acct + "/" + table
+		u := srv.BaseURL() + "/" + acct + "/" + table
 		b, bb := buildBatchBody([]egtPart{{Method: "POST", URL: u, Header: [][2]string{{"Content-Type", "application/json"}, {"Prefer", "return-no-content"}}, Body: `{"PartitionKey":"p","RowKey":"1"}`}})
 		padded := func(total int) []byte {
 			var p bytes.Buffer
@@ -596,7 +596,7 @@ func TestBatchRawHandBuilt(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		u := "http://" + srv.Addr + "/" + acct + "/" + table
+		u := srv.BaseURL() + "/" + acct + "/" + table
 		insert := egtPart{Method: "POST", URL: u, Header: [][2]string{{"Content-Type", "application/json"}, {"Prefer", "return-no-content"}}, Body: `{"PartitionKey":"p","RowKey":"new"}`}
 		merge := func(tbl string) egtPart {
 			return egtPart{Method: "PATCH", URL: egtKeyURL(srv, tbl, "p", "x"), Header: [][2]string{{"Content-Type", "application/json"}, {"If-Match", "*"}}, Body: `{"V":1}`}
@@ -660,7 +660,7 @@ func TestBatchRawHandBuilt(t *testing.T) {
 		if _, err := c.AddEntity(ctx(t), marshal(t, egtEnt("p", "exists")), nil); err != nil {
 			t.Fatal(err)
 		}
-		u := "http://" + srv.Addr + "/" + acct + "/" + table
+		u := srv.BaseURL() + "/" + acct + "/" + table
 		for _, k := range []int{0, 1, 9, 10, 42, 99} {
 			var parts []egtPart
 			for i := 0; i < 100; i++ {

@@ -91,6 +91,14 @@ func TestBusyAddrCreatesNothing(t *testing.T) {
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
 		t.Errorf("the data directory was created for a server that could not listen (%v)", err)
 	}
+	// So does a busy diagnostics address (--debug-addr), before anything is created.
+	status, _, errOut = runCLI(t, "serve", "--addr", "127.0.0.1:0", "--debug-addr", ln.Addr().String(), "--data", data)
+	if status != 1 || !strings.Contains(errOut, "debug address") || !strings.Contains(errOut, "address already in use") {
+		t.Errorf("busy debug address: status %d, stderr %q", status, errOut)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Errorf("the data directory was created for a server whose debug address was busy (%v)", err)
+	}
 }
 
 // A second server on the same data directory says another process holds it.

@@ -143,7 +143,7 @@ type bigReq struct {
 // It returns the response with its body, and how many body bytes the server let through
 // before the response (or the write error) ended the upload.
 func (srv *server) sendBig(t testing.TB, r bigReq) (rawResp, int64, error) {
-	conn, err := net.DialTimeout("tcp", srv.Addr, 5*time.Second)
+	conn, err := srv.dial(&net.Dialer{Timeout: 5 * time.Second})
 	if err != nil {
 		return rawResp{}, 0, err
 	}
@@ -270,7 +270,7 @@ func TestGuardBodyLimits(t *testing.T) {
 		{"MergeVerb", "MERGE", entity, "", jsonH, `{"S":"`, false},
 		{"Batch", "POST", "/" + acct + "/$batch", "", map[string]string{"Content-Type": "multipart/mixed; boundary=batch_guard", "Accept": "application/json;odata=minimalmetadata"},
 			"--batch_guard\r\nContent-Type: multipart/mixed; boundary=changeset_guard\r\n\r\n--changeset_guard\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n" +
-				"POST http://" + srv.Addr + "/" + acct + "/" + table + " HTTP/1.1\r\nContent-Type: application/json\r\n\r\n{\"PartitionKey\":\"p\",\"RowKey\":\"batch\",\"S\":\"", false},
+				"POST " + srv.BaseURL() + "/" + acct + "/" + table + " HTTP/1.1\r\nContent-Type: application/json\r\n\r\n{\"PartitionKey\":\"p\",\"RowKey\":\"batch\",\"S\":\"", false},
 		{"SetACL", "PUT", "/" + acct + "/" + table, "comp=acl", xmlH, `<?xml version="1.0" encoding="utf-8"?><SignedIdentifiers><SignedIdentifier><Id>`, true},
 		{"SetServiceProperties", "PUT", "/" + acct + "/", "restype=service&comp=properties", xmlH, `<?xml version="1.0" encoding="utf-8"?><StorageServiceProperties><Cors><CorsRule><AllowedOrigins>`, true},
 	}
@@ -348,7 +348,7 @@ func TestGuardBodyLimits(t *testing.T) {
 		t.Errorf("insert after the refused uploads: %v", err)
 	}
 	// Exactly at the limit is still accepted (the guard refuses only what is too large).
-	b, bb := buildBatchBody([]egtPart{{Method: "POST", URL: "http://" + srv.Addr + "/" + acct + "/" + table,
+	b, bb := buildBatchBody([]egtPart{{Method: "POST", URL: srv.BaseURL() + "/" + acct + "/" + table,
 		Header: [][2]string{{"Content-Type", "application/json"}, {"Prefer", "return-no-content"}},
 		Body:   `{"PartitionKey":"p","RowKey":"limit","S":"` + strings.Repeat("y", 30000) + `"}`}})
 	r := egtPost(t, srv, b, bb, nil)
@@ -751,7 +751,7 @@ func TestGuardMalformedBatch(t *testing.T) {
 	svc := newServiceClient(t, srv)
 	acct := srv.Default().Name
 	_, table := newTable(t, svc)
-	u := "http://" + srv.Addr + "/" + acct + "/" + table
+	u := srv.BaseURL() + "/" + acct + "/" + table
 	insert := func(rk string) egtPart {
 		return egtPart{Method: "POST", URL: u, Header: [][2]string{{"Content-Type", "application/json"}, {"Prefer", "return-no-content"}},
 			Body: `{"PartitionKey":"p","RowKey":"` + rk + `","V":1}`}
@@ -881,6 +881,56 @@ func TestGuardMalformedBatch(t *testing.T) {
 // ---------------------------------------------------------------------------------------
 // Concurrent connections
 
+// endedConn records how a client connection ended: the first read error (the server
+// closed or reset it) or the client's own Close — what a test reports when a connection
+// it expected to keep was replaced.
+type endedConn struct {
+	net.Conn
+	at   time.Time
+	mu   sync.Mutex
+	err  error
+	done time.Time
+}
+
+func (c *endedConn) end(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err, c.done = err, time.Now()
+	}
+}
+
+func (c *endedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.end(fmt.Errorf("read: %w", err))
+	}
+	return n, err
+}
+
+func (c *endedConn) Close() error {
+	c.end(errors.New("closed by the client"))
+	return c.Conn.Close()
+}
+
+func (c *endedConn) why() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		return errors.New("not ended (the client dialled beside it)")
+	}
+	return c.err
+}
+
+func (c *endedConn) lived() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done.IsZero() {
+		return time.Since(c.at).Round(time.Millisecond)
+	}
+	return c.done.Sub(c.at).Round(time.Millisecond)
+}
+
 // TestGuardConcurrentConnections: 500 keep-alive connections open at once, each used for
 // gets, inserts, queries and merges, are all answered correctly, with no 5xx and no
 // connection dropped; the server is healthy afterwards.
@@ -893,7 +943,7 @@ func TestGuardConcurrentConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := srv.Default()
-	var dials atomic.Int64
+	var dials, redials atomic.Int64
 	cx := ctxFor(t, 3*time.Minute)
 	connected := make(chan struct{})
 	var ready, wg sync.WaitGroup
@@ -911,10 +961,21 @@ func TestGuardConcurrentConnections(t *testing.T) {
 			once := sync.OnceFunc(ready.Done)
 			defer once()
 			d := &net.Dialer{Timeout: 10 * time.Second}
+			var prev *endedConn // this worker's connection
 			tr := &http.Transport{
 				DialContext: func(c context.Context, network, addr string) (net.Conn, error) {
-					dials.Add(1)
-					return d.DialContext(c, network, addr)
+					if dials.Add(1); prev != nil {
+						redials.Add(1)
+						if redials.Load() <= 5 {
+							t.Logf("worker %d dials again; its connection ended after %v: %v", w, prev.lived(), prev.why())
+						}
+					}
+					conn, err := d.DialContext(c, network, addr)
+					if err != nil {
+						return nil, err
+					}
+					prev = &endedConn{Conn: conn, at: time.Now()}
+					return prev, nil
 				},
 				MaxIdleConnsPerHost: 1,
 				MaxConnsPerHost:     1,

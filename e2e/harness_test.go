@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ceruleandb/cerulean/tlsconf"
 )
 
 const (
@@ -46,6 +49,14 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	if os.Getenv("CERULEAN_TEST_HTTPS") == "1" && os.Getenv("CERULEAN_TEST_TLS_CERT") == "" {
+		dir, err := wholeRunOverHTTPS()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: CERULEAN_TEST_HTTPS:", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+	}
 	if p := os.Getenv("CERULEAN_TEST_BINARY"); p != "" {
 		binaryPath = p
 		return m.Run()
@@ -64,6 +75,29 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// wholeRunOverHTTPS makes the whole run serve HTTPS (CERULEAN_TEST_HTTPS=1, scripts/test's
+// postgres pass): a self-signed pair in a new directory, which every server of the run
+// serves (CERULEAN_TEST_TLS_CERT/KEY) and every Go client trusts the usual Go way
+// (SSL_CERT_FILE, read when the first TLS connection is verified — after this), as do the
+// JavaScript SDK (NODE_EXTRA_CA_CERTS) and the Python SDK and Azure CLI (REQUESTS_CA_BUNDLE)
+// that the compatibility suites run. It returns the directory, for the caller to remove.
+func wholeRunOverHTTPS() (string, error) {
+	dir, err := os.MkdirTemp("", "cerulean-e2e-tls-")
+	if err != nil {
+		return "", err
+	}
+	cert, key, _, err := tlsconf.SelfSigned(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	for k, v := range map[string]string{"CERULEAN_TEST_TLS_CERT": cert, "CERULEAN_TEST_TLS_KEY": key,
+		"SSL_CERT_FILE": cert, "NODE_EXTRA_CA_CERTS": cert, "REQUESTS_CA_BUNDLE": cert} {
+		os.Setenv(k, v)
+	}
+	return dir, nil
 }
 
 // account is one storage account a server serves.
@@ -111,6 +145,30 @@ func (s *server) BaseURL() string {
 
 // HTTPS reports whether the server serves TLS.
 func (s *server) HTTPS() bool { return s.scheme == "https" }
+
+// clientTLS is the TLS configuration of a client that trusts the server's certificate (its
+// CAFile) and nothing else; serverName is the name verified ("" for the dialled host).
+func (s *server) clientTLS(serverName string) *tls.Config {
+	s.t.Helper()
+	pem, err := os.ReadFile(s.CAFile)
+	if err != nil {
+		s.t.Fatalf("the server's certificate: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		s.t.Fatalf("no certificate in %s", s.CAFile)
+	}
+	return &tls.Config{RootCAs: pool, ServerName: serverName}
+}
+
+// dial opens a connection to the server as its clients do: plain TCP, or TLS over HTTPS
+// (the handshake done, within d.Timeout), for tests that write HTTP by hand.
+func (s *server) dial(d *net.Dialer) (net.Conn, error) {
+	if !s.HTTPS() {
+		return d.Dial("tcp", s.Addr)
+	}
+	return tls.DialWithDialer(d, "tcp", s.Addr, s.clientTLS(""))
+}
 
 type serverOption func(*serverConfig)
 

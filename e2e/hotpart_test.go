@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,4 +131,78 @@ func TestHotPartitionBench(t *testing.T) {
 	if all := getPartitions(t, debugAddr, url.Values{"account": {"nobody"}}); len(all.Tables) != 0 {
 		t.Errorf("?account=nobody: %+v", all)
 	}
+}
+
+// TestHotPartitionWarning: a partition that stays above --hot-partition-warn for
+// --hot-partition-warn-after gets a warning line naming it, its rate and the threshold; a
+// partition below the threshold gets none; when the load stops, a line says it cooled.
+// (The sub-windows are 10 s, so this takes about half a minute; it runs in parallel.)
+func TestHotPartitionWarning(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, withArgs("--hot-partition-warn", "20", "--hot-partition-warn-after", "10s"))
+	name := "hotwarn" + runID
+	client := newServiceClient(t, srv).NewClient(name)
+	if _, err := client.CreateTable(ctx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	// A cold partition beside it: about 2 entity operations per second for the whole run.
+	stopCold := make(chan struct{})
+	coldDone := make(chan struct{})
+	go func() {
+		defer close(coldDone)
+		for i := 0; ; i++ {
+			select {
+			case <-stopCold:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			_, _ = client.AddEntity(ctx(t), marshal(t, map[string]any{"PartitionKey": "cold", "RowKey": fmt.Sprint(i)}), nil)
+		}
+	}()
+	status, stdout, stderr := runCLI(t, "bench", "--connection-string", compatConnectionString(srv),
+		"--hot-partition", "--workloads", "insert", "--duration", "20s", "--workers", "1", "--table", name, "--keep", "--json")
+	if status != 0 {
+		t.Fatalf("bench: exit %d\n%s\n%s", status, stdout, stderr)
+	}
+	var doc struct {
+		Results []struct {
+			HottestPartition string `json:"hottest_partition"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || len(doc.Results) != 1 || doc.Results[0].HottestPartition == "" {
+		t.Fatalf("bench --json: %v\n%s", err, stdout)
+	}
+	hot := doc.Results[0].HottestPartition
+	warned := fmt.Sprintf(`level=WARN msg="hot partition" component=hotpart account=%s table=%s partition_key=%s `, devAccount, name, hot)
+	cooled := fmt.Sprintf(`level=INFO msg="hot partition cooled" component=hotpart account=%s table=%s partition_key=%s `, devAccount, name, hot)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(srv.logs.Tail(1<<20), cooled) && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	close(stopCold)
+	<-coldDone
+	logs := srv.logs.Tail(1 << 20)
+	line := lineWith(logs, warned)
+	if line == "" {
+		t.Fatalf("no warning line %q in the server's output", warned)
+	}
+	if !strings.Contains(line, " threshold=20 target=2000 ") || !strings.Contains(line, " entities_per_sec=") {
+		t.Errorf("warning line: %s", line)
+	}
+	if !strings.Contains(logs, cooled) {
+		t.Errorf("no line %q within 30 s of the load's end", cooled)
+	}
+	if strings.Contains(logs, "partition_key=cold ") {
+		t.Errorf("the cold partition (2/s, threshold 20/s) was reported:\n%s", lineWith(logs, "partition_key=cold "))
+	}
+}
+
+// lineWith returns the first line of s that contains sub ("" if none).
+func lineWith(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
 }

@@ -116,7 +116,7 @@ func TestIfMatchSpellings(t *testing.T) {
 			t.Run("Batch/"+method+"/"+tc.name, func(t *testing.T) {
 				rk := "b-" + method + "-" + tc.name
 				cur, stale := fresh(t, rk)
-				u := "http://" + srv.Addr + "/" + acct + "/" + table
+				u := srv.BaseURL() + "/" + acct + "/" + table
 				insert := egtPart{Method: "POST", URL: u, Header: [][2]string{{"Content-Type", "application/json"}, {"Prefer", "return-no-content"}},
 					Body: `{"PartitionKey":"p","RowKey":"` + rk + `-new"}`}
 				op := egtPart{Method: method, URL: egtKeyURL(srv, table, "p", rk), Header: [][2]string{{"If-Match", tc.val(cur, stale, other)}}}

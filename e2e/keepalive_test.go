@@ -26,7 +26,7 @@ func TestKeepAliveTimeout(t *testing.T) {
 	}
 
 	// An idle connection lives as long as advertised, and not much longer.
-	conn, err := net.Dial("tcp", srv.Addr)
+	conn, err := srv.dial(&net.Dialer{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -205,9 +205,9 @@ func TestMetricsBounded(t *testing.T) {
 				for i := range work {
 					var u string
 					if i%2 == 0 {
-						u = fmt.Sprintf("http://%s/%s-acct%d/%s-t%d()", srv.Addr, prefix, i, prefix, i)
+						u = fmt.Sprintf("%s/%s-acct%d/%s-t%d()", srv.BaseURL(), prefix, i, prefix, i)
 					} else {
-						u = fmt.Sprintf("http://%s/%s/%s-t%d(PartitionKey='k%d',RowKey='k%d')", srv.Addr, acct, prefix, i, i, i)
+						u = fmt.Sprintf("%s/%s/%s-t%d(PartitionKey='k%d',RowKey='k%d')", srv.BaseURL(), acct, prefix, i, i, i)
 					}
 					resp, err := http.Get(u)
 					if err != nil {

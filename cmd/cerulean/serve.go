@@ -452,6 +452,13 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	var debugLn net.Listener
+	if o.debug != "" {
+		if debugLn, err = listenDebug(o.debug, log); err != nil {
+			return err
+		}
+		defer debugLn.Close()
+	}
 	var observers observe.Observers
 	if o.accessLog != "" {
 		al, err := accesslog.Open(o.accessLog, accesslog.Options{Logger: log})
@@ -532,7 +539,7 @@ func runServe(args []string) error {
 		}
 		go func() {
 			// net/http/pprof registers on the default mux, which nothing else uses.
-			if err := http.ListenAndServe(o.debug, nil); err != nil {
+			if err := http.Serve(debugLn, nil); err != nil && !errors.Is(err, net.ErrClosed) {
 				log.Error("debug server", "err", err)
 			}
 		}()
@@ -562,6 +569,21 @@ func hotPartitions(o serveOptions, log *slog.Logger) *hotpart.Tracker {
 		warn = -1 // hotpart.Options: negative disables the lines
 	}
 	return hotpart.New(hotpart.Options{Warn: warn, WarnAfter: o.hotWarnAfter, Logger: log.With("component", "hotpart")})
+}
+
+// listenDebug listens on the diagnostics address (--debug-addr) before anything is
+// created, so that a busy or malformed address fails the start, as --addr does. The address
+// has no authentication — metrics, /debug/backup and profiles are for the operator — so
+// one that is not loopback gets a warning.
+func listenDebug(addr string, log *slog.Logger) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("debug address: %w", err)
+	}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() {
+		log.Warn("the diagnostics address has no authentication (metrics, backups, profiles): keep it on loopback or a private network", "debug_addr", ln.Addr().String())
+	}
+	return ln, nil
 }
 
 // reopenOnHangup reopens the access log on each SIGHUP, for rotation tools (logrotate's
