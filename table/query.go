@@ -142,7 +142,7 @@ func (s *Service) queryPage(ctx context.Context, rd storage.Reader, account, tab
 		}
 		return Page{}, nil
 	}
-	deadline := time.Now().Add(PageBudget)
+	deadline := time.Now().Add(s.pageBudget)
 	var p Page
 	size := 0
 	for i, r := range ranges {

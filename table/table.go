@@ -27,6 +27,8 @@ type Service struct {
 	elastic []ElasticRule
 	// engine is eng.Name(), the engine part of the session tokens (session.go).
 	engine string
+	// pageBudget is PageBudget, shorter only in tests that cut pages.
+	pageBudget time.Duration
 
 	// unavailableSince is when the engine last went from answering to failing with
 	// storage.ErrUnavailable (Unix nanoseconds), or 0 while it answers.
@@ -60,7 +62,7 @@ func New(eng storage.Engine, log *slog.Logger, opts ...Option) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Service{eng: eng, log: log}
+	s := &Service{eng: eng, log: log, pageBudget: PageBudget}
 	if eng != nil { // nil: a Service for its pure functions only (tests)
 		s.engine = eng.Name()
 	}
@@ -178,7 +180,7 @@ func (s *Service) listTables(ctx context.Context, v storage.Reader, account stri
 	if top == 0 || top > MaxPageSize {
 		top = MaxPageSize
 	}
-	deadline := time.Now().Add(PageBudget)
+	deadline := time.Now().Add(s.pageBudget)
 	var out []storage.TableInfo
 	for to == nil || from < *to {
 		tables, resume, err := v.ListTables(ctx, account, from, top-len(out))
