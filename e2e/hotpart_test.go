@@ -55,6 +55,32 @@ func getPartitions(t *testing.T, debugAddr string, q url.Values) partitionsRepor
 	return r
 }
 
+// hotBenchResult is what `cerulean bench --json` says of its one workload.
+type hotBenchResult struct {
+	Workload         string  `json:"workload"`
+	Entities         int64   `json:"entities"`
+	HottestPartition string  `json:"hottest_partition"`
+	EntitiesPerSec   float64 `json:"entities_per_sec"`
+}
+
+// hotBench runs `cerulean bench --hot-partition` inserting into table for duration with
+// workers, and returns its result.
+func hotBench(t *testing.T, srv *server, table, duration, workers string) hotBenchResult {
+	t.Helper()
+	status, stdout, stderr := runCLI(t, "bench", "--connection-string", compatConnectionString(srv),
+		"--hot-partition", "--workloads", "insert", "--duration", duration, "--workers", workers, "--table", table, "--keep", "--json")
+	if status != 0 {
+		t.Fatalf("bench: exit %d\n%s\n%s", status, stdout, stderr)
+	}
+	var doc struct {
+		Results []hotBenchResult `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || len(doc.Results) != 1 || doc.Results[0].HottestPartition == "" {
+		t.Fatalf("bench --json: %v\n%s", err, stdout)
+	}
+	return doc.Results[0]
+}
+
 // TestHotPartitionBench: `cerulean bench --hot-partition` against a server with
 // --debug-addr shows up in /debug/partitions: the bench's partition is its table's
 // busiest, with the entities the bench wrote, ahead of the partitions other clients
@@ -86,23 +112,7 @@ func TestHotPartitionBench(t *testing.T) {
 		t.Fatalf("query of cold07: %d entities", len(got))
 	}
 
-	status, stdout, stderr := runCLI(t, "bench", "--connection-string", compatConnectionString(srv),
-		"--hot-partition", "--workloads", "insert", "--duration", "3s", "--workers", "4", "--table", name, "--keep", "--json")
-	if status != 0 {
-		t.Fatalf("bench: exit %d\n%s\n%s", status, stdout, stderr)
-	}
-	var doc struct {
-		Results []struct {
-			Workload         string  `json:"workload"`
-			Entities         int64   `json:"entities"`
-			HottestPartition string  `json:"hottest_partition"`
-			EntitiesPerSec   float64 `json:"entities_per_sec"`
-		} `json:"results"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || len(doc.Results) != 1 || doc.Results[0].HottestPartition == "" {
-		t.Fatalf("bench --json: %v\n%s", err, stdout)
-	}
-	bench := doc.Results[0]
+	bench := hotBench(t, srv, name, "3s", "4")
 
 	r := getPartitions(t, debugAddr, url.Values{"account": {devAccount}, "table": {name}, "top": {"3"}})
 	if len(r.Tables) != 1 || r.Tables[0].Table != name || r.Tables[0].Account != devAccount || len(r.Tables[0].Partitions) != 3 {
@@ -159,20 +169,7 @@ func TestHotPartitionWarning(t *testing.T) {
 			_, _ = client.AddEntity(ctx(t), marshal(t, map[string]any{"PartitionKey": "cold", "RowKey": fmt.Sprint(i)}), nil)
 		}
 	}()
-	status, stdout, stderr := runCLI(t, "bench", "--connection-string", compatConnectionString(srv),
-		"--hot-partition", "--workloads", "insert", "--duration", "20s", "--workers", "1", "--table", name, "--keep", "--json")
-	if status != 0 {
-		t.Fatalf("bench: exit %d\n%s\n%s", status, stdout, stderr)
-	}
-	var doc struct {
-		Results []struct {
-			HottestPartition string `json:"hottest_partition"`
-		} `json:"results"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || len(doc.Results) != 1 || doc.Results[0].HottestPartition == "" {
-		t.Fatalf("bench --json: %v\n%s", err, stdout)
-	}
-	hot := doc.Results[0].HottestPartition
+	hot := hotBench(t, srv, name, "20s", "1").HottestPartition
 	warned := fmt.Sprintf(`level=WARN msg="hot partition" component=hotpart account=%s table=%s partition_key=%s `, devAccount, name, hot)
 	cooled := fmt.Sprintf(`level=INFO msg="hot partition cooled" component=hotpart account=%s table=%s partition_key=%s `, devAccount, name, hot)
 	deadline := time.Now().Add(30 * time.Second)
