@@ -47,8 +47,14 @@ var ErrRequestsRunning = errors.New("requests still running after shutdown")
 // ends. It returns nil after a clean shutdown; then no request is running and the engine
 // may be closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	return s.ServeHandler(ctx, ln, s)
+}
+
+// ServeHandler is Serve with h answering the requests: the Server itself wrapped by what
+// shares its listener (the web console), with the same limits and graceful shutdown.
+func (s *Server) ServeHandler(ctx context.Context, ln net.Listener, h http.Handler) error {
 	hs := &http.Server{
-		Handler:           s,
+		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       s.limits.IdleTimeout + keepAliveSlack,
 		ErrorLog:          log.New(handshakeDemoter{s.log}, "", 0),

@@ -24,6 +24,7 @@ import (
 	"github.com/ceruleandb/cerulean/accesslog"
 	"github.com/ceruleandb/cerulean/auth"
 	"github.com/ceruleandb/cerulean/backup"
+	"github.com/ceruleandb/cerulean/console"
 	"github.com/ceruleandb/cerulean/hotpart"
 	"github.com/ceruleandb/cerulean/metrics"
 	"github.com/ceruleandb/cerulean/observe"
@@ -80,6 +81,10 @@ type serveOptions struct {
 	// change); tlsSelfSigned is --tls-self-signed. Either way --addr serves HTTPS only.
 	tlsCert, tlsKey string
 	tlsSelfSigned   bool
+	// console is --console: serve the web console (package console); consoleAddr is
+	// --console-addr, its own listener ("" : /-/ on --addr).
+	console     bool
+	consoleAddr string
 }
 
 func env(name, def string) string {
@@ -203,6 +208,16 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	fs.BoolVar(&o.tlsSelfSigned, "tls-self-signed", selfSigned, "serve HTTPS on --addr with a self-signed certificate for 127.0.0.1, ::1 and localhost, "+
 		"created once in --data and reused; the start-up message says how to make each SDK trust it (CERULEAN_TLS_SELF_SIGNED)")
 
+	// Web console (package console).
+	con, err := envBool("CERULEAN_CONSOLE", true)
+	if err != nil {
+		return fs, o, err
+	}
+	fs.BoolVar(&o.console, "console", con, "serve the web console at /-/ on --addr: browse and edit tables and entities, access policies, CORS, "+
+		"SAS URLs, and watch request rates and hot partitions, signed in with an account key, a connection string or a SAS (CERULEAN_CONSOLE)")
+	fs.StringVar(&o.consoleAddr, "console-addr", env("CERULEAN_CONSOLE_ADDR", ""), "serve the web console on this address instead of --addr (at /-/, with the table API beside it so the page "+
+		"stays same-origin with what it calls; HTTPS when --addr is) (CERULEAN_CONSOLE_ADDR)")
+
 	expiry, err := envDuration("CERULEAN_EXPIRY_INTERVAL", pebble.DefaultExpiryInterval)
 	if err != nil {
 		return fs, o, err
@@ -316,6 +331,9 @@ func (o *serveOptions) check() error {
 	}
 	if o.tlsSelfSigned && o.tlsCert != "" {
 		return fmt.Errorf("--tls-self-signed and --tls-cert: choose one")
+	}
+	if !o.console && o.consoleAddr != "" {
+		return fmt.Errorf("--console-addr with --console=false: the console is off, so it has no address")
 	}
 	o.limits.SlowRequest = o.slowRequest
 	if o.slowRequest == 0 {
@@ -459,6 +477,18 @@ func runServe(args []string) error {
 		}
 		defer debugLn.Close()
 	}
+	var consoleLn net.Listener
+	if o.consoleAddr != "" {
+		cl, err := net.Listen("tcp", o.consoleAddr)
+		if err != nil {
+			return fmt.Errorf("console listen: %w", err)
+		}
+		defer cl.Close()
+		// The same scheme as --addr: the page there is served as the API is.
+		if consoleLn, _, _, err = listenTLS(o, cl, log); err != nil {
+			return err
+		}
+	}
 	var observers observe.Observers
 	if o.accessLog != "" {
 		al, err := accesslog.Open(o.accessLog, accesslog.Options{Logger: log})
@@ -479,6 +509,17 @@ func runServe(args []string) error {
 	// diagnostics address to serve them on, so that without one the request path pays
 	// nothing for them.
 	observers = append(observers, hot)
+	var con *console.Console
+	if o.console {
+		// Watch's request series per account and operation (bounded: see console.Rates).
+		names := make([]string, len(accounts))
+		for i, a := range accounts {
+			names[i] = a.Name
+		}
+		rates := console.NewRates(names, nil)
+		observers = append(observers, rates)
+		con = console.New(console.Options{Accounts: accounts, Rates: rates, Hot: hot})
+	}
 	var met *metrics.Metrics
 	if o.debug != "" {
 		names := make([]string, len(accounts))
@@ -513,6 +554,13 @@ func runServe(args []string) error {
 		log.Info("elastic tables", "pattern", r.Pattern, "default_ttl", r.Settings.DefaultTTL, "ttl_property", r.Settings.TTLPropertyName())
 	}
 	printConnectionStrings(os.Stdout, ln.Addr().String(), accounts, https)
+	if con != nil {
+		addr := ln.Addr().String()
+		if consoleLn != nil {
+			addr = consoleLn.Addr().String()
+		}
+		fmt.Fprintf(os.Stdout, "Web console (sign in with an account name and key, a connection string or a SAS URL):\n  %s://%s%s\n", scheme(https), displayHost(addr), console.Prefix)
+	}
 	fmt.Fprint(os.Stdout, trustHelp)
 
 	if o.debug != "" {
@@ -547,7 +595,30 @@ func runServe(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go hot.Run(ctx)
-	serveErr := srv.Serve(ctx, ln)
+	var handler http.Handler = srv
+	consoleDone := make(chan error, 1)
+	switch {
+	case con != nil && consoleLn != nil:
+		// Its own listener serves the console and the same table API, so the page calls
+		// the API on its own origin (no CORS rule needed).
+		go func() {
+			err := srv.ServeHandler(ctx, consoleLn, console.Mount(con, srv))
+			if ctx.Err() == nil {
+				log.Error("console listener stopped; shutting down", "err", err)
+				stop()
+			}
+			consoleDone <- err
+		}()
+	case con != nil:
+		handler = console.Mount(con, srv)
+		consoleDone <- nil
+	default:
+		consoleDone <- nil
+	}
+	serveErr := srv.ServeHandler(ctx, ln, handler)
+	if cerr := <-consoleDone; serveErr == nil {
+		serveErr = cerr
+	}
 	if errors.Is(serveErr, server.ErrRequestsRunning) {
 		// Closing the engine under running requests could fail them mid-write; every
 		// acknowledged write is already synced, so leaving it unclosed loses nothing.
@@ -635,19 +706,29 @@ func listenTLS(o serveOptions, ln net.Listener, log *slog.Logger) (_ net.Listene
 
 // printConnectionStrings tells the user how to connect each SDK; https when TLS is on.
 func printConnectionStrings(w *os.File, addr string, accounts []auth.Account, https bool) {
-	scheme := "http"
-	if https {
-		scheme = "https"
-	}
-	host := addr
-	if h, p, err := net.SplitHostPort(addr); err == nil && (h == "" || h == "0.0.0.0" || h == "::") {
-		host = net.JoinHostPort("127.0.0.1", p)
-	}
+	host := displayHost(addr)
 	for _, a := range accounts {
 		cs := fmt.Sprintf("DefaultEndpointsProtocol=%[1]s;AccountName=%[2]s;AccountKey=%[3]s;TableEndpoint=%[1]s://%[4]s/%[2]s;",
-			scheme, a.Name, base64.StdEncoding.EncodeToString(a.Keys[0]), host)
+			scheme(https), a.Name, base64.StdEncoding.EncodeToString(a.Keys[0]), host)
 		fmt.Fprintf(w, "Account %s — connection string for Go (aztables.NewServiceClientFromConnectionString), JavaScript (TableServiceClient.fromConnectionString), Python (TableServiceClient.from_connection_string) and .NET (new TableServiceClient(...)):\n  %s\n", a.Name, cs)
 	}
+}
+
+// scheme is the URL scheme of the listeners: https when TLS is on.
+func scheme(https bool) string {
+	if https {
+		return "https"
+	}
+	return "http"
+}
+
+// displayHost is a listener's address as a client reaches it: a wildcard address
+// ("0.0.0.0:10002", ":10002") becomes 127.0.0.1.
+func displayHost(addr string) string {
+	if h, p, err := net.SplitHostPort(addr); err == nil && (h == "" || h == "0.0.0.0" || h == "::") {
+		return net.JoinHostPort("127.0.0.1", p)
+	}
+	return addr
 }
 
 // pebbleLogger routes Pebble's background reports into the structured log.

@@ -1,0 +1,796 @@
+// The console's views: sign-in, tables and entities, the entity editor, access policies,
+// the SAS generator, CORS and Watch. Everything goes through api.js.
+
+import * as api from './api.js';
+import * as edm from './edm.js';
+
+const $ = (sel, root = document) => root.querySelector(sel);
+const main = $('#main');
+const dialog = $('#dialog');
+let creds = api.loadCreds();
+
+/** h builds an element: h('button', {class: 'x', onclick: f}, 'text', child…). */
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else if (k === 'style') el.style.cssText = v; // CSSOM: the CSP forbids style attributes
+    else if (k === 'value') el.value = v;
+    else if (k === 'checked') el.checked = !!v;
+    else el.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) el.append(c instanceof Node ? c : String(c));
+  return el;
+}
+
+/** Plain words for the codes people meet; the service's code is always shown beside. */
+const PLAIN = {
+  AuthenticationFailed: 'The service did not accept the key or SAS (wrong key, expired SAS, or the clock is off).',
+  AuthorizationPermissionMismatch: 'These credentials do not allow this.',
+  AuthorizationResourceTypeMismatch: 'This SAS does not cover this kind of resource.',
+  AuthorizationFailure: 'These credentials do not allow this.',
+  TableAlreadyExists: 'A table with this name already exists.',
+  TableNotFound: 'The table does not exist (any more).',
+  ResourceNotFound: 'Not found: it may have been deleted.',
+  EntityAlreadyExists: 'An entity with this PartitionKey and RowKey already exists.',
+  UpdateConditionNotSatisfied: 'Someone changed this entity since you opened it.',
+  InvalidInput: 'The service could not read the request.',
+  OutOfRangeInput: 'A value is out of range.',
+  InvalidResourceName: 'The name is not valid.',
+  PropertyNameInvalid: 'A property name is not valid: start with a letter or _, then letters, digits or _.',
+  TableBeingDeleted: 'The table is being deleted; try again in a moment.',
+  NetworkError: 'The service did not answer.',
+};
+const TABLE_RULES = 'Table names are 3 to 63 characters, letters and digits only, start with a letter, and are not "tables".';
+
+/** errorView shows an error in plain words with the service's code and message. */
+function errorView(e, extra = '') {
+  if (!(e instanceof api.ApiError)) return h('div', { class: 'error', role: 'alert' }, e.message || String(e));
+  const plain = PLAIN[e.code] || 'The service refused the request.';
+  return h('div', { class: 'error', role: 'alert' }, plain, ' ', h('span', { class: 'code' }, e.code), extra ? '\n' + extra : '', e.message ? h('div', { class: 'hint' }, e.message) : null);
+}
+
+function setStatus(el, content) {
+  el.replaceChildren(content || '');
+}
+
+// ---- routing ----------------------------------------------------------------------
+
+function route() {
+  creds = api.loadCreds();
+  const nav = $('#nav');
+  if (!creds) {
+    nav.hidden = true;
+    $('#signout').hidden = true;
+    $('#who').textContent = '';
+    return signInView();
+  }
+  nav.hidden = false;
+  $('#signout').hidden = false;
+  $('#who').textContent = creds.account + (creds.kind === 'sas' ? ' — ' + api.describeSAS(creds) : ' — signed in with the account key');
+  const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+  const view = parts[0] || 'tables';
+  for (const a of nav.querySelectorAll('a')) a.toggleAttribute('aria-current', a.dataset.view === view), a.dataset.view === view && a.setAttribute('aria-current', 'page');
+  stopWatch();
+  if (view === 'watch') return watchView();
+  if (view === 'cors') return corsView();
+  return tablesView(parts[1] || (creds.table || ''), parts[2] || 'entities');
+}
+
+window.addEventListener('hashchange', route);
+$('#signout').addEventListener('click', () => {
+  api.clearCreds();
+  location.hash = '';
+  route();
+});
+
+// ---- sign-in ----------------------------------------------------------------------
+
+function signInView() {
+  let kind = 'key';
+  const status = h('div', { class: 'status', id: 'signin-status' });
+  const panes = {
+    key: h('div', {},
+      h('div', { class: 'field' }, h('label', { for: 'in-account' }, 'Account name'), h('input', { id: 'in-account', autocomplete: 'off', spellcheck: 'false', value: 'devstoreaccount1' })),
+      h('div', { class: 'field' }, h('label', { for: 'in-key' }, 'Account key (base64)'), h('input', { id: 'in-key', type: 'password', autocomplete: 'off', class: 'mono' }))),
+    conn: h('div', { class: 'field' }, h('label', { for: 'in-conn' }, 'Connection string (as printed when cerulean starts)'),
+      h('textarea', { id: 'in-conn', class: 'mono', rows: 4, spellcheck: 'false' })),
+    sas: h('div', { class: 'field' }, h('label', { for: 'in-sas' }, 'SAS URL (an account SAS, or a table SAS: …/account/table?sv=…&sig=…)'),
+      h('textarea', { id: 'in-sas', class: 'mono', rows: 4, spellcheck: 'false' })),
+  };
+  const tabs = h('div', { class: 'tabs', role: 'tablist' });
+  const show = (k) => {
+    kind = k;
+    for (const [name, pane] of Object.entries(panes)) pane.hidden = name !== k;
+    for (const b of tabs.children) b.setAttribute('aria-selected', String(b.dataset.kind === k));
+    setStatus(status);
+  };
+  for (const [k, label] of [['key', 'Account key'], ['conn', 'Connection string'], ['sas', 'SAS URL']]) {
+    tabs.append(h('button', { type: 'button', role: 'tab', 'data-kind': k, id: 'tab-' + k, onclick: () => show(k) }, label));
+  }
+  const form = h('form', { class: 'card signin', id: 'signin' },
+    h('h1', {}, 'Sign in'),
+    h('p', { class: 'hint' }, 'Credentials stay in this browser tab (sessionStorage) and sign each request as the SDKs do; nothing is sent to the server but the signatures.'),
+    tabs, panes.key, panes.conn, panes.sas, status,
+    h('button', { class: 'primary', type: 'submit', id: 'signin-submit' }, 'Sign in'));
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    let c;
+    try {
+      c = api.parseSignIn(kind, { account: $('#in-account').value, key: $('#in-key').value, conn: $('#in-conn').value, sas: $('#in-sas').value });
+    } catch (e) {
+      return setStatus(status, h('div', { class: 'error', role: 'alert' }, e.message));
+    }
+    setStatus(status, 'Checking…');
+    // Prove the credentials with the cheapest request they allow.
+    try {
+      if (c.kind === 'key' || api.can(c, 'listTables')) await api.request(c, 'GET', '/Tables', { query: { $top: '1' } });
+      else if (c.table) await api.request(c, 'GET', '/' + api.enc(c.table) + '()', { query: { $top: '1' } });
+    } catch (e) {
+      return setStatus(status, errorView(e));
+    }
+    api.saveCreds(c);
+    location.hash = c.table ? '#/tables/' + encodeURIComponent(c.table) : '#/tables';
+    route();
+  });
+  main.replaceChildren(form);
+  show('key');
+  $('#in-account').focus();
+}
+
+// ---- tables -----------------------------------------------------------------------
+
+let tablePages = [''];
+let tablePage = 0;
+
+async function tablesView(selected, tab) {
+  const list = h('ul', { class: 'tables', id: 'table-list', 'aria-label': 'Tables' });
+  const listStatus = h('div', { class: 'status', id: 'tables-status' });
+  const pager = h('div', { class: 'pager' });
+  const right = h('section', { id: 'table-pane' });
+  const left = h('section', { class: 'card' }, h('h1', {}, 'Tables'));
+  if (api.can(creds, 'createTable')) {
+    const name = h('input', { id: 'new-table', placeholder: 'new table name', autocomplete: 'off', spellcheck: 'false', style: 'width:100%' });
+    const createStatus = h('div', { class: 'status', id: 'create-status' });
+    const form = h('form', { id: 'create-table' }, h('div', { class: 'row' }, h('div', { class: 'field', style: 'flex:1' }, name), h('button', { type: 'submit', class: 'primary' }, 'Create')), createStatus);
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      const n = name.value.trim();
+      setStatus(createStatus, 'Creating…');
+      try {
+        await api.request(creds, 'POST', '/Tables', { body: JSON.stringify({ TableName: n }), headers: { Prefer: 'return-no-content' } });
+        setStatus(createStatus, h('span', { class: 'ok' }, `Created ${n}.`));
+        name.value = '';
+        location.hash = '#/tables/' + encodeURIComponent(n);
+      } catch (e) {
+        const rules = ['InvalidResourceName', 'OutOfRangeInput', 'InvalidInput'].includes(e.code) ? TABLE_RULES : '';
+        setStatus(createStatus, errorView(e, rules));
+      }
+    });
+    left.append(form);
+  }
+  left.append(list, pager, listStatus);
+  main.replaceChildren(h('div', { class: 'split' }, left, right));
+
+  const loadList = async () => {
+    if (!api.can(creds, 'listTables')) {
+      list.replaceChildren(...(creds.table ? [tableItem(creds.table, selected)] : []));
+      setStatus(listStatus, h('span', { class: 'hint' }, creds.table ? 'This SAS is for one table.' : 'This SAS cannot list tables.'));
+      return;
+    }
+    setStatus(listStatus, 'Loading…');
+    try {
+      const r = await api.request(creds, 'GET', '/Tables', { query: { NextTableName: tablePages[tablePage] } });
+      const names = JSON.parse(r.text).value.map((t) => t.TableName);
+      list.replaceChildren(...names.map((n) => tableItem(n, selected)));
+      const next = r.headers.get('x-ms-continuation-NextTableName');
+      if (next) tablePages[tablePage + 1] = next;
+      else tablePages.length = tablePage + 1;
+      pager.replaceChildren(
+        h('button', { type: 'button', id: 'tables-prev', disabled: tablePage === 0, onclick: () => { tablePage--; loadList(); } }, '‹ Previous'),
+        h('span', { class: 'hint', id: 'tables-page' }, `page ${tablePage + 1}`),
+        h('button', { type: 'button', id: 'tables-next', disabled: !next, onclick: () => { tablePage++; loadList(); } }, 'Next ›'));
+      setStatus(listStatus, names.length ? '' : h('span', { class: 'hint' }, 'No tables yet.'));
+    } catch (e) {
+      setStatus(listStatus, errorView(e));
+    }
+  };
+  loadList();
+  if (selected) tablePane(right, selected, tab);
+  else right.replaceChildren(h('div', { class: 'card hint' }, 'Choose a table.'));
+
+  function tableItem(n, sel) {
+    const li = h('li', {}, h('a', { href: '#/tables/' + encodeURIComponent(n), 'aria-current': n === sel ? 'true' : null, 'data-table': n }, n));
+    if (api.can(creds, 'deleteTable')) {
+      li.append(h('button', { type: 'button', class: 'danger', 'aria-label': 'Delete table ' + n, 'data-delete-table': n, onclick: () => confirmDeleteTable(n, loadList) }, 'Delete'));
+    }
+    return li;
+  }
+}
+
+function confirmDeleteTable(name, reload) {
+  const status = h('div', { class: 'status' });
+  const form = h('form', { method: 'dialog', id: 'confirm-delete-table' },
+    h('div', { class: 'body' }, h('h1', {}, 'Delete table ' + name + '?'), h('p', {}, 'The table and every entity in it are deleted. This cannot be undone.'), status),
+    h('div', { class: 'foot' }, h('span', { class: 'spacer' }), h('button', { type: 'button', onclick: () => dialog.close() }, 'Cancel'), h('button', { type: 'submit', class: 'danger', id: 'confirm-delete' }, 'Delete')));
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    try {
+      await api.request(creds, 'DELETE', `/Tables('${api.enc(name)}')`);
+      dialog.close();
+      if (location.hash.startsWith('#/tables/' + encodeURIComponent(name))) location.hash = '#/tables';
+      else reload();
+    } catch (e) {
+      setStatus(status, errorView(e));
+    }
+  });
+  openDialog(form, '#confirm-delete');
+}
+
+function openDialog(content, focusSel) {
+  dialog.replaceChildren(content);
+  if (!dialog.open) dialog.showModal();
+  const f = focusSel && $(focusSel, dialog);
+  if (f) f.focus();
+}
+
+function tablePane(pane, table, tab) {
+  const tabs = [['entities', 'Entities']];
+  if (creds.kind === 'key') tabs.push(['policies', 'Access policies'], ['sas', 'SAS URL']);
+  const bar = h('div', { class: 'tabs', role: 'tablist' }, ...tabs.map(([k, label]) => h('button', {
+    type: 'button', role: 'tab', id: 'tab-' + k, 'aria-selected': String(k === tab),
+    onclick: () => { location.hash = `#/tables/${encodeURIComponent(table)}/${k}`; },
+  }, label)));
+  const body = h('div');
+  pane.replaceChildren(h('h1', {}, table), bar, body);
+  if (tab === 'policies' && creds.kind === 'key') return policiesView(body, table);
+  if (tab === 'sas' && creds.kind === 'key') return sasView(body, table);
+  return entitiesView(body, table);
+}
+
+// ---- entities ---------------------------------------------------------------------
+
+/** prefixRange is [ge, lt) of the keys starting with p. */
+function prefixRange(p) {
+  const last = p.charCodeAt(p.length - 1);
+  return [p, p.slice(0, -1) + String.fromCharCode(last + 1)];
+}
+
+const lit = (s) => `'${s.replace(/'/g, "''")}'`;
+
+/** quickFilter composes the quick filters (prefix or range per key) into $filter terms. */
+function quickFilter(q) {
+  const terms = [];
+  for (const key of ['PartitionKey', 'RowKey']) {
+    const k = key === 'PartitionKey' ? 'pk' : 'rk';
+    if (q[k + 'Prefix']) {
+      const [lo, hi] = prefixRange(q[k + 'Prefix']);
+      terms.push(`${key} ge ${lit(lo)}`, `${key} lt ${lit(hi)}`);
+    }
+    if (q[k + 'From']) terms.push(`${key} ge ${lit(q[k + 'From'])}`);
+    if (q[k + 'To']) terms.push(`${key} le ${lit(q[k + 'To'])}`);
+  }
+  return terms;
+}
+
+function entitiesView(body, table) {
+  const st = { pages: [null], page: 0 };
+  const inp = (id, label, attrs = {}) => h('div', { class: 'field', ...(attrs.wrap || {}) }, h('label', { for: id }, label), h('input', { id, autocomplete: 'off', spellcheck: 'false', class: 'mono', ...attrs.input }));
+  const form = h('form', { id: 'query-form', class: 'card' },
+    h('div', { class: 'row' },
+      h('div', { class: 'field filterbox', style: 'flex:1; min-width: 320px' }, h('label', { for: 'q-filter' }, '$filter (e.g. Age gt 30 and Name eq \'x\')'),
+        h('input', { id: 'q-filter', class: 'mono', autocomplete: 'off', spellcheck: 'false', style: 'width:100%' })),
+      inp('q-select', '$select (comma-separated)', { input: { style: 'width: 200px' } }),
+      inp('q-top', '$top (page size)', { input: { value: '1000', style: 'width: 90px', inputmode: 'numeric' } }),
+      h('button', { type: 'submit', class: 'primary', id: 'q-run' }, 'Query')),
+    h('div', { class: 'caret', id: 'q-caret', 'aria-hidden': 'true' }),
+    h('div', { class: 'row' },
+      inp('q-pk-prefix', 'PartitionKey prefix'), inp('q-pk-from', 'PartitionKey from'), inp('q-pk-to', 'PartitionKey to'),
+      inp('q-rk-prefix', 'RowKey prefix'), inp('q-rk-from', 'RowKey from'), inp('q-rk-to', 'RowKey to')));
+  const status = h('div', { class: 'status', id: 'q-status', 'aria-live': 'polite' });
+  const pageInfo = h('span', { class: 'hint', id: 'q-page' });
+  const prev = h('button', { type: 'button', id: 'q-prev', disabled: true, onclick: () => { st.page--; load(); } }, '‹ Previous');
+  const next = h('button', { type: 'button', id: 'q-next', disabled: true, onclick: () => { st.page++; load(); } }, 'Next ›');
+  const tools = h('div', { class: 'pager' }, prev, pageInfo, next, h('span', { class: 'spacer', style: 'flex:1' }));
+  if (api.can(creds, 'add', table)) tools.append(h('button', { type: 'button', id: 'new-entity', class: 'primary', onclick: () => editor(table, null, load) }, 'New entity'));
+  const grid = h('div', { class: 'gridwrap', id: 'grid' });
+  body.replaceChildren(form, tools, status, grid);
+  const caret = $('#q-caret', form);
+
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    st.pages = [null];
+    st.page = 0;
+    load();
+  });
+
+  async function load() {
+    const userFilter = $('#q-filter', form).value.trim();
+    const q = {
+      pkPrefix: $('#q-pk-prefix', form).value, pkFrom: $('#q-pk-from', form).value, pkTo: $('#q-pk-to', form).value,
+      rkPrefix: $('#q-rk-prefix', form).value, rkFrom: $('#q-rk-from', form).value, rkTo: $('#q-rk-to', form).value,
+    };
+    const terms = quickFilter(q);
+    // The user's filter goes first, unparenthesised-aware: positions in the service's
+    // error message then point into what the user typed.
+    let filter = userFilter;
+    if (terms.length) filter = userFilter ? `(${userFilter}) and ${terms.join(' and ')}` : terms.join(' and ');
+    const offset = userFilter && terms.length ? 1 : 0;
+    const cont = st.pages[st.page];
+    const query = { $filter: filter, $select: $('#q-select', form).value.replace(/\s+/g, ''), $top: $('#q-top', form).value.trim() };
+    if (cont) { query.NextPartitionKey = cont.pk; query.NextRowKey = cont.rk; }
+    setStatus(status, 'Loading…');
+    caret.textContent = '';
+    try {
+      const r = await api.request(creds, 'GET', '/' + api.enc(table) + '()', { query });
+      const rows = edm.parseJSON(r.text).value.map(edm.fromWire);
+      const npk = r.headers.get('x-ms-continuation-NextPartitionKey');
+      if (npk) st.pages[st.page + 1] = { pk: npk, rk: r.headers.get('x-ms-continuation-NextRowKey') || '' };
+      else st.pages.length = st.page + 1;
+      prev.disabled = st.page === 0;
+      next.disabled = !npk;
+      pageInfo.textContent = `page ${st.page + 1} · ${rows.length} entities` + (npk ? ' · more' : '');
+      renderGrid(grid, rows, (e) => editor(table, e, load));
+      setStatus(status, rows.length ? '' : h('span', { class: 'hint' }, 'No entities match.'));
+    } catch (e) {
+      setStatus(status, errorView(e));
+      const m = /position (\d+)/.exec(e.message || '');
+      if (m && userFilter) {
+        const pos = Math.max(0, +m[1] - offset);
+        if (pos <= userFilter.length) caret.textContent = userFilter + '\n' + ' '.repeat(pos) + '^ ' + (e.message.split('\n').find((l) => l.startsWith('position')) || '');
+      }
+    }
+  }
+  load();
+}
+
+function renderGrid(grid, rows, open) {
+  const cols = [];
+  const types = new Map();
+  for (const r of rows) {
+    for (const p of r.props) {
+      if (!types.has(p.name)) { types.set(p.name, new Set()); cols.push(p.name); }
+      types.get(p.name).add(p.type);
+    }
+  }
+  const head = h('tr', {}, h('th', {}, 'PartitionKey'), h('th', {}, 'RowKey'), h('th', {}, 'Timestamp', h('span', { class: 'type' }, 'DateTime')),
+    ...cols.map((c) => h('th', {}, c, h('span', { class: 'type' }, [...types.get(c)].join(' | ')))));
+  const body = h('tbody');
+  for (const r of rows) {
+    const byName = new Map(r.props.map((p) => [p.name, p]));
+    const tr = h('tr', { tabindex: '0', 'data-pk': r.pk, 'data-rk': r.rk, onclick: () => open(r), onkeydown: (ev) => { if (ev.key === 'Enter') open(r); } },
+      h('td', {}, r.pk), h('td', {}, r.rk), h('td', { class: 'mono' }, r.timestamp),
+      ...cols.map((c) => {
+        const p = byName.get(c);
+        return p ? h('td', { title: p.type }, edm.display(p)) : h('td', { class: 'empty' }, '—');
+      }));
+    body.append(tr);
+  }
+  grid.replaceChildren(h('table', { class: 'grid', id: 'entity-grid' }, h('thead', {}, head), body));
+}
+
+// ---- editor -----------------------------------------------------------------------
+
+/** editor opens the typed editor on entity e (null: a new one) of table. */
+function editor(table, e, reload) {
+  const isNew = !e;
+  const canAdd = api.can(creds, 'add', table);
+  const canUpdate = api.can(creds, 'update', table);
+  const canDelete = api.can(creds, 'delete', table);
+  const readOnly = isNew ? !canAdd : !canUpdate;
+  let etag = e ? e.etag : null;
+  const rows = h('tbody');
+  const status = h('div', { class: 'status', id: 'ed-status' });
+  const pk = h('input', { id: 'ed-pk', value: e ? e.pk : '', readonly: !isNew, class: 'mono', style: 'width:100%' });
+  const rk = h('input', { id: 'ed-rk', value: e ? e.rk : '', readonly: !isNew, class: 'mono', style: 'width:100%' });
+
+  const addRow = (p = { name: '', type: 'String', text: '' }) => {
+    const type = h('select', { class: 'type', 'aria-label': 'Type', disabled: readOnly }, ...edm.TYPES.map((t) => h('option', { value: t, selected: t === p.type }, t)));
+    const fmt = h('select', { class: 'format', 'aria-label': 'Binary format', disabled: readOnly }, h('option', { value: 'base64' }, 'base64'), h('option', { value: 'hex' }, 'hex'));
+    let value;
+    const makeValue = () => {
+      const old = value ? value.value : p.text;
+      const nv = type.value === 'Boolean'
+        ? h('select', { class: 'value', 'aria-label': 'Value', disabled: readOnly }, h('option', { value: 'true', selected: old === 'true' }, 'true'), h('option', { value: 'false', selected: old !== 'true' }, 'false'))
+        : h('input', { class: 'value mono', 'aria-label': 'Value', value: old, readonly: readOnly, spellcheck: 'false', autocomplete: 'off' });
+      if (value) value.replaceWith(nv);
+      value = nv;
+      fmt.hidden = type.value !== 'Binary';
+    };
+    makeValue();
+    type.addEventListener('change', makeValue);
+    fmt.addEventListener('change', () => {
+      // Switching shows the same bytes in the other spelling.
+      try {
+        const t = value.value.replace(/\s+/g, '');
+        value.value = fmt.value === 'hex' ? edm.base64ToHex(t) : edm.hexToBase64(t);
+      } catch { /* leave what the user typed; check() explains */ }
+    });
+    const msg = h('div', { class: 'msg' });
+    const tr = h('tr', { class: 'prop' },
+      h('td', {}, h('input', { class: 'name mono', 'aria-label': 'Property name', value: p.name, readonly: readOnly, spellcheck: 'false', autocomplete: 'off' })),
+      h('td', {}, type, ' ', fmt),
+      h('td', { style: 'width: 55%' }, value, msg),
+      h('td', {}, readOnly ? '' : h('button', { type: 'button', 'aria-label': 'Remove property', onclick: () => tr.remove() }, '✕')));
+    tr._get = () => ({ name: $('.name', tr).value.trim(), type: type.value, text: tr.querySelector('.value').value, format: fmt.value, msg });
+    rows.append(tr);
+    return tr;
+  };
+  for (const p of e ? e.props : []) addRow(p);
+  if (isNew) addRow();
+
+  const collect = () => {
+    let ok = true;
+    const props = [];
+    for (const tr of rows.children) {
+      const p = tr._get();
+      let m = p.name ? edm.check(p.type, p.text, p.format) : 'A property needs a name.';
+      if (!p.name && !p.text) m = ''; // an empty row is ignored
+      p.msg.textContent = m;
+      if (m) ok = false;
+      if (p.name) props.push(p);
+    }
+    return ok ? props : null;
+  };
+
+  const send = async (mode, ifMatch) => {
+    const props = collect();
+    if (!props) return setStatus(status, h('div', { class: 'error' }, 'Fix the values marked in red.'));
+    if (isNew && (!pk.value && pk.value !== '')) return;
+    const body = edm.toWire(pk.value, rk.value, props);
+    const path = isNew && mode === 'insert' ? '/' + api.enc(table) : api.keyPath(table, pk.value, rk.value);
+    const method = { insert: 'POST', replace: 'PUT', merge: 'MERGE' }[mode];
+    const headers = mode === 'insert' ? { Prefer: 'return-no-content' } : { 'If-Match': ifMatch };
+    setStatus(status, 'Saving…');
+    try {
+      const r = await api.request(creds, method, path, { body, headers });
+      etag = r.headers.get('ETag') || etag;
+      dialog.close();
+      reload();
+    } catch (err) {
+      if (err.status === 412) return conflict(mode, props);
+      setStatus(status, errorView(err));
+    }
+  };
+
+  /** conflict shows the user's version beside the current one, with both ways out. */
+  const conflict = async (mode, mine) => {
+    let cur;
+    try {
+      const r = await api.request(creds, 'GET', api.keyPath(table, pk.value, rk.value));
+      cur = edm.fromWire(edm.parseJSON(r.text));
+    } catch (err) {
+      return setStatus(status, errorView(err, 'It was changed and could not be read back (deleted?).'));
+    }
+    const names = [...new Set([...mine.map((p) => p.name), ...cur.props.map((p) => p.name)])];
+    const side = (title, props, id) => {
+      const m = new Map(props.map((p) => [p.name, p]));
+      return h('div', { id }, h('h2', {}, title), h('table', {}, h('tbody', {}, ...names.map((n) => {
+        const p = m.get(n);
+        const other = (id === 'mine' ? cur.props : mine).find((q) => q.name === n);
+        const diff = !p || !other || p.type !== other.type || p.text !== other.text;
+        return h('tr', { class: diff ? 'diff' : '' }, h('th', {}, n), h('td', { class: 'mono' }, p ? p.type : ''), h('td', { class: 'mono' }, p ? p.text : '—'));
+      }))));
+    };
+    const box = h('form', { id: 'conflict' },
+      h('div', { class: 'body' }, h('h1', {}, 'Changed since you opened it (412)'),
+        errorView(new api.ApiError(412, 'UpdateConditionNotSatisfied', 'Your ETag: ' + etag + '\nCurrent ETag: ' + cur.etag)),
+        h('div', { class: 'compare' }, side('Yours', mine, 'mine'), side('Current (' + cur.timestamp + ')', cur.props, 'theirs'))),
+      h('div', { class: 'foot' }, h('span', { class: 'spacer' }),
+        h('button', { type: 'button', id: 'conflict-take', onclick: () => editor(table, cur, reload) }, 'Discard mine, edit current'),
+        h('button', { type: 'button', class: 'primary', id: 'conflict-overwrite', onclick: () => { etag = cur.etag; body(); send(mode, cur.etag); } }, 'Overwrite with mine')));
+    dialog.replaceChildren(box);
+    function body() { dialog.replaceChildren(form); }
+    $('#conflict-overwrite', dialog).focus();
+  };
+
+  const foot = h('div', { class: 'foot' }, readOnly ? h('span', { class: 'hint', id: 'ed-readonly' }, 'Read-only: these credentials cannot change this entity.') : '',
+    h('span', { class: 'spacer' }), h('button', { type: 'button', id: 'ed-close', onclick: () => dialog.close() }, 'Close'));
+  if (isNew && canAdd) foot.append(h('button', { type: 'submit', class: 'primary', id: 'ed-insert', 'data-mode': 'insert' }, 'Insert'));
+  if (!isNew && canDelete) foot.append(h('button', { type: 'button', class: 'danger', id: 'ed-delete', onclick: () => del() }, 'Delete'));
+  if (!isNew && canUpdate) {
+    foot.append(h('button', { type: 'button', id: 'ed-merge', onclick: () => send('merge', etag) }, 'Merge'),
+      h('button', { type: 'submit', class: 'primary', id: 'ed-replace', 'data-mode': 'replace' }, 'Replace'));
+  }
+  const form = h('form', { id: 'editor' },
+    h('div', { class: 'body' },
+      h('h1', {}, isNew ? 'New entity in ' + table : 'Entity'),
+      h('div', { class: 'row' }, h('div', { class: 'field', style: 'flex:1' }, h('label', { for: 'ed-pk' }, 'PartitionKey'), pk),
+        h('div', { class: 'field', style: 'flex:1' }, h('label', { for: 'ed-rk' }, 'RowKey'), rk)),
+      e ? h('p', { class: 'hint' }, 'Timestamp ', h('span', { class: 'mono' }, e.timestamp), ' · ETag ', h('span', { class: 'mono', id: 'ed-etag' }, e.etag)) : '',
+      h('table', { class: 'props' }, h('thead', {}, h('tr', {}, h('th', {}, 'Property'), h('th', {}, 'Type'), h('th', {}, 'Value'), h('th'))), rows),
+      readOnly ? '' : h('button', { type: 'button', id: 'ed-add', onclick: () => $('.name', addRow()).focus() }, '+ Property'),
+      status),
+    foot);
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    if (readOnly) return;
+    send(isNew ? 'insert' : 'replace', etag);
+  });
+  const del = () => {
+    const s = h('div', { class: 'status' });
+    const c = h('form', { id: 'confirm-delete-entity' },
+      h('div', { class: 'body' }, h('h1', {}, 'Delete this entity?'), h('p', { class: 'mono' }, `PartitionKey ${pk.value}, RowKey ${rk.value}`), s),
+      h('div', { class: 'foot' }, h('span', { class: 'spacer' }), h('button', { type: 'button', onclick: () => dialog.replaceChildren(form) }, 'Cancel'),
+        h('button', { type: 'submit', class: 'danger', id: 'confirm-delete' }, 'Delete')));
+    c.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      try {
+        await api.request(creds, 'DELETE', api.keyPath(table, pk.value, rk.value), { headers: { 'If-Match': etag } });
+        dialog.close();
+        reload();
+      } catch (err) {
+        if (err.status === 412) { dialog.replaceChildren(form); return conflict('replace', collect() || []); }
+        setStatus(s, errorView(err));
+      }
+    });
+    openDialog(c, '#confirm-delete');
+  };
+  openDialog(form, isNew ? '#ed-pk' : (readOnly ? '#ed-close' : '.value'));
+}
+
+// ---- access policies ----------------------------------------------------------------
+
+function xmlEscape(s) { return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;'); }
+
+async function policiesView(body, table) {
+  const status = h('div', { class: 'status', id: 'acl-status' });
+  const rows = h('tbody', { id: 'acl-rows' });
+  const addRow = (p = { id: '', start: '', expiry: '', perms: '' }) => {
+    const perms = h('span', {}, ...'raud'.split('').map((l) => h('label', { class: 'perm' }, h('input', { type: 'checkbox', value: l, checked: p.perms.includes(l) }), { r: 'query', a: 'add', u: 'update', d: 'delete' }[l])));
+    const tr = h('tr', {},
+      h('td', {}, h('input', { class: 'id mono', 'aria-label': 'Policy id', value: p.id, maxlength: 64 })),
+      h('td', {}, h('input', { class: 'start mono', 'aria-label': 'Start (UTC)', value: p.start, placeholder: '2024-01-01T00:00:00Z' })),
+      h('td', {}, h('input', { class: 'expiry mono', 'aria-label': 'Expiry (UTC)', value: p.expiry, placeholder: '2030-01-01T00:00:00Z' })),
+      h('td', {}, perms),
+      h('td', {}, h('button', { type: 'button', 'aria-label': 'Remove policy', onclick: () => tr.remove() }, '✕')));
+    rows.append(tr);
+  };
+  const form = h('form', { class: 'card', id: 'acl-form' },
+    h('p', { class: 'hint' }, 'Stored access policies (at most 5) let a SAS name a policy (si=) instead of carrying its permissions and expiry; changing or removing the policy changes or revokes every SAS that names it.'),
+    h('table', { class: 'props' }, h('thead', {}, h('tr', {}, h('th', {}, 'Id'), h('th', {}, 'Start'), h('th', {}, 'Expiry'), h('th', {}, 'Permissions'), h('th'))), rows),
+    h('div', { class: 'row' }, h('button', { type: 'button', id: 'acl-add', onclick: () => addRow() }, '+ Policy'), h('button', { type: 'submit', class: 'primary', id: 'acl-save' }, 'Save policies')),
+    status);
+  body.replaceChildren(form);
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    let xml = '<?xml version="1.0" encoding="utf-8"?><SignedIdentifiers>';
+    for (const tr of rows.children) {
+      const id = $('.id', tr).value.trim();
+      if (!id) continue;
+      const perms = [...tr.querySelectorAll('input[type=checkbox]:checked')].map((c) => c.value).join('');
+      xml += `<SignedIdentifier><Id>${xmlEscape(id)}</Id><AccessPolicy>`;
+      const s = $('.start', tr).value.trim(), x = $('.expiry', tr).value.trim();
+      if (s) xml += `<Start>${xmlEscape(s)}</Start>`;
+      if (x) xml += `<Expiry>${xmlEscape(x)}</Expiry>`;
+      if (perms) xml += `<Permission>${perms}</Permission>`;
+      xml += '</AccessPolicy></SignedIdentifier>';
+    }
+    xml += '</SignedIdentifiers>';
+    setStatus(status, 'Saving…');
+    try {
+      await api.request(creds, 'PUT', '/' + api.enc(table), { query: { comp: 'acl' }, body: xml, contentType: 'application/xml' });
+      setStatus(status, h('span', { class: 'ok' }, 'Saved.'));
+    } catch (e) {
+      setStatus(status, errorView(e));
+    }
+  });
+  setStatus(status, 'Loading…');
+  try {
+    const r = await api.request(creds, 'GET', '/' + api.enc(table), { query: { comp: 'acl' } });
+    const doc = new DOMParser().parseFromString(r.text, 'application/xml');
+    const txt = (el, n) => (el.getElementsByTagName(n)[0] || {}).textContent || '';
+    for (const si of doc.getElementsByTagName('SignedIdentifier')) {
+      addRow({ id: txt(si, 'Id'), start: txt(si, 'Start'), expiry: txt(si, 'Expiry'), perms: txt(si, 'Permission') });
+    }
+    setStatus(status, rows.children.length ? '' : h('span', { class: 'hint' }, 'No stored access policies.'));
+  } catch (e) {
+    setStatus(status, errorView(e));
+  }
+}
+
+// ---- SAS generator ----------------------------------------------------------------------
+
+function sasView(body, table) {
+  const in1 = (id, label, attrs = {}) => h('div', { class: 'field' }, h('label', { for: id }, label), h('input', { id, class: 'mono', autocomplete: 'off', spellcheck: 'false', ...attrs }));
+  const exp = new Date(Date.now() + 24 * 3600e3).toISOString().replace(/\.\d+Z$/, 'Z');
+  const out = h('textarea', { id: 'sas-out', class: 'out mono', readonly: true, 'aria-label': 'SAS URL' });
+  const status = h('div', { class: 'status', id: 'sas-status' });
+  const form = h('form', { class: 'card', id: 'sas-form' },
+    h('p', { class: 'hint' }, 'Computed in this page with the account key; nothing is sent to the server. Anyone with the URL can do what it allows until it expires.'),
+    h('div', { class: 'field' }, h('label', {}, 'Permissions'), ...'raud'.split('').map((l) => h('label', { class: 'perm' }, h('input', { type: 'checkbox', name: 'perm', value: l, checked: l === 'r' }), { r: 'query', a: 'add', u: 'update', d: 'delete' }[l]))),
+    h('div', { class: 'row' }, in1('sas-start', 'Start (UTC, optional)', { placeholder: '2024-01-01T00:00:00Z' }), in1('sas-expiry', 'Expiry (UTC)', { value: exp }), in1('sas-policy', 'Stored policy id (optional)')),
+    h('div', { class: 'row' }, in1('sas-spk', 'From PartitionKey'), in1('sas-srk', 'From RowKey'), in1('sas-epk', 'To PartitionKey'), in1('sas-erk', 'To RowKey')),
+    h('div', { class: 'row', style: 'margin-top:.6rem' }, h('button', { type: 'submit', class: 'primary', id: 'sas-make' }, 'Generate'),
+      h('button', { type: 'button', id: 'sas-copy', onclick: async () => {
+        try { await navigator.clipboard.writeText(out.value); setStatus(status, h('span', { class: 'ok' }, 'Copied.')); } catch { out.select(); document.execCommand('copy'); setStatus(status, h('span', { class: 'ok' }, 'Copied.')); }
+      } }, 'Copy')),
+    h('div', { class: 'field', style: 'margin-top:.6rem' }, out), status);
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const v = (id) => $('#' + id, form).value.trim();
+    const perms = [...form.querySelectorAll('input[name=perm]:checked')].map((c) => c.value).join('');
+    if (!v('sas-policy') && (!perms || !v('sas-expiry'))) return setStatus(status, h('div', { class: 'error' }, 'Choose at least one permission and an expiry, or name a stored policy.'));
+    for (const id of ['sas-start', 'sas-expiry']) {
+      if (v(id) && !/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,7})?)?Z)?$/.test(v(id))) return setStatus(status, h('div', { class: 'error' }, 'Times are ISO 8601 UTC, e.g. 2030-01-01T00:00:00Z.'));
+    }
+    out.value = await api.tableSAS(creds, { table, perms, start: v('sas-start'), expiry: v('sas-expiry'), policy: v('sas-policy'), spk: v('sas-spk'), srk: v('sas-srk'), epk: v('sas-epk'), erk: v('sas-erk') });
+    setStatus(status, '');
+  });
+  body.replaceChildren(form);
+}
+
+// ---- CORS -------------------------------------------------------------------------------
+
+async function corsView() {
+  const status = h('div', { class: 'status', id: 'cors-status' });
+  const rows = h('tbody', { id: 'cors-rows' });
+  const canWrite = creds.kind === 'key' || api.can(creds, 'corsWrite');
+  const addRow = (r = { origins: '', methods: 'GET', allowed: '', exposed: '', age: '0' }) => {
+    const cell = (cls, v, label) => h('td', {}, h('input', { class: cls + ' mono', value: v, 'aria-label': label, readonly: !canWrite }));
+    const tr = h('tr', {}, cell('origins', r.origins, 'Allowed origins'), cell('methods', r.methods, 'Allowed methods'), cell('allowed', r.allowed, 'Allowed headers'),
+      cell('exposed', r.exposed, 'Exposed headers'), cell('age', r.age, 'Max age (s)'),
+      h('td', {}, canWrite ? h('button', { type: 'button', 'aria-label': 'Remove rule', onclick: () => tr.remove() }, '✕') : ''));
+    rows.append(tr);
+  };
+  let doc = null;
+  const form = h('form', { class: 'card', id: 'cors-form' }, h('h1', {}, 'CORS rules of the account'),
+    h('p', { class: 'hint' }, 'Which other web origins may call this account from a browser (at most 5 rules; comma-separated lists, * for any). This console needs none: it is served by the service itself.'),
+    h('table', { class: 'props' }, h('thead', {}, h('tr', {}, h('th', {}, 'Allowed origins'), h('th', {}, 'Methods'), h('th', {}, 'Allowed headers'), h('th', {}, 'Exposed headers'), h('th', {}, 'Max age (s)'), h('th'))), rows),
+    canWrite ? h('div', { class: 'row' }, h('button', { type: 'button', id: 'cors-add', onclick: () => addRow() }, '+ Rule'), h('button', { type: 'submit', class: 'primary', id: 'cors-save' }, 'Save CORS rules')) : '',
+    status);
+  main.replaceChildren(form);
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    if (!doc) return;
+    const props = doc.documentElement;
+    for (const old of [...props.getElementsByTagName('Cors')]) old.remove();
+    const cors = doc.createElement('Cors');
+    for (const tr of rows.children) {
+      const rule = doc.createElement('CorsRule');
+      for (const [tag, cls] of [['AllowedOrigins', 'origins'], ['AllowedMethods', 'methods'], ['AllowedHeaders', 'allowed'], ['ExposedHeaders', 'exposed'], ['MaxAgeInSeconds', 'age']]) {
+        const el = doc.createElement(tag);
+        el.textContent = $('.' + cls, tr).value.replace(/\s+/g, '');
+        rule.append(el);
+      }
+      cors.append(rule);
+    }
+    props.append(cors);
+    setStatus(status, 'Saving…');
+    try {
+      await api.request(creds, 'PUT', '/', { query: { restype: 'service', comp: 'properties' }, body: new XMLSerializer().serializeToString(doc), contentType: 'application/xml' });
+      setStatus(status, h('span', { class: 'ok' }, 'Saved.'));
+    } catch (e) {
+      setStatus(status, errorView(e));
+    }
+  });
+  if (creds.kind === 'sas' && !api.can(creds, 'cors')) return setStatus(status, h('span', { class: 'hint' }, 'This SAS cannot read the service properties: sign in with the account key.'));
+  setStatus(status, 'Loading…');
+  try {
+    const r = await api.request(creds, 'GET', '/', { query: { restype: 'service', comp: 'properties' } });
+    doc = new DOMParser().parseFromString(r.text, 'application/xml');
+    const txt = (el, n) => (el.getElementsByTagName(n)[0] || {}).textContent || '';
+    for (const rule of doc.getElementsByTagName('CorsRule')) {
+      addRow({ origins: txt(rule, 'AllowedOrigins'), methods: txt(rule, 'AllowedMethods'), allowed: txt(rule, 'AllowedHeaders'), exposed: txt(rule, 'ExposedHeaders'), age: txt(rule, 'MaxAgeInSeconds') });
+    }
+    setStatus(status, rows.children.length ? '' : h('span', { class: 'hint' }, 'No CORS rules.'));
+  } catch (e) {
+    setStatus(status, errorView(e));
+  }
+}
+
+// ---- Watch ------------------------------------------------------------------------------
+
+let watchTimer = null;
+function stopWatch() { if (watchTimer) clearInterval(watchTimer); watchTimer = null; }
+
+const COLORS = ['#0b63ce', '#d9480f', '#2b8a3e', '#862e9c', '#e67700', '#c2255c', '#1098ad', '#5c940d', '#364fc7', '#a61e4d'];
+
+async function watchView() {
+  if (creds.kind !== 'key') {
+    main.replaceChildren(h('div', { class: 'card', id: 'watch-needs-key' }, h('h1', {}, 'Watch'), h('p', {}, 'Watch needs the account key: a SAS grants access to data, not to the service\'s figures. Sign out and sign in with the account name and key (or a connection string with the key).')));
+    return;
+  }
+  const table = h('input', { id: 'watch-table', placeholder: 'all tables', class: 'mono', autocomplete: 'off', spellcheck: 'false' });
+  const status = h('div', { class: 'status', id: 'watch-status' });
+  const rate = h('canvas', { id: 'chart-rate', width: 640, height: 240, role: 'img', 'aria-label': 'Requests per second by operation' });
+  const lat = h('canvas', { id: 'chart-latency', width: 640, height: 240, role: 'img', 'aria-label': 'Mean latency by operation' });
+  const hot = h('canvas', { id: 'chart-hot', class: 'tall', width: 1280, height: 300, role: 'img', 'aria-label': 'Hot partitions' });
+  const legend = h('div', { class: 'legend', id: 'watch-legend' });
+  const hotList = h('table', { class: 'grid', id: 'hot-list' });
+  const form = h('form', { class: 'row' }, h('div', { class: 'field' }, h('label', { for: 'watch-table' }, 'Hot partitions of table'), table), h('button', { type: 'submit' }, 'Show'));
+  form.addEventListener('submit', (ev) => { ev.preventDefault(); tick(); });
+  main.replaceChildren(h('h1', {}, 'Watch'), h('div', { class: 'charts' },
+    h('div', {}, h('h2', {}, 'Requests per second'), rate), h('div', {}, h('h2', {}, 'Mean latency (ms)'), lat)), legend,
+  h('h2', {}, 'Hot partitions (entities per second over the last minute; Azure\'s target is 2,000 per partition)'), form, hot, h('div', { class: 'gridwrap', style: 'min-height: 120px; max-height: 260px' }, hotList), status);
+  const tick = async () => {
+    try {
+      const w = await api.watch(creds, table.value.trim());
+      const ops = w.rates.operations;
+      legend.replaceChildren(...ops.map((o, i) => h('span', {}, h('i', { style: `background:${COLORS[i % COLORS.length]}` }), o.operation)));
+      lineChart(rate, ops.map((o) => o.requests), w.rates.seconds, '/s');
+      lineChart(lat, ops.map((o) => o.mean_ms), w.rates.seconds, ' ms');
+      const parts = [];
+      for (const t of w.partitions.tables) for (const p of t.partitions) parts.push({ table: t.table, ...p });
+      parts.sort((a, b) => b.entities_per_sec - a.entities_per_sec);
+      hotChart(hot, parts.slice(0, 10), w.partitions.target_per_sec);
+      hotList.replaceChildren(h('thead', {}, h('tr', {}, h('th', {}, 'Table'), h('th', {}, 'PartitionKey'), h('th', {}, 'Entities/s'), h('th', {}, '± error'), h('th', {}, 'Of target'))),
+        h('tbody', {}, ...parts.map((p) => h('tr', { 'data-partition': p.partition_key }, h('td', {}, p.table), h('td', { class: 'mono' }, p.partition_key),
+          h('td', {}, p.entities_per_sec.toFixed(1)), h('td', {}, p.error_per_sec.toFixed(1)), h('td', {}, (100 * p.of_target).toFixed(1) + ' %')))));
+      setStatus(status, h('span', { class: 'hint' }, `Updated ${new Date().toLocaleTimeString()} · window ${w.partitions.window_seconds.toFixed(0)} s`));
+    } catch (e) {
+      setStatus(status, errorView(e));
+    }
+  };
+  tick();
+  watchTimer = setInterval(tick, 2000);
+}
+
+/** setupCanvas scales a canvas to its displayed size and returns its 2D context. */
+function setupCanvas(c) {
+  const r = c.getBoundingClientRect();
+  const dpr = window.devicePixelRatio || 1;
+  c.width = Math.max(1, Math.round(r.width * dpr));
+  c.height = Math.max(1, Math.round(r.height * dpr));
+  const g = c.getContext('2d');
+  g.scale(dpr, dpr);
+  g.clearRect(0, 0, r.width, r.height);
+  g.font = '11px system-ui, sans-serif';
+  return [g, r.width, r.height];
+}
+
+function lineChart(c, series, n, unit) {
+  const [g, W, H] = setupCanvas(c);
+  const L = 48, B = 20, T = 8, R = 8;
+  const maxV = Math.max(1, ...series.flat());
+  g.strokeStyle = '#d5dbe3';
+  g.fillStyle = '#5b6675';
+  for (let i = 0; i <= 4; i++) {
+    const y = T + (H - T - B) * (1 - i / 4);
+    g.beginPath(); g.moveTo(L, y); g.lineTo(W - R, y); g.stroke();
+    g.fillText((maxV * i / 4).toFixed(maxV < 10 ? 1 : 0) + unit, 2, y + 4);
+  }
+  g.fillText(`-${n} s`, L, H - 4);
+  g.fillText('now', W - R - 22, H - 4);
+  series.forEach((s, k) => {
+    g.strokeStyle = COLORS[k % COLORS.length];
+    g.lineWidth = 1.5;
+    g.beginPath();
+    s.forEach((v, i) => {
+      const x = L + (W - L - R) * (i / Math.max(1, n - 1));
+      const y = T + (H - T - B) * (1 - v / maxV);
+      i ? g.lineTo(x, y) : g.moveTo(x, y);
+    });
+    g.stroke();
+  });
+}
+
+function hotChart(c, parts, target) {
+  const [g, W, H] = setupCanvas(c);
+  const L = 220, R = 60, T = 24, B = 8;
+  const maxV = Math.max(target * 1.25, ...parts.map((p) => p.entities_per_sec + p.error_per_sec));
+  const rowH = (H - T - B) / 10;
+  const x = (v) => L + (W - L - R) * (v / maxV);
+  g.fillStyle = '#5b6675';
+  if (!parts.length) g.fillText('No entity operations in the last minute.', L, T + 20);
+  parts.forEach((p, i) => {
+    const y = T + i * rowH;
+    g.fillStyle = p.entities_per_sec > target ? '#b3261e' : '#0b63ce';
+    g.fillRect(L, y + 3, Math.max(1, x(p.entities_per_sec) - L), rowH - 6);
+    g.fillStyle = '#1b2430';
+    const label = `${p.table} / ${p.partition_key}`;
+    g.fillText(label.length > 34 ? label.slice(0, 33) + '…' : label, 4, y + rowH / 2 + 4);
+    g.fillText(p.entities_per_sec.toFixed(0) + '/s', x(p.entities_per_sec) + 4, y + rowH / 2 + 4);
+  });
+  // The target line: one partition's 2,000 entities per second.
+  g.strokeStyle = '#b3261e';
+  g.setLineDash([6, 4]);
+  g.beginPath(); g.moveTo(x(target), T - 6); g.lineTo(x(target), H - B); g.stroke();
+  g.setLineDash([]);
+  g.fillStyle = '#b3261e';
+  g.fillText(`target ${target.toLocaleString('en')}/s`, x(target) - 40, T - 10);
+}
+
+route();

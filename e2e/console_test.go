@@ -1,0 +1,325 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+)
+
+// chromiumPath finds Debian's Chromium (scripts/test installs it). Without one the
+// browser tests skip, except in CI, where they must run.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no chromium binary on PATH, and CI=true: the browser tests must run in CI (scripts/test installs the chromium package)")
+	}
+	t.Skip("no chromium binary on PATH (apt-get install chromium, or run ./scripts/test, which installs it)")
+	return ""
+}
+
+// browser is one headless Chromium tab on the console of srv, with what the tests check
+// about it: every URL the page requested, and uncaught JavaScript exceptions.
+type browser struct {
+	t    *testing.T
+	ctx  context.Context
+	srv  *server
+	mu   sync.Mutex
+	urls []string
+	errs []string
+	// shots is where each step's screenshot goes when a step fails (artefacts), docs the
+	// directory of CERULEAN_CONSOLE_SCREENSHOTS ("" when not asked for).
+	shots, docs string
+	step        int
+}
+
+func newBrowser(t *testing.T, srv *server) *browser {
+	t.Helper()
+	path := chromiumPath(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox, // root in CI containers
+		chromedp.WindowSize(1366, 768),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	// chromedp's protocol types trail Chromium's: events it cannot decode (new enum
+	// values) are noise, not failures.
+	bctx, cancelB := chromedp.NewContext(actx, chromedp.WithErrorf(func(format string, args ...any) {
+		if msg := fmt.Sprintf(format, args...); !strings.Contains(msg, "could not unmarshal event") && !strings.Contains(msg, "unhandled node event") {
+			t.Logf("chromedp: %s", msg)
+		}
+	}))
+	t.Cleanup(func() { cancelB(); cancelA() })
+	art := os.Getenv("CERULEAN_TEST_ARTIFACTS")
+	if art == "" {
+		art = filepath.Join("..", ".artifacts")
+	}
+	b := &browser{t: t, ctx: bctx, srv: srv, shots: filepath.Join(art, "console", t.Name()), docs: os.Getenv("CERULEAN_CONSOLE_SCREENSHOTS")}
+	if b.docs != "" && !filepath.IsAbs(b.docs) {
+		b.docs = filepath.Join("..", b.docs) // relative to the repository, as the README says
+	}
+	chromedp.ListenTarget(bctx, func(ev any) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			b.urls = append(b.urls, e.Request.URL)
+		case *runtime.EventExceptionThrown:
+			b.errs = append(b.errs, e.ExceptionDetails.Error())
+		}
+	})
+	if err := chromedp.Run(bctx, network.Enable(), chromedp.EmulateViewport(1366, 768)); err != nil {
+		t.Fatalf("starting chromium (%s): %v", path, err)
+	}
+	t.Cleanup(b.checkRequests)
+	return b
+}
+
+// run runs one step's actions; on failure it saves a screenshot and fails the test.
+func (b *browser) run(name string, actions ...chromedp.Action) {
+	b.t.Helper()
+	b.step++
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	err := chromedp.Run(ctx, actions...)
+	b.mu.Lock()
+	jsErrs := append([]string(nil), b.errs...)
+	b.mu.Unlock()
+	if err == nil && len(jsErrs) > 0 {
+		err = fmt.Errorf("uncaught JavaScript exception: %s", strings.Join(jsErrs, "; "))
+	}
+	if err != nil {
+		file := filepath.Join(b.shots, fmt.Sprintf("%02d-%s.png", b.step, strings.ReplaceAll(name, " ", "-")))
+		var png []byte
+		sctx, scancel := context.WithTimeout(b.ctx, 10*time.Second)
+		defer scancel()
+		if serr := chromedp.Run(sctx, chromedp.FullScreenshot(&png, 100)); serr == nil {
+			if os.MkdirAll(b.shots, 0o755) == nil && os.WriteFile(file, png, 0o644) == nil {
+				b.t.Logf("screenshot of the failed step: %s", file)
+			}
+		}
+		var html string
+		_ = chromedp.Run(sctx, chromedp.Evaluate(`[...document.querySelectorAll('.status, [role=alert], .msg')].map(e => e.id + ': ' + e.innerText).filter(s => !/^[\w-]*: $/.test(s)).join('\n')`, &html))
+		b.t.Fatalf("step %q: %v\nstatuses on the page:\n%s", name, err, truncateString(html, 3000))
+	}
+}
+
+func truncateString(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// doc saves a screenshot for the README when CERULEAN_CONSOLE_SCREENSHOTS names a directory.
+func (b *browser) doc(name string) {
+	b.t.Helper()
+	if b.docs == "" {
+		return
+	}
+	var png []byte
+	b.run("screenshot "+name, chromedp.Sleep(300*time.Millisecond), chromedp.CaptureScreenshot(&png))
+	if err := os.MkdirAll(b.docs, 0o755); err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b.docs, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// checkRequests asserts that the page requested nothing outside the server's origin.
+func (b *browser) checkRequests() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.urls) == 0 {
+		b.t.Error("no request was recorded: the network events are not being seen")
+	}
+	for _, u := range b.urls {
+		if !strings.HasPrefix(u, b.srv.BaseURL()+"/") && !strings.HasPrefix(u, "data:") {
+			b.t.Errorf("the page requested %s, outside %s", u, b.srv.BaseURL())
+		}
+	}
+}
+
+// wait polls a JavaScript expression until it is true.
+func wait(expr string) chromedp.Action {
+	return chromedp.Poll(expr, nil, chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(50*time.Millisecond))
+}
+
+// textHas waits until the element's text contains want.
+func textHas(sel, want string) chromedp.Action {
+	return wait(fmt.Sprintf(`(document.querySelector(%q)?.textContent || '').includes(%q)`, sel, want))
+}
+
+// js runs a statement in the page.
+func js(code string) chromedp.Action {
+	return chromedp.Evaluate(code, nil, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) })
+}
+
+// fillEditor adds the properties to the open editor, one row each, as a user would:
+// name, type (a change event makes the value input for it), Binary format, value.
+func fillEditor(props [][4]string) chromedp.Action {
+	b, _ := json.Marshal(props)
+	return js(fmt.Sprintf(`(() => {
+	  const set = (el, v) => { el.value = v; el.dispatchEvent(new Event('input', {bubbles: true})); el.dispatchEvent(new Event('change', {bubbles: true})); };
+	  for (const [name, type, fmt, text] of %s) {
+	    let rows = [...document.querySelectorAll('#editor tr.prop')];
+	    let tr = rows.find(r => r.querySelector('.name').value === name) || rows.find(r => r.querySelector('.name').value === '');
+	    if (!tr) { document.querySelector('#ed-add').click(); rows = [...document.querySelectorAll('#editor tr.prop')]; tr = rows[rows.length - 1]; }
+	    set(tr.querySelector('.name'), name);
+	    set(tr.querySelector('select.type'), type);
+	    if (fmt) set(tr.querySelector('select.format'), fmt);
+	    set(tr.querySelector('.value'), text);
+	  }
+	})()`, b))
+}
+
+func setValue(sel, v string) chromedp.Action {
+	return chromedp.SetValue(sel, v, chromedp.ByQuery)
+}
+
+func click(sel string) chromedp.Action {
+	return chromedp.Click(sel, chromedp.ByQuery, chromedp.NodeVisible)
+}
+
+// rawEntity reads an entity through the Go SDK's client as its raw JSON (numbers kept as
+// written), the way the tests check bit-exactness.
+func rawEntity(t *testing.T, c *aztables.Client, pk, rk string) map[string]json.RawMessage {
+	t.Helper()
+	resp, err := c.GetEntity(ctx(t), pk, rk, &aztables.GetEntityOptions{Format: to.Ptr(aztables.MetadataFormatFull)})
+	if err != nil {
+		t.Fatalf("GetEntity(%s, %s): %v", pk, rk, err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(resp.Value, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestConsole drives the console in headless Chromium against a real server: every item
+// of issue 14's "What must be shown", one step each.
+func TestConsole(t *testing.T) {
+	srv := startServer(t)
+	svc := newServiceClient(t, srv)
+	b := newBrowser(t, srv)
+	name := tableName(t)
+	home := srv.BaseURL() + "/-/"
+
+	// Sign in with a key: a wrong key first, refused in plain words with the code.
+	b.run("open", chromedp.Navigate(home), chromedp.WaitVisible("#signin", chromedp.ByQuery))
+	b.run("wrong key", setValue("#in-key", base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 64))), click("#signin-submit"),
+		textHas("#signin-status", "AuthenticationFailed"), textHas("#signin-status", "did not accept"))
+	b.run("sign in with key", setValue("#in-key", devKey), chromedp.SendKeys("#in-key", kb.Enter, chromedp.ByQuery),
+		chromedp.WaitVisible("#table-list", chromedp.ByQuery), textHas("#who", "devstoreaccount1"))
+	var stored string
+	b.run("credentials in sessionStorage only", chromedp.Evaluate(`document.cookie + '|' + location.href + '|' + (localStorage.length)`, &stored))
+	if strings.Contains(stored, devKey[:20]) || !strings.HasSuffix(stored, "|0") {
+		t.Fatalf("credentials leaked outside sessionStorage: %q", stored)
+	}
+
+	// The pure-JS HMAC (for non-secure contexts) agrees with Go's.
+	var got string
+	b.run("js hmac fallback", chromedp.Evaluate(`import('/-/sha256.js').then(m => { const e = new TextEncoder(); return import('/-/api.js').then(a => a.b64encode(m.hmacSha256(a.b64decode(`+"`"+devKey+"`"+`), e.encode('GET\n\n\nx'.repeat(40))))) })`, &got,
+		func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	key, _ := base64.StdEncoding.DecodeString(devKey)
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(strings.Repeat("GET\n\n\nx", 40)))
+	if want := base64.StdEncoding.EncodeToString(mac.Sum(nil)); got != want {
+		t.Fatalf("pure-JS HMAC-SHA256 = %s, want %s", got, want)
+	}
+
+	// Create a table: a bad name is refused with the naming rules, then a good one.
+	b.run("create bad table", setValue("#new-table", "1bad"), chromedp.SendKeys("#new-table", kb.Enter, chromedp.ByQuery),
+		textHas("#create-status", "Table names are 3 to 63 characters"))
+	b.run("create table", setValue("#new-table", name), click("#create-table button[type=submit]"),
+		chromedp.WaitVisible(fmt.Sprintf(`a[data-table=%q]`, name), chromedp.ByQuery), chromedp.WaitVisible("#query-form", chromedp.ByQuery))
+	c := svc.NewClient(name)
+	if _, err := c.GetAccessPolicy(ctx(t), nil); err != nil {
+		t.Fatalf("the table the console created is not there: %v", err)
+	}
+	b.doc("tables")
+
+	// Insert an entity with every EDM type through the editor.
+	const guid = "0f8fad5b-d9cb-469f-a165-70867728950e"
+	b.run("insert every type", click("#new-entity"), chromedp.WaitVisible("#editor", chromedp.ByQuery),
+		setValue("#ed-pk", "p'1"), setValue("#ed-rk", "r 1 ü"),
+		fillEditor([][4]string{
+			{"S", "String", "", "héllo 'quoted' ✓ \"x\""},
+			{"B", "Boolean", "", "true"},
+			{"I32", "Int32", "", "-2147483648"},
+			{"I64", "Int64", "", "9007199254740993"},
+			{"D", "Double", "", "0.1"},
+			{"DMax", "Double", "", "1.7976931348623157e308"},
+			{"DNaN", "Double", "", "NaN"},
+			{"DInf", "Double", "", "-Infinity"},
+			{"DT", "DateTime", "", "2024-02-29T23:59:59.1234567Z"},
+			{"G", "Guid", "", guid},
+			{"BinHex", "Binary", "hex", "00ff10abcdef"},
+			{"Bin64", "Binary", "base64", "AAECAw=="},
+		}))
+	b.doc("editor")
+	b.run("insert submit", chromedp.SendKeys("#ed-rk", kb.Enter, chromedp.ByQuery),
+		wait(`!document.querySelector('#dialog').open`), chromedp.WaitVisible(`#entity-grid tr[data-rk="r 1 ü"]`, chromedp.ByQuery))
+	m := rawEntity(t, c, "p'1", "r 1 ü")
+	wantRaw := map[string]string{
+		"S": `"héllo 'quoted' ✓ \"x\""`, "B": `true`, "I32": `-2147483648`, "I64": `"9007199254740993"`, "I64@odata.type": `"Edm.Int64"`,
+		"DNaN": `"NaN"`, "DInf": `"-Infinity"`, "DT": `"2024-02-29T23:59:59.1234567Z"`, "DT@odata.type": `"Edm.DateTime"`,
+		"G": `"` + guid + `"`, "G@odata.type": `"Edm.Guid"`, "BinHex": `"AP8Qq83v"`, "Bin64": `"AAECAw=="`,
+	}
+	for k, want := range wantRaw {
+		if string(m[k]) != want {
+			t.Errorf("read back through the Go SDK: %s = %s, want %s", k, m[k], want)
+		}
+	}
+	var d, dmax float64
+	_ = json.Unmarshal(m["D"], &d)
+	_ = json.Unmarshal(m["DMax"], &dmax)
+	if math.Float64bits(d) != math.Float64bits(0.1) || dmax != math.MaxFloat64 {
+		t.Errorf("Doubles read back as %s, %s: not bit-exact", m["D"], m["DMax"])
+	}
+	var edmE aztables.EDMEntity
+	resp, err := c.GetEntity(ctx(t), "p'1", "r 1 ü", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(resp.Value, &edmE); err != nil {
+		t.Fatal(err)
+	}
+	if v := edmE.Properties["I64"]; v != aztables.EDMInt64(9007199254740993) {
+		t.Errorf("SDK I64 = %#v", v)
+	}
+	if v, ok := edmE.Properties["DT"].(aztables.EDMDateTime); !ok || !time.Time(v).Equal(time.Date(2024, 2, 29, 23, 59, 59, 123456700, time.UTC)) {
+		t.Errorf("SDK DT = %#v", edmE.Properties["DT"])
+	}
+	if v, ok := edmE.Properties["BinHex"].(aztables.EDMBinary); !ok || !bytes.Equal(v, []byte{0, 0xff, 0x10, 0xab, 0xcd, 0xef}) {
+		t.Errorf("SDK BinHex = %#v", edmE.Properties["BinHex"])
+	}
+	b.doc("grid")
+
+}
