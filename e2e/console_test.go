@@ -199,8 +199,9 @@ func fillEditor(props [][4]string) chromedp.Action {
 	})()`, b))
 }
 
+// setValue sets an input's value as typing would end (an input event), waiting for it.
 func setValue(sel, v string) chromedp.Action {
-	return chromedp.SetValue(sel, v, chromedp.ByQuery)
+	return chromedp.Tasks{chromedp.WaitVisible(sel, chromedp.ByQuery), js(fmt.Sprintf(`(() => { const el = document.querySelector(%q); el.value = %q; el.dispatchEvent(new Event('input', {bubbles: true})); })()`, sel, v))}
 }
 
 func click(sel string) chromedp.Action {
@@ -322,4 +323,154 @@ func TestConsole(t *testing.T) {
 	}
 	b.doc("grid")
 
+	row := `#entity-grid tr[data-rk="r 1 ü"]`
+	// The grid shows every property with its type.
+	b.run("grid types", textHas("#entity-grid thead", "I64Int64"), textHas("#entity-grid thead", "DTDateTime"),
+		textHas(row, "9007199254740993"), textHas(row, "2024-02-29T23:59:59.1234567Z"), textHas(row, "NaN"))
+
+	// Edit it: merge one property; the others stay.
+	b.run("open and merge", click(row), chromedp.WaitVisible("#ed-merge", chromedp.ByQuery), textHas("#ed-etag", "W/"),
+		fillEditor([][4]string{{"S", "String", "", "edited"}}), click("#ed-merge"),
+		wait(`!document.querySelector('#dialog').open`), textHas(row, "edited"))
+	m = rawEntity(t, c, "p'1", "r 1 ü")
+	if string(m["S"]) != `"edited"` || string(m["I64"]) != `"9007199254740993"` || string(m["DT"]) != `"2024-02-29T23:59:59.1234567Z"` {
+		t.Fatalf("after merge: S=%s I64=%s DT=%s", m["S"], m["I64"], m["DT"])
+	}
+
+	// Provoke a 412: open the editor, change the entity behind its back, save.
+	b.run("open for conflict", click(row), chromedp.WaitVisible("#ed-replace", chromedp.ByQuery))
+	other := marshal(t, map[string]any{"PartitionKey": "p'1", "RowKey": "r 1 ü", "Other": "from the SDK"})
+	if _, err := c.UpdateEntity(ctx(t), other, &aztables.UpdateEntityOptions{UpdateMode: aztables.UpdateModeMerge}); err != nil {
+		t.Fatal(err)
+	}
+	b.run("conflict shown", fillEditor([][4]string{{"I32", "Int32", "", "7"}}), click("#ed-replace"),
+		chromedp.WaitVisible("#conflict", chromedp.ByQuery), textHas("#conflict", "UpdateConditionNotSatisfied"),
+		textHas("#theirs", "from the SDK"), textHas("#mine", "7"), textHas("#theirs", "-2147483648"))
+	b.doc("conflict")
+	b.run("conflict resolved", click("#conflict-overwrite"), wait(`!document.querySelector('#dialog').open`))
+	m = rawEntity(t, c, "p'1", "r 1 ü")
+	if string(m["I32"]) != "7" || m["Other"] != nil || string(m["I64"]) != `"9007199254740993"` {
+		t.Fatalf("after overwriting: I32=%s Other=%s I64=%s", m["I32"], m["Other"], m["I64"])
+	}
+
+	// A filter with a syntax error shows the service's error where it points; then a valid one.
+	b.run("filter syntax error", setValue("#q-filter", "I32 eq eq 7"), chromedp.SendKeys("#q-filter", kb.Enter, chromedp.ByQuery),
+		textHas("#q-status", "InvalidInput"), textHas("#q-caret", "^"), textHas("#q-caret", "position"))
+	var caret string
+	b.run("caret text", chromedp.Text("#q-caret", &caret, chromedp.ByQuery))
+	if lines := strings.Split(caret, "\n"); len(lines) < 2 || lines[0] != "I32 eq eq 7" || !strings.HasPrefix(strings.TrimLeft(lines[1], " "), "^") || strings.Index(lines[1], "^") < 4 {
+		t.Fatalf("caret under the filter: %q", caret)
+	}
+	b.run("valid filter", setValue("#q-filter", "I32 eq 7 and S eq 'edited'"), click("#q-run"),
+		textHas("#q-page", "1 entities"), chromedp.WaitVisible(row, chromedp.ByQuery), wait(`document.querySelector('#q-caret').textContent === ''`))
+	b.run("filter matching nothing", setValue("#q-filter", "I32 eq 8"), click("#q-run"), textHas("#q-page", "0 entities"), textHas("#q-status", "No entities match"))
+	b.run("select and top", setValue("#q-filter", ""), setValue("#q-select", "I64,DT"), click("#q-run"),
+		textHas("#q-page", "1 entities"), textHas("#entity-grid thead", "I64"), wait(`!document.querySelector('#entity-grid thead').textContent.includes('BinHex')`))
+	b.run("clear select", setValue("#q-select", ""), click("#q-run"), textHas("#entity-grid thead", "BinHex"))
+
+	// Delete the entity, with confirmation.
+	b.run("delete entity", click(row), chromedp.WaitVisible("#ed-delete", chromedp.ByQuery), click("#ed-delete"),
+		chromedp.WaitVisible("#confirm-delete-entity", chromedp.ByQuery), chromedp.SendKeys("#confirm-delete", kb.Enter, chromedp.ByQuery),
+		wait(`!document.querySelector('#dialog').open`), textHas("#q-page", "0 entities"))
+	if _, err := c.GetEntity(ctx(t), "p'1", "r 1 ü", nil); statusOf(err) != 404 {
+		t.Fatalf("the deleted entity: %v", err)
+	}
+
+	// Page through 2,500 entities (1,000 a page), next and previous; quick filters.
+	bigName := tableName(t)
+	big := svc.NewClient(bigName)
+	if _, err := big.CreateTable(ctx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	for p := range 25 {
+		var batch []aztables.TransactionAction
+		for r := range 100 {
+			batch = append(batch, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd,
+				Entity: marshal(t, map[string]any{"PartitionKey": fmt.Sprintf("p%02d", p), "RowKey": fmt.Sprintf("r%03d", r), "N": p*100 + r})})
+		}
+		if _, err := big.SubmitTransaction(ctx(t), batch, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	firstRow := `document.querySelector('#entity-grid tbody tr')?.dataset.pk + '/' + document.querySelector('#entity-grid tbody tr')?.dataset.rk`
+	b.run("page 1", chromedp.Navigate(home+"#/tables/"+bigName), textHas("#q-page", "page 1 · 1000 entities · more"),
+		wait(firstRow+` === 'p00/r000'`))
+	b.run("page 2", click("#q-next"), textHas("#q-page", "page 2 · 1000 entities · more"), wait(firstRow+` === 'p10/r000'`))
+	b.run("page 3", click("#q-next"), textHas("#q-page", "page 3 · 500 entities"), wait(`document.querySelector('#q-next').disabled`),
+		wait(firstRow+` === 'p20/r000'`))
+	b.run("back to page 2", click("#q-prev"), textHas("#q-page", "page 2 · 1000 entities"), wait(firstRow+` === 'p10/r000'`))
+	b.run("PartitionKey prefix", setValue("#q-pk-prefix", "p1"), click("#q-run"), textHas("#q-page", "page 1 · 1000 entities"),
+		wait(`document.querySelector('#q-next').disabled`), wait(firstRow+` === 'p10/r000'`))
+	b.run("RowKey range", setValue("#q-pk-prefix", ""), setValue("#q-pk-from", "p03"), setValue("#q-pk-to", "p03"),
+		setValue("#q-rk-from", "r010"), setValue("#q-rk-to", "r019"), click("#q-run"), textHas("#q-page", "page 1 · 10 entities"), wait(firstRow+` === 'p03/r010'`))
+
+	// Stored access policies and CORS, viewed and edited.
+	b.run("policies", click("#tab-policies"), textHas("#acl-status", "No stored access policies"), click("#acl-add"),
+		setValue("#acl-rows tr:last-child .id", "readers"), setValue("#acl-rows tr:last-child .expiry", "2099-01-01T00:00:00Z"),
+		click(`#acl-rows tr:last-child input[value="r"]`), click("#acl-save"), textHas("#acl-status", "Saved"))
+	pol, err := big.GetAccessPolicy(ctx(t), nil)
+	if err != nil || len(pol.SignedIdentifiers) != 1 || *pol.SignedIdentifiers[0].ID != "readers" || *pol.SignedIdentifiers[0].AccessPolicy.Permission != "r" {
+		t.Fatalf("access policy after saving in the console: %+v, %v", pol, err)
+	}
+	b.run("policies reloaded", chromedp.Reload(), wait(`document.querySelector('#acl-rows .id')?.value === 'readers'`))
+	b.run("cors", chromedp.Navigate(home+"#/cors"), textHas("#cors-status", "No CORS rules"), click("#cors-add"),
+		setValue("#cors-rows tr:last-child .origins", "https://app.example"), setValue("#cors-rows tr:last-child .methods", "GET,PUT"),
+		setValue("#cors-rows tr:last-child .allowed", "x-ms-*"), setValue("#cors-rows tr:last-child .age", "600"),
+		click("#cors-save"), textHas("#cors-status", "Saved"))
+	props, err := svc.GetProperties(ctx(t), nil)
+	if err != nil || len(props.Cors) != 1 || *props.Cors[0].AllowedOrigins != "https://app.example" || *props.Cors[0].MaxAgeInSeconds != 600 {
+		t.Fatalf("CORS after saving in the console: %+v, %v", props.Cors, err)
+	}
+
+	// Watch: the request rates and the hot partitions of the table, against the target.
+	for i := range 200 {
+		e := marshal(t, map[string]any{"PartitionKey": "hot", "RowKey": fmt.Sprintf("w%03d", i)})
+		if _, err := big.UpsertEntity(ctx(t), e, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.run("watch", chromedp.Navigate(home+"#/watch"), setValue("#watch-table", bigName), chromedp.SendKeys("#watch-table", kb.Enter, chromedp.ByQuery),
+		chromedp.WaitVisible(`#hot-list tr[data-partition="hot"]`, chromedp.ByQuery), textHas("#watch-legend", "InsertOrMergeEntity"),
+		wait(`document.querySelector('#hot-list tbody tr').dataset.partition === 'hot'`))
+	b.doc("watch")
+
+	// Generate a read-only SAS for the table in the console, with a key range.
+	var sasURL string
+	b.run("generate SAS", chromedp.Navigate(home+"#/tables/"+bigName+"/sas"), chromedp.WaitVisible("#sas-form", chromedp.ByQuery),
+		setValue("#sas-spk", "p01"), setValue("#sas-epk", "p02"), click("#sas-make"), wait(`document.querySelector('#sas-out').value.includes('sig=')`),
+		chromedp.Value("#sas-out", &sasURL, chromedp.ByQuery))
+	if !strings.Contains(sasURL, "sp=r&") || !strings.Contains(sasURL, "spk=p01") || !strings.HasPrefix(sasURL, srv.BaseURL()+"/devstoreaccount1/"+bigName+"?") {
+		t.Fatalf("generated SAS URL: %s", sasURL)
+	}
+	// The service accepts it for reading the range.
+	sasClient := sasTableClient(t, sasURL, nil)
+	page, err := sasClient.NewListEntitiesPager(nil).NextPage(ctx(t))
+	if err != nil || len(page.Entities) != 200 {
+		t.Fatalf("reading through the generated SAS: %d entities, %v", len(page.Entities), err)
+	}
+
+	// Sign in with that SAS: just the range, read-only, no Watch.
+	b.run("sign out", click("#signout"), chromedp.WaitVisible("#signin", chromedp.ByQuery))
+	b.run("sign in with SAS", click("#tab-sas"), setValue("#in-sas", sasURL), click("#signin-submit"),
+		chromedp.WaitVisible("#entity-grid", chromedp.ByQuery), textHas("#who", "table SAS for "+bigName), textHas("#who", "query"),
+		textHas("#who", "keys from (p01"), textHas("#q-page", "200 entities"), wait(firstRow+` === 'p01/r000'`),
+		wait(`!document.querySelector('#new-entity') && !document.querySelector('#create-table') && !document.querySelector('[data-delete-table]') && !document.querySelector('#tab-policies')`))
+	b.doc("sas")
+	b.run("read-only editor", click(`#entity-grid tbody tr`), chromedp.WaitVisible("#ed-readonly", chromedp.ByQuery),
+		wait(`!document.querySelector('#ed-replace') && !document.querySelector('#ed-merge') && !document.querySelector('#ed-delete') && document.querySelector('#editor .value').readOnly`),
+		chromedp.SendKeys("#ed-close", kb.Escape, chromedp.ByQuery), wait(`!document.querySelector('#dialog').open`))
+	b.run("watch needs the key", chromedp.Navigate(home+"#/watch"), chromedp.WaitVisible("#watch-needs-key", chromedp.ByQuery))
+	// And the service refuses what the page does not offer.
+	_, err = sasClient.AddEntity(ctx(t), marshal(t, map[string]any{"PartitionKey": "p01", "RowKey": "new"}), nil)
+	requireRespErr(t, err, 403, "AuthorizationPermissionMismatch")
+
+	// Sign in with a connection string; delete the table, with confirmation.
+	cs := fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;TableEndpoint=%s;", devAccount, devKey, srv.Endpoint(devAccount))
+	b.run("sign in with connection string", click("#signout"), click("#tab-conn"), setValue("#in-conn", cs), click("#signin-submit"),
+		chromedp.WaitVisible(fmt.Sprintf(`a[data-table=%q]`, bigName), chromedp.ByQuery))
+	b.run("delete table", click(fmt.Sprintf(`[data-delete-table=%q]`, bigName)), chromedp.WaitVisible("#confirm-delete-table", chromedp.ByQuery),
+		click("#confirm-delete"), wait(fmt.Sprintf(`!document.querySelector('a[data-table=%q]')`, bigName)))
+	if contains(listTableNames(t, svc), bigName) {
+		t.Fatalf("table %s still listed after deleting it in the console", bigName)
+	}
 }
