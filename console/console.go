@@ -49,6 +49,8 @@ type Options struct {
 	Rates *Rates
 	// Hot is the hot-partition tracker the server reports to; nil shows none.
 	Hot *hotpart.Tracker
+	// Now is the clock request dates are checked against (default time.Now).
+	Now func() time.Time
 }
 
 // Console serves the page and its Watch endpoint.
@@ -65,7 +67,10 @@ func New(o Options) *Console {
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
 	}
-	return &Console{verifier: auth.NewVerifier(o.Accounts, time.Now), rates: o.Rates, hot: o.Hot,
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Console{verifier: auth.NewVerifier(o.Accounts, o.Now), rates: o.Rates, hot: o.Hot,
 		files: http.FileServer(http.FS(sub))}
 }
 
