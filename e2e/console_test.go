@@ -47,7 +47,9 @@ type browser struct {
 	t    *testing.T
 	ctx  context.Context
 	srv  *server
-	mu   sync.Mutex
+	// origin is where the page is served from: every request must go there.
+	origin string
+	mu     sync.Mutex
 	urls []string
 	errs []string
 	// shots is where each step's screenshot goes when a step fails (artefacts), docs the
@@ -56,10 +58,11 @@ type browser struct {
 	step        int
 }
 
-func newBrowser(t *testing.T, srv *server) *browser {
+func newBrowser(t *testing.T, srv *server, flags ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	path := chromiumPath(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], flags...)
+	opts = append(opts,
 		chromedp.ExecPath(path),
 		chromedp.NoSandbox, // root in CI containers
 		chromedp.WindowSize(1366, 768),
@@ -79,7 +82,7 @@ func newBrowser(t *testing.T, srv *server) *browser {
 	if art == "" {
 		art = filepath.Join("..", ".artifacts")
 	}
-	b := &browser{t: t, ctx: bctx, srv: srv, shots: filepath.Join(art, "console", t.Name()), docs: os.Getenv("CERULEAN_CONSOLE_SCREENSHOTS")}
+	b := &browser{t: t, ctx: bctx, srv: srv, origin: srv.BaseURL(), shots: filepath.Join(art, "console", t.Name()), docs: os.Getenv("CERULEAN_CONSOLE_SCREENSHOTS")}
 	if b.docs != "" && !filepath.IsAbs(b.docs) {
 		b.docs = filepath.Join("..", b.docs) // relative to the repository, as the README says
 	}
@@ -160,8 +163,8 @@ func (b *browser) checkRequests() {
 		b.t.Error("no request was recorded: the network events are not being seen")
 	}
 	for _, u := range b.urls {
-		if !strings.HasPrefix(u, b.srv.BaseURL()+"/") && !strings.HasPrefix(u, "data:") {
-			b.t.Errorf("the page requested %s, outside %s", u, b.srv.BaseURL())
+		if !strings.HasPrefix(u, b.origin+"/") && !strings.HasPrefix(u, "data:") {
+			b.t.Errorf("the page requested %s, outside %s", u, b.origin)
 		}
 	}
 }
@@ -473,4 +476,72 @@ func TestConsole(t *testing.T) {
 	if contains(listTableNames(t, svc), bigName) {
 		t.Fatalf("table %s still listed after deleting it in the console", bigName)
 	}
+}
+
+// TestConsoleInsecureContextAndTablePaging opens the console by a name that is not
+// localhost over plain HTTP, where the browser offers no crypto.subtle, so every request
+// is signed by the page's own SHA-256; the name is virtual-hosted
+// (devstoreaccount1.console.test), so the page addresses the account by its host as the
+// service reads it. And it pages through more than 1,000 tables.
+func TestConsoleInsecureContextAndTablePaging(t *testing.T) {
+	srv := startServer(t)
+	svc := newServiceClient(t, srv)
+	// 1,003 tables (the service lists 1,000 a page), created eight at a time.
+	prefix := tableName(t)
+	start := time.Now()
+	names := make(chan string)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range names {
+				if _, err := svc.CreateTable(ctx(t), n, nil); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	for i := range 1003 {
+		names <- fmt.Sprintf("%sx%04d", prefix, i)
+	}
+	close(names)
+	wg.Wait()
+	t.Logf("created 1,003 tables in %v", time.Since(start).Round(time.Millisecond))
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	b := newBrowser(t, srv, chromedp.Flag("host-resolver-rules", "MAP *.console.test 127.0.0.1"))
+	b.origin = fmt.Sprintf("http://devstoreaccount1.console.test:%d", srv.Port)
+	var secure bool
+	b.run("open by name", chromedp.Navigate(b.origin+"/-/"), chromedp.WaitVisible("#signin", chromedp.ByQuery),
+		chromedp.Evaluate(`window.isSecureContext || !!(globalThis.crypto && crypto.subtle)`, &secure))
+	if secure {
+		t.Fatal("http://console.test is a secure context: the test does not exercise the pure-JS signing")
+	}
+	b.run("another account is refused", setValue("#in-account", "otheraccount"), setValue("#in-key", devKey), click("#signin-submit"),
+		textHas("#signin-status", "serves the account devstoreaccount1"))
+	b.run("sign in without crypto.subtle", setValue("#in-account", devAccount), click("#signin-submit"),
+		textHas("#tables-page", "page 1"), wait(`document.querySelectorAll('#table-list li').length === 1000`),
+		wait(`!document.querySelector('#tables-next').disabled`))
+	b.run("tables page 2", click("#tables-next"), textHas("#tables-page", "page 2"),
+		wait(`document.querySelectorAll('#table-list li').length === 3`), wait(`document.querySelector('#tables-next').disabled`),
+		textHas("#table-list", prefix+"x1002"))
+	b.run("tables page 1 again", click("#tables-prev"), textHas("#tables-page", "page 1"), wait(`document.querySelectorAll('#table-list li').length === 1000`))
+	// A write signed by the pure-JS HMAC.
+	b.run("create table without crypto.subtle", setValue("#new-table", prefix+"js"), click("#create-table button[type=submit]"),
+		chromedp.WaitVisible(fmt.Sprintf(`a[data-table=%q][aria-current]`, prefix+"js"), chromedp.ByQuery), textHas("#q-status", "No entities match"))
+	if !contains(listTableNames(t, svc), prefix+"js") {
+		t.Fatal("the table created with the pure-JS signature is not there")
+	}
+	// The SAS generator gives the virtual-hosted URL, and the console signs in with it.
+	var sasURL string
+	b.run("generate SAS by host", chromedp.Navigate(b.origin+"/-/#/tables/"+prefix+"js/sas"), chromedp.WaitVisible("#sas-form", chromedp.ByQuery),
+		click("#sas-make"), wait(`document.querySelector('#sas-out').value.includes('sig=')`), chromedp.Value("#sas-out", &sasURL, chromedp.ByQuery))
+	if !strings.HasPrefix(sasURL, b.origin+"/"+prefix+"js?") {
+		t.Fatalf("SAS URL on a virtual-hosted address: %s", sasURL)
+	}
+	b.run("sign in with SAS by host", click("#signout"), click("#tab-sas"), setValue("#in-sas", sasURL), click("#signin-submit"),
+		textHas("#who", "table SAS for "+prefix+"js"), textHas("#q-status", "No entities match"))
 }

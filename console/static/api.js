@@ -33,6 +33,24 @@ export async function hmac(keyBytes, text) {
   return b64encode(hmacSha256(keyBytes, msg));
 }
 
+/**
+ * addressing is how the service reads the account from this page's own address, by its
+ * rule: an IP literal, a single-label name (localhost) or host.docker.internal are
+ * path-style (/<account>/…); any other name is virtual-hosted, and its first label is the
+ * account (devstoreaccount1.cerulean.lan), so the page can sign in only to that one.
+ */
+export function addressing() {
+  const host = location.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  const ip = /^[\d.]+$/.test(host) || host.includes(':');
+  if (ip || !host.includes('.') || host === 'host.docker.internal') return { pathStyle: true, account: '' };
+  return { pathStyle: false, account: host.split('.')[0].replace(/-secondary$/, '') };
+}
+
+/** accountBase is the URL of the account's service root as the page reaches it. */
+export function accountBase(account) {
+  return addressing().pathStyle ? `${location.origin}/${account}` : location.origin;
+}
+
 /** SAS permission letters and what they allow. */
 const TABLE_SAS = { r: 'query', a: 'add', u: 'update', d: 'delete' };
 
@@ -63,6 +81,8 @@ export function parseSignIn(kind, fields) {
     throw new Error('The SAS URL is not a URL.');
   }
   const segs = u.pathname.split('/').filter(Boolean);
+  const addr = addressing();
+  if (!addr.pathStyle) return sasCreds(addr.account, segs[0] ? decodeURIComponent(segs[0]) : null, u.search.slice(1));
   if (segs.length === 0) throw new Error('The SAS URL must name the account in its path, e.g. ' + location.origin + '/devstoreaccount1?sv=…');
   return sasCreds(segs[0], segs[1] ? decodeURIComponent(segs[1]) : null, u.search.slice(1));
 }
@@ -78,6 +98,10 @@ function accountFromEndpoint(ep) {
 
 function checkAccount(account) {
   if (!/^[a-z0-9]{3,24}$/.test(account)) throw new Error('An account name is 3 to 24 lower-case letters and digits.');
+  const addr = addressing();
+  if (!addr.pathStyle && addr.account !== account) {
+    throw new Error(`This address (${location.host}) serves the account ${addr.account}: sign in to it, or open the console by IP address or localhost to reach ${account}.`);
+  }
 }
 
 function keyCreds(account, key) {
@@ -194,7 +218,8 @@ export async function request(c, method, path, { query = {}, headers = {}, body 
   for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null && v !== '') params.set(k, v);
   let qs = params.toString().replace(/\+/g, '%20');
   if (c.kind === 'sas') qs = qs ? qs + '&' + c.sas : c.sas;
-  const fullPath = '/' + c.account + path;
+  // Path-style: /<account>/…; virtual-hosted (the account in the host name): the path alone.
+  const fullPath = addressing().pathStyle ? '/' + c.account + path : path;
   const url = fullPath + (qs ? '?' + qs : '');
   const h = {
     'x-ms-version': API_VERSION,
@@ -274,5 +299,5 @@ export async function tableSAS(c, o) {
     if (v) q.set(k, v);
   }
   q.set('sig', sig);
-  return `${location.origin}/${c.account}/${enc(o.table)}?${q.toString().replace(/\+/g, '%20')}`;
+  return `${accountBase(c.account)}/${enc(o.table)}?${q.toString().replace(/\+/g, '%20')}`;
 }
