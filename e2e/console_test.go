@@ -44,14 +44,14 @@ func chromiumPath(t *testing.T) string {
 // browser is one headless Chromium tab on the console of srv, with what the tests check
 // about it: every URL the page requested, and uncaught JavaScript exceptions.
 type browser struct {
-	t    *testing.T
-	ctx  context.Context
-	srv  *server
+	t   *testing.T
+	ctx context.Context
+	srv *server
 	// origin is where the page is served from: every request must go there.
 	origin string
 	mu     sync.Mutex
-	urls []string
-	errs []string
+	urls   []string
+	errs   []string
 	// shots is where each step's screenshot goes when a step fails (artefacts), docs the
 	// directory of CERULEAN_CONSOLE_SCREENSHOTS ("" when not asked for).
 	shots, docs string
