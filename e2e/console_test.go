@@ -370,10 +370,19 @@ func TestConsole(t *testing.T) {
 		textHas("#q-page", "1 entities"), textHas("#entity-grid thead", "I64"), wait(`!document.querySelector('#entity-grid thead').textContent.includes('BinHex')`))
 	b.run("clear select", setValue("#q-select", ""), click("#q-run"), textHas("#entity-grid thead", "BinHex"))
 
-	// Delete the entity, with confirmation.
-	b.run("delete entity", click(row), chromedp.WaitVisible("#ed-delete", chromedp.ByQuery), click("#ed-delete"),
+	// Delete the entity, with confirmation; it changed meanwhile, so the 412 shows first.
+	b.run("open for delete", click(row), chromedp.WaitVisible("#ed-delete", chromedp.ByQuery))
+	if _, err := c.UpdateEntity(ctx(t), marshal(t, map[string]any{"PartitionKey": "p'1", "RowKey": "r 1 ü", "Late": "write"}),
+		&aztables.UpdateEntityOptions{UpdateMode: aztables.UpdateModeMerge}); err != nil {
+		t.Fatal(err)
+	}
+	b.run("delete entity", click("#ed-delete"),
 		chromedp.WaitVisible("#confirm-delete-entity", chromedp.ByQuery), chromedp.SendKeys("#confirm-delete", kb.Enter, chromedp.ByQuery),
-		wait(`!document.querySelector('#dialog').open`), textHas("#q-page", "0 entities"))
+		chromedp.WaitVisible("#conflict", chromedp.ByQuery), textHas("#theirs", "Late"), textHas("#conflict-overwrite", "Delete anyway"))
+	if _, err := c.GetEntity(ctx(t), "p'1", "r 1 ü", nil); err != nil {
+		t.Fatalf("deleted despite the 412: %v", err)
+	}
+	b.run("delete anyway", click("#conflict-overwrite"), wait(`!document.querySelector('#dialog').open`), textHas("#q-page", "0 entities"))
 	if _, err := c.GetEntity(ctx(t), "p'1", "r 1 ü", nil); statusOf(err) != 404 {
 		t.Fatalf("the deleted entity: %v", err)
 	}
@@ -544,4 +553,57 @@ func TestConsoleInsecureContextAndTablePaging(t *testing.T) {
 	}
 	b.run("sign in with SAS by host", click("#signout"), click("#tab-sas"), setValue("#in-sas", sasURL), click("#signin-submit"),
 		textHas("#who", "table SAS for "+prefix+"js"), textHas("#q-status", "No entities match"))
+}
+
+// TestConsoleEDMCodec checks the page's EDM value handling (edm.js) in the browser, table
+// driven: what the editor accepts and refuses for each type, the JSON it sends, and that
+// numbers read from the service keep their exact text.
+func TestConsoleEDMCodec(t *testing.T) {
+	srv := startServer(t)
+	b := newBrowser(t, srv)
+	b.run("open", chromedp.Navigate(srv.BaseURL()+"/-/"), chromedp.WaitVisible("#signin", chromedp.ByQuery))
+	type check struct {
+		Typ    string `json:"typ"`
+		Text   string `json:"text"`
+		Format string `json:"format"`
+		OK     bool   `json:"ok"`
+	}
+	checks := []check{
+		{"Int32", "2147483647", "", true}, {"Int32", "-2147483648", "", true}, {"Int32", "2147483648", "", false}, {"Int32", "1.5", "", false}, {"Int32", "", "", false},
+		{"Int64", "9223372036854775807", "", true}, {"Int64", "-9223372036854775808", "", true}, {"Int64", "9223372036854775808", "", false}, {"Int64", "1e3", "", false},
+		{"Double", "0.1", "", true}, {"Double", "-1e-300", "", true}, {"Double", ".5", "", true}, {"Double", "NaN", "", true}, {"Double", "Infinity", "", true},
+		{"Double", "-Infinity", "", true}, {"Double", "1e400", "", false}, {"Double", "nan", "", false}, {"Double", "0x10", "", false},
+		{"DateTime", "2024-02-29T23:59:59.1234567Z", "", true}, {"DateTime", "2024-02-29T23:59:59Z", "", true}, {"DateTime", "2024-13-01T00:00:00Z", "", false},
+		{"DateTime", "2024-01-01T00:00:00.12345678Z", "", false}, {"DateTime", "2024-01-01", "", false},
+		{"Guid", "0f8fad5b-d9cb-469f-a165-70867728950e", "", true}, {"Guid", "0f8fad5b-d9cb-469f-a165-70867728950", "", false},
+		{"Binary", "AAECAw==", "base64", true}, {"Binary", "AAECAw=", "base64", false}, {"Binary", "00ff", "hex", true}, {"Binary", "0ff", "hex", false},
+		{"Boolean", "true", "", true}, {"Boolean", "yes", "", false}, {"String", "anything", "", true},
+	}
+	in, _ := json.Marshal(checks)
+	var failures []string
+	b.run("check", chromedp.Evaluate(fmt.Sprintf(`import('/-/edm.js').then(m => %s.filter(c => (m.check(c.typ, c.text, c.format) === '') !== c.ok).map(c => JSON.stringify(c)))`, in),
+		&failures, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	if len(failures) > 0 {
+		t.Errorf("edm.check disagrees on: %s", strings.Join(failures, ", "))
+	}
+	var wire string
+	b.run("toWire", chromedp.Evaluate(`import('/-/edm.js').then(m => m.toWire("p", "r", [
+		{name: "I64", type: "Int64", text: "9007199254740993"}, {name: "D", type: "Double", text: ".5"}, {name: "D2", type: "Double", text: "5"},
+		{name: "N", type: "Double", text: "NaN"}, {name: "H", type: "Binary", text: "00ff10", format: "hex"}, {name: "I", type: "Int32", text: "-0"},
+		{name: "S", type: "String", text: 'a"b'}, {name: "B", type: "Boolean", text: "false"}]))`, &wire,
+		func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	want := `{"PartitionKey":"p","RowKey":"r","I64@odata.type":"Edm.Int64","I64":"9007199254740993","D@odata.type":"Edm.Double","D":0.5,"D2@odata.type":"Edm.Double","D2":5.0,` +
+		`"N@odata.type":"Edm.Double","N":"NaN","H@odata.type":"Edm.Binary","H":"AP8Q","I":0,"S":"a\"b","B":false}`
+	if wire != want {
+		t.Errorf("toWire:\n got %s\nwant %s", wire, want)
+	}
+	var read string
+	b.run("fromWire", chromedp.Evaluate(`import('/-/edm.js').then(m => JSON.stringify(m.fromWire(m.parseJSON(
+		'{"PartitionKey":"p","RowKey":"r","odata.etag":"e","Timestamp":"t","D":2.0,"E":1e308,"I":7,"L@odata.type":"Edm.Int64","L":"-9223372036854775808","X":null,"N@odata.type":"Edm.Double","N":"-Infinity"}'))))`, &read,
+		func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	wantRead := `{"pk":"p","rk":"r","timestamp":"t","etag":"e","props":[{"name":"D","type":"Double","text":"2.0"},{"name":"E","type":"Double","text":"1e308"},` +
+		`{"name":"I","type":"Int32","text":"7"},{"name":"L","type":"Int64","text":"-9223372036854775808"},{"name":"N","type":"Double","text":"-Infinity"}]}`
+	if read != wantRead {
+		t.Errorf("fromWire:\n got %s\nwant %s", read, wantRead)
+	}
 }

@@ -59,6 +59,7 @@ function setStatus(el, content) {
 // ---- routing ----------------------------------------------------------------------
 
 function route() {
+  stopWatch();
   creds = api.loadCreds();
   const nav = $('#nav');
   if (!creds) {
@@ -72,8 +73,10 @@ function route() {
   $('#who').textContent = creds.account + (creds.kind === 'sas' ? ' — ' + api.describeSAS(creds) : ' — signed in with the account key');
   const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   const view = parts[0] || 'tables';
-  for (const a of nav.querySelectorAll('a')) a.toggleAttribute('aria-current', a.dataset.view === view), a.dataset.view === view && a.setAttribute('aria-current', 'page');
-  stopWatch();
+  for (const a of nav.querySelectorAll('a')) {
+    if (a.dataset.view === view) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
   if (view === 'watch') return watchView();
   if (view === 'cors') return corsView();
   return tablesView(parts[1] || (creds.table || ''), parts[2] || 'entities');
@@ -82,6 +85,8 @@ function route() {
 window.addEventListener('hashchange', route);
 $('#signout').addEventListener('click', () => {
   api.clearCreds();
+  tablePages = [''];
+  tablePage = 0;
   location.hash = '';
   route();
 });
@@ -132,6 +137,8 @@ function signInView() {
       return setStatus(status, errorView(e));
     }
     api.saveCreds(c);
+    tablePages = [''];
+    tablePage = 0;
     location.hash = c.table ? '#/tables/' + encodeURIComponent(c.table) : '#/tables';
     route();
   });
@@ -438,7 +445,6 @@ function editor(table, e, reload) {
   const send = async (mode, ifMatch) => {
     const props = collect();
     if (!props) return setStatus(status, h('div', { class: 'error' }, 'Fix the values marked in red.'));
-    if (isNew && (!pk.value && pk.value !== '')) return;
     const body = edm.toWire(pk.value, rk.value, props);
     const path = isNew && mode === 'insert' ? '/' + api.enc(table) : api.keyPath(table, pk.value, rk.value);
     const method = { insert: 'POST', replace: 'PUT', merge: 'MERGE' }[mode];
@@ -480,7 +486,9 @@ function editor(table, e, reload) {
         h('div', { class: 'compare' }, side('Yours', mine, 'mine'), side('Current (' + cur.timestamp + ')', cur.props, 'theirs'))),
       h('div', { class: 'foot' }, h('span', { class: 'spacer' }),
         h('button', { type: 'button', id: 'conflict-take', onclick: () => editor(table, cur, reload) }, 'Discard mine, edit current'),
-        h('button', { type: 'button', class: 'primary', id: 'conflict-overwrite', onclick: () => { etag = cur.etag; body(); send(mode, cur.etag); } }, 'Overwrite with mine')));
+        mode === 'delete'
+          ? h('button', { type: 'button', class: 'danger', id: 'conflict-overwrite', onclick: () => { etag = cur.etag; body(); remove(); } }, 'Delete anyway')
+          : h('button', { type: 'button', class: 'primary', id: 'conflict-overwrite', onclick: () => { etag = cur.etag; body(); send(mode, cur.etag); } }, 'Overwrite with mine')));
     dialog.replaceChildren(box);
     function body() { dialog.replaceChildren(form); }
     $('#conflict-overwrite', dialog).focus();
@@ -515,18 +523,22 @@ function editor(table, e, reload) {
       h('div', { class: 'body' }, h('h1', {}, 'Delete this entity?'), h('p', { class: 'mono' }, `PartitionKey ${pk.value}, RowKey ${rk.value}`), s),
       h('div', { class: 'foot' }, h('span', { class: 'spacer' }), h('button', { type: 'button', onclick: () => dialog.replaceChildren(form) }, 'Cancel'),
         h('button', { type: 'submit', class: 'danger', id: 'confirm-delete' }, 'Delete')));
-    c.addEventListener('submit', async (ev) => {
+    c.addEventListener('submit', (ev) => {
       ev.preventDefault();
-      try {
-        await api.request(creds, 'DELETE', api.keyPath(table, pk.value, rk.value), { headers: { 'If-Match': etag } });
-        dialog.close();
-        reload();
-      } catch (err) {
-        if (err.status === 412) { dialog.replaceChildren(form); return conflict('replace', collect() || []); }
-        setStatus(s, errorView(err));
-      }
+      remove(s);
     });
     openDialog(c, '#confirm-delete');
+  };
+  /** remove deletes the entity with the ETag it was read with (a 412 shows the conflict). */
+  const remove = async (s = status) => {
+    try {
+      await api.request(creds, 'DELETE', api.keyPath(table, pk.value, rk.value), { headers: { 'If-Match': etag } });
+      dialog.close();
+      reload();
+    } catch (err) {
+      if (err.status === 412) { dialog.replaceChildren(form); return conflict('delete', collect() || []); }
+      setStatus(s, errorView(err));
+    }
   };
   openDialog(form, isNew ? '#ed-pk' : (readOnly ? '#ed-close' : '.value'));
 }
