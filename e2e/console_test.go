@@ -476,6 +476,19 @@ func TestConsole(t *testing.T) {
 	_, err = sasClient.AddEntity(ctx(t), marshal(t, map[string]any{"PartitionKey": "p01", "RowKey": "new"}), nil)
 	requireRespErr(t, err, 403, "AuthorizationPermissionMismatch")
 
+	// An account SAS that may list and read: the tables and their entities, nothing to change.
+	accountSAS, err := svc.GetAccountSASURL(aztables.AccountSASResourceTypes{Container: true, Object: true},
+		aztables.AccountSASPermissions{Read: true, List: true}, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.run("sign in with account SAS", click("#signout"), click("#tab-sas"), setValue("#in-sas", accountSAS), click("#signin-submit"),
+		chromedp.WaitVisible(fmt.Sprintf(`a[data-table=%q]`, bigName), chromedp.ByQuery), textHas("#who", "account SAS: read, list"),
+		wait(`!document.querySelector('#create-table') && !document.querySelector('[data-delete-table]')`))
+	b.run("account SAS reads", click(fmt.Sprintf(`a[data-table=%q]`, bigName)), textHas("#q-page", "1000 entities"),
+		wait(`!document.querySelector('#new-entity') && !document.querySelector('#tab-policies')`))
+	b.run("account SAS cannot read CORS", chromedp.Navigate(home+"#/cors"), textHas("#cors-status", "cannot read the service properties"))
+
 	// Sign in with a connection string; delete the table, with confirmation.
 	cs := fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;TableEndpoint=%s;", devAccount, devKey, srv.Endpoint(devAccount))
 	b.run("sign in with connection string", click("#signout"), click("#tab-conn"), setValue("#in-conn", cs), click("#signin-submit"),
