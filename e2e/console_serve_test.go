@@ -118,10 +118,11 @@ func TestConsoleServing(t *testing.T) {
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		srv := startServer(t, withArgs("--console-addr", addr))
-		if !strings.Contains(srv.logs.Tail(8<<10), "http://"+addr+"/-/\n") {
+		base := srv.scheme + "://" + addr
+		if !strings.Contains(srv.logs.Tail(8<<10), base+"/-/\n") {
 			t.Fatalf("the start-up message does not give the console URL on %s:\n%s", addr, srv.logs.Tail(8<<10))
 		}
-		if status, _, _ := consoleGet(t, http.DefaultClient, "http://"+addr, "/-/", ""); status != 200 {
+		if status, _, _ := consoleGet(t, http.DefaultClient, base, "/-/", ""); status != 200 {
 			t.Fatalf("GET /-/ on --console-addr: %d", status)
 		}
 		if status, _, body := consoleGet(t, http.DefaultClient, srv.BaseURL(), "/-/", ""); status == 200 || strings.Contains(body, "app.js") {
@@ -132,7 +133,7 @@ func TestConsoleServing(t *testing.T) {
 		if _, err := newServiceClient(t, srv).CreateTable(ctx(t), name, nil); err != nil {
 			t.Fatal(err)
 		}
-		other := newServiceClientFor(t, "http://"+addr+"/"+devAccount, devAccount, devKey, nil)
+		other := newServiceClientFor(t, base+"/"+devAccount, devAccount, devKey, nil)
 		if !contains(listTableNames(t, other), name) {
 			t.Fatalf("the table API on --console-addr does not list %s", name)
 		}
