@@ -616,6 +616,8 @@ func runServe(args []string) error {
 		consoleDone <- nil
 	}
 	serveErr := srv.ServeHandler(ctx, ln, handler)
+	// Whyever --addr stopped, the console's own listener stops with it.
+	stop()
 	if cerr := <-consoleDone; serveErr == nil {
 		serveErr = cerr
 	}
