@@ -175,8 +175,9 @@ func (c *Console) serveAPI(w http.ResponseWriter, r *http.Request) {
 	resp := WatchResponse{Account: account, Rates: c.rates.Snapshot(account, seconds),
 		Partitions: hotpart.Report{TargetPerSec: hotpart.Target, Tables: []hotpart.TableReport{}}}
 	if c.hot != nil {
-		// Filter.Account keeps the report to the signed-in account's own partitions; the
-		// window total is every account's, so it is left out.
+		// Filter.Account keeps the report to the signed-in account's own partitions. The
+		// tracker's total is every account's, so entities_per_sec here is the sum of the
+		// partitions shown instead.
 		resp.Partitions = c.hot.Report(hotpart.Filter{Account: account, Table: q.Get("table"), Top: top})
 		resp.Partitions.EntitiesPerSec = 0
 		for _, t := range resp.Partitions.Tables {
