@@ -19,6 +19,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -99,9 +100,15 @@ func newBrowser(t *testing.T, srv *server, flags ...chromedp.ExecAllocatorOption
 			b.urls = append(b.urls, e.Request.URL)
 		case *runtime.EventExceptionThrown:
 			b.errs = append(b.errs, e.ExceptionDetails.Error())
+		case *cdplog.EventEntryAdded:
+			// A Content-Security-Policy violation silently drops a style or a request: a
+			// failure. (Refused API requests are logged too, as network errors: expected.)
+			if e.Entry.Source == cdplog.SourceSecurity || strings.Contains(e.Entry.Text, "Content Security Policy") {
+				b.errs = append(b.errs, e.Entry.Text)
+			}
 		}
 	})
-	if err := chromedp.Run(bctx, network.Enable(), chromedp.EmulateViewport(1366, 768)); err != nil {
+	if err := chromedp.Run(bctx, network.Enable(), cdplog.Enable(), chromedp.EmulateViewport(1366, 768)); err != nil {
 		t.Fatalf("starting chromium (%s): %v", path, err)
 	}
 	t.Cleanup(b.checkRequests)
@@ -119,7 +126,7 @@ func (b *browser) run(name string, actions ...chromedp.Action) {
 	jsErrs := append([]string(nil), b.errs...)
 	b.mu.Unlock()
 	if err == nil && len(jsErrs) > 0 {
-		err = fmt.Errorf("uncaught JavaScript exception: %s", strings.Join(jsErrs, "; "))
+		err = fmt.Errorf("page errors (uncaught exceptions, Content-Security-Policy violations): %s", strings.Join(jsErrs, "; "))
 	}
 	if err != nil {
 		file := filepath.Join(b.shots, fmt.Sprintf("%02d-%s.png", b.step, strings.ReplaceAll(name, " ", "-")))
