@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"sort"
 	"sync"
 
 	"github.com/ceruleandb/cerulean/client"
@@ -70,20 +71,21 @@ type batch struct {
 // one partition's batches are written in order, and several partitions in parallel), and
 // tracks which positions are acknowledged for the checkpoint.
 type sink struct {
-	dst     *client.Client
-	retry   Retry
-	mode    client.WriteMode
+	dst   *client.Client
+	retry Retry
+	mode  client.WriteMode
 	// replay says whether a record must be written as an upsert because an interrupted
 	// run may already have written it (resume of an insert); nil for none.
-	replay func(r *record.Record, at any) bool
-	onDone func(entities, bytes int)
+	replay  func(r *record.Record, at any) bool
+	onDone  func(entities, bytes int)
 	onRetry func(error)
 
-	seed   maphash.Seed
-	queues []chan *batch
-	wg     sync.WaitGroup
-	cur    *batch
-	buf    []byte
+	seed    maphash.Seed
+	queues  []chan *batch
+	wg      sync.WaitGroup
+	open    map[openKey]*batch
+	pending int // entities in open batches
+	buf     []byte
 
 	mu       sync.Mutex
 	inflight map[int64]pos // start seq → start position of each unacknowledged batch
@@ -143,8 +145,13 @@ func (s *sink) Err() error {
 	return s.err
 }
 
-// add takes one record at position p (p.seq increasing by one per record) and, at the
-// end of a batch, hands the batch on. It blocks while every worker is busy.
+// maxPending bounds the entities gathered in open batches: an input that interleaves
+// many partitions gets its batches flushed, fuller or not, once this many wait.
+const maxPending = 20_000
+
+// add takes one record at position p (p.seq increasing by one per record; after is the
+// position past it) and adds it to its partition's open batch, handing the batch on
+// when it is full. It blocks while the partition's writer is busy.
 func (s *sink) add(table string, r *record.Record, p pos, after pos) error {
 	if err := s.Err(); err != nil {
 		return err
@@ -154,33 +161,59 @@ func (s *sink) add(table string, r *record.Record, p pos, after pos) error {
 		mode = client.Replace
 	}
 	s.buf = record.AppendJSON(s.buf[:0], r, record.JSONOptions{})
-	b := s.cur
-	if b != nil && (b.table != table || b.pk != r.Entity.PartitionKey || b.mode != mode || len(b.ents) == MaxBatch || b.bytes+len(s.buf) > maxBatchBytes) {
-		s.flush()
+	key := openKey{table, r.Entity.PartitionKey, mode}
+	b := s.open[key]
+	if b != nil && b.bytes+len(s.buf) > maxBatchBytes {
+		s.send(key, b)
 		b = nil
 	}
 	if b == nil {
+		if s.open == nil {
+			s.open = map[openKey]*batch{}
+		}
 		b = &batch{table: table, pk: r.Entity.PartitionKey, mode: mode, start: p}
-		s.cur = b
+		s.open[key] = b
 		s.mu.Lock()
 		s.inflight[p.seq] = p
 		s.mu.Unlock()
 	}
 	b.ents = append(b.ents, client.BatchEntity{PartitionKey: r.Entity.PartitionKey, RowKey: r.Entity.RowKey, Body: append([]byte(nil), s.buf...)})
 	b.bytes += len(s.buf)
+	s.pending++
 	s.mu.Lock()
 	s.next = after
 	s.mu.Unlock()
+	if len(b.ents) == MaxBatch {
+		s.send(key, b)
+	}
+	if s.pending >= maxPending {
+		s.flush()
+	}
 	return nil
 }
 
-// flush hands the current batch to its partition's worker.
+// openKey names an open batch: entities of one partition written the same way.
+type openKey struct {
+	table, pk string
+	mode      client.WriteMode
+}
+
+// flush hands every open batch to its partition's writer, oldest first.
 func (s *sink) flush() {
-	b := s.cur
-	if b == nil {
-		return
+	keys := make([]openKey, 0, len(s.open))
+	for k := range s.open {
+		keys = append(keys, k)
 	}
-	s.cur = nil
+	sort.Slice(keys, func(i, j int) bool { return s.open[keys[i]].start.seq < s.open[keys[j]].start.seq })
+	for _, k := range keys {
+		s.send(k, s.open[k])
+	}
+}
+
+// send hands one open batch to its partition's writer.
+func (s *sink) send(key openKey, b *batch) {
+	delete(s.open, key)
+	s.pending -= len(b.ents)
 	var h maphash.Hash
 	h.SetSeed(s.seed)
 	h.WriteString(b.table)
@@ -193,15 +226,10 @@ func (s *sink) flush() {
 	}
 }
 
-// drop forgets the batch being gathered (an interrupt: it was never sent).
+// drop forgets the open batches (an interrupt: they were never sent). Their starts stay
+// unacknowledged, so the committed position stays before them.
 func (s *sink) drop() {
-	if s.cur != nil {
-		s.mu.Lock()
-		delete(s.inflight, s.cur.start.seq)
-		s.next = s.cur.start
-		s.mu.Unlock()
-		s.cur = nil
-	}
+	s.open, s.pending = nil, 0
 }
 
 // close waits for every handed-on batch to be written (or the first error).

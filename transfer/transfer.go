@@ -82,9 +82,9 @@ func (o *Options) every() time.Duration {
 
 type nopObserver struct{}
 
-func (nopObserver) Done(int, int)  {}
-func (nopObserver) Failed(error)   {}
-func (nopObserver) Retried(error)  {}
+func (nopObserver) Done(int, int) {}
+func (nopObserver) Failed(error)  {}
+func (nopObserver) Retried(error) {}
 
 func stopped(stop <-chan struct{}) bool {
 	select {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/ceruleandb/cerulean/client"
 	"github.com/ceruleandb/cerulean/progress"
@@ -25,12 +26,14 @@ type runFlags struct {
 	workers    int
 	retries    int
 	mode       string
+	interval   time.Duration
 }
 
 func (r *runFlags) register(fs *flag.FlagSet, writes bool) {
 	fs.StringVar(&r.checkpoint, "checkpoint", "", "the checkpoint file (default: beside the file, PATH.checkpoint, or cerulean-<command>-<id>.checkpoint in the current directory); removed when the run finishes")
 	fs.BoolVar(&r.resume, "resume", false, "continue an interrupted run from its checkpoint (the same command line plus --resume)")
 	fs.BoolVar(&r.quiet, "quiet", false, "print errors only: no progress, no summary")
+	fs.DurationVar(&r.interval, "progress-interval", 5*time.Second, "when stderr is not a terminal, the pause between progress lines")
 	fs.IntVar(&r.retries, "retries", 8, "most attempts of a call that fails with 500/503/408/429, a timeout or a broken connection (exponential backoff, full jitter)")
 	if writes {
 		fs.IntVar(&r.workers, "workers", 8, "partitions written in parallel")
@@ -47,6 +50,10 @@ func (r *runFlags) options(stop <-chan struct{}, obs transfer.Observer) (transfe
 		return transfer.Options{}, usageErrorf("--workers must be at least 1")
 	}
 	return transfer.Options{Workers: r.workers, Retry: transfer.Retry{Attempts: r.retries}, Mode: mode, Checkpoint: r.checkpoint, Resume: r.resume, Stop: stop, Observer: obs}, nil
+}
+
+func (r *runFlags) reporter(verb string) *progress.Reporter {
+	return progress.ForFile(os.Stderr, r.quiet, verb, r.interval)
 }
 
 // finish turns a run's result into the command's: the summary, and on an interrupt the
@@ -192,7 +199,7 @@ func runCopy(args []string) error {
 	}
 	ctx, stop, release := transfer.Interrupts(context.Background())
 	defer release()
-	rep := progress.ForFile(os.Stderr, o.run.quiet, "copied")
+	rep := o.run.reporter("copied")
 	opts, err := o.run.options(stop, rep)
 	if err != nil {
 		rep.Finish()

@@ -5,10 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
-	"github.com/ceruleandb/cerulean/progress"
 	"github.com/ceruleandb/cerulean/transfer"
 )
 
@@ -88,7 +86,7 @@ func runExport(args []string) error {
 	o.run.checkpoint = checkpoint
 	ctx, stop, release := transfer.Interrupts(context.Background())
 	defer release()
-	rep := progress.ForFile(os.Stderr, o.run.quiet, "exported")
+	rep := o.run.reporter("exported")
 	opts, _ := o.run.options(stop, rep)
 	err = transfer.Export(ctx, src.Client, out, transfer.ExportOptions{Options: opts, Tables: tables, Filter: o.filter, Select: o.sel, Job: job, Resumed: out.Truncate})
 	if err != nil {

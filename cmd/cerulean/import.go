@@ -5,10 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/ceruleandb/cerulean/azurite"
-	"github.com/ceruleandb/cerulean/progress"
 	"github.com/ceruleandb/cerulean/transfer"
 	"github.com/ceruleandb/cerulean/transfer/record"
 )
@@ -105,7 +103,7 @@ func runImport(args []string) error {
 	}
 	ctx, stop, release := transfer.Interrupts(context.Background())
 	defer release()
-	rep := progress.ForFile(os.Stderr, o.run.quiet, "imported")
+	rep := o.run.reporter("imported")
 	opts, err := o.run.options(stop, rep)
 	if err != nil {
 		rep.Finish()
