@@ -69,6 +69,7 @@ func runImport(args []string) error {
 	}
 	var r record.Reader
 	var source string
+	var total int64
 	if o.azurite != "" {
 		if o.in != "-" {
 			return usageErrorf("--azurite and --in exclude each other")
@@ -92,6 +93,9 @@ func runImport(args []string) error {
 		}
 		defer c.Close()
 		r, source = rd, format+":"+o.in
+		if format == transfer.JSONL && o.in != "-" {
+			total, _ = transfer.CountLines(o.in)
+		}
 	}
 	job := fmt.Sprintf("import %s → %s/%s table=%s mode=%s", source, dst.Endpoint, dst.Account, table, o.run.mode)
 	if o.run.checkpoint == "" {
@@ -111,8 +115,9 @@ func runImport(args []string) error {
 	}
 	opts.SkipBad = o.skipBad
 	if t, ok := r.(interface{ Total() int64 }); ok {
-		rep.SetTotal(t.Total())
+		total = t.Total()
 	}
+	rep.SetTotal(total)
 	err = transfer.Import(ctx, r, dst.Client, transfer.ImportOptions{Options: opts, Table: table, Force: o.table != "", Job: job})
 	return finish(rep, err, o.run.checkpoint)
 }
