@@ -221,6 +221,7 @@ type Reader struct {
 	cols    []column
 	pk, rk  int
 	ts      int
+	width   int // header cells
 	started bool
 	// Rows is the number of data rows read.
 	Rows int
@@ -246,6 +247,7 @@ func (rd *Reader) header() error {
 	if len(h) > 0 {
 		h[0] = strings.TrimPrefix(h[0], "\ufeff") // a BOM, as Excel writes
 	}
+	rd.width = len(h)
 	byName := map[string]int{}
 	for i, n := range h {
 		if _, dup := byName[n]; dup {
@@ -295,7 +297,6 @@ func (rd *Reader) Read() (record.Record, error) {
 	if err == io.EOF {
 		return record.Record{}, io.EOF
 	}
-	line, _ := rd.cr.FieldPos(0)
 	if err != nil {
 		var pe *csv.ParseError
 		if errors.As(err, &pe) {
@@ -308,6 +309,7 @@ func (rd *Reader) Read() (record.Record, error) {
 		return record.Record{}, err
 	}
 	rd.Rows++
+	line, _ := rd.cr.FieldPos(0)
 	r, err := rd.record(row)
 	if err != nil {
 		return record.Record{}, &record.LineError{Line: line, Err: err}
@@ -323,6 +325,9 @@ func (rd *Reader) record(row []string) (record.Record, error) {
 		return row[i]
 	}
 	var r record.Record
+	if len(row) > rd.width {
+		return r, fmt.Errorf("%d cells; the header has %d", len(row), rd.width)
+	}
 	r.Entity.PartitionKey, r.Entity.RowKey = cell(rd.pk), cell(rd.rk)
 	if err := entity.ValidateKey("PartitionKey", r.Entity.PartitionKey); err != nil {
 		return r, errors.New(record.Detail(err))

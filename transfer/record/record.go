@@ -233,8 +233,11 @@ func FromJSON(b []byte) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	if err := keys.Require(); err != nil {
-		return Record{}, err
+	switch {
+	case !keys.PartitionKey:
+		return Record{}, errors.New("no PartitionKey")
+	case !keys.RowKey:
+		return Record{}, errors.New("no RowKey")
 	}
 	r := Record{Entity: e}
 	if s, ok, err := member(b, `"Timestamp":`); err != nil {
