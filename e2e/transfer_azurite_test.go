@@ -112,7 +112,7 @@ func TestTransferAzurite(t *testing.T) {
 
 // undoubleQuotes is Azurite's view of a table with the quotes of its keys undoubled:
 // Azurite 3.37 stores a key's single quote doubled and its queries return it so (p'1
-// reads back as p''1), while its database file lets the import restore the key the
+// reads back as p”1), while its database file lets the import restore the key the
 // client wrote.
 func undoubleQuotes(m map[string]map[string]any) map[string]map[string]any {
 	out := map[string]map[string]any{}

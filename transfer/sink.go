@@ -80,12 +80,13 @@ type sink struct {
 	onDone  func(entities, bytes int)
 	onRetry func(error)
 
-	seed    maphash.Seed
-	queues  []chan *batch
-	wg      sync.WaitGroup
-	open    map[openKey]*batch
-	pending int // entities in open batches
-	buf     []byte
+	seed         maphash.Seed
+	queues       []chan *batch
+	wg           sync.WaitGroup
+	open         map[openKey]*batch
+	pending      int // entities in open batches
+	pendingBytes int // and their bytes
+	buf          []byte
 
 	mu       sync.Mutex
 	inflight map[int64]pos // start seq → start position of each unacknowledged batch
@@ -145,9 +146,13 @@ func (s *sink) Err() error {
 	return s.err
 }
 
-// maxPending bounds the entities gathered in open batches: an input that interleaves
-// many partitions gets its batches flushed, fuller or not, once this many wait.
-const maxPending = 20_000
+// maxPending and maxPendingBytes bound what waits in open batches: an input that
+// interleaves many partitions gets its batches flushed, full or not, once this many
+// entities or bytes wait (so 1,000 interleaved partitions still make batches of ~100).
+const (
+	maxPending      = 100_000
+	maxPendingBytes = 64 << 20
+)
 
 // add takes one record at position p (p.seq increasing by one per record; after is the
 // position past it) and adds it to its partition's open batch, handing the batch on
@@ -180,13 +185,14 @@ func (s *sink) add(table string, r *record.Record, p pos, after pos) error {
 	b.ents = append(b.ents, client.BatchEntity{PartitionKey: r.Entity.PartitionKey, RowKey: r.Entity.RowKey, Body: append([]byte(nil), s.buf...)})
 	b.bytes += len(s.buf)
 	s.pending++
+	s.pendingBytes += len(s.buf)
 	s.mu.Lock()
 	s.next = after
 	s.mu.Unlock()
 	if len(b.ents) == MaxBatch {
 		s.send(key, b)
 	}
-	if s.pending >= maxPending {
+	if s.pending >= maxPending || s.pendingBytes >= maxPendingBytes {
 		s.flush()
 	}
 	return nil
@@ -214,6 +220,7 @@ func (s *sink) flush() {
 func (s *sink) send(key openKey, b *batch) {
 	delete(s.open, key)
 	s.pending -= len(b.ents)
+	s.pendingBytes -= b.bytes
 	var h maphash.Hash
 	h.SetSeed(s.seed)
 	h.WriteString(b.table)
@@ -229,7 +236,7 @@ func (s *sink) send(key openKey, b *batch) {
 // drop forgets the open batches (an interrupt: they were never sent). Their starts stay
 // unacknowledged, so the committed position stays before them.
 func (s *sink) drop() {
-	s.open, s.pending = nil, 0
+	s.open, s.pending, s.pendingBytes = nil, 0, 0
 }
 
 // close waits for every handed-on batch to be written (or the first error).
