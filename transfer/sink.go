@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/ceruleandb/cerulean/client"
@@ -57,13 +58,12 @@ type pos struct {
 }
 
 type batch struct {
-	table   string
-	pk      string
-	mode    client.WriteMode
-	ents    []client.BatchEntity
-	bytes   int
-	start   pos
-	records int
+	table string
+	pk    string
+	mode  client.WriteMode
+	ents  []client.BatchEntity
+	bytes int
+	start pos
 }
 
 // sink writes records to one target: it groups them into batches of one partition (at
@@ -297,7 +297,11 @@ func (s *sink) write(ctx context.Context, b *batch) error {
 	var be *client.BatchError
 	if errors.As(err, &be) && be.Index >= 0 && be.Index < len(b.ents) {
 		we.RowKey = b.ents[be.Index].RowKey
-		we.Err = be.Err
+		e := *be.Err
+		if _, msg, ok := strings.Cut(e.Message, ":"); ok {
+			e.Message = msg // "<index>:<message>": the index is spent on naming the entity
+		}
+		we.Err = &e
 	} else if len(b.ents) == 1 {
 		we.RowKey = b.ents[0].RowKey
 	} else {

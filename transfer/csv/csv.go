@@ -338,7 +338,7 @@ func (rd *Reader) record(row []string) (record.Record, error) {
 	if ts := cell(rd.ts); ts != "" {
 		ticks, err := entity.ParseDateTime(ts)
 		if err != nil {
-			return r, fmt.Errorf("Timestamp: %q is not a valid Edm.DateTime", ts)
+			return r, fmt.Errorf("the Timestamp %q is not a valid Edm.DateTime", ts)
 		}
 		r.Timestamp, r.HasTimestamp = ticks, true
 	}

@@ -170,7 +170,7 @@ func SpecialDouble(f float64) (string, bool) {
 func AppendDouble(dst []byte, f float64) []byte {
 	start := len(dst)
 	dst = strconv.AppendFloat(dst, f, 'g', -1, 64)
-	if bytes.IndexAny(dst[start:], ".eE") < 0 {
+	if !bytes.ContainsAny(dst[start:], ".eE") {
 		dst = append(dst, ".0"...)
 	}
 	return dst
@@ -245,7 +245,7 @@ func FromJSON(b []byte) (Record, error) {
 	} else if ok {
 		ticks, err := entity.ParseDateTime(s)
 		if err != nil {
-			return Record{}, fmt.Errorf("Timestamp: %w", err)
+			return Record{}, fmt.Errorf("the Timestamp: %w", err)
 		}
 		r.Timestamp, r.HasTimestamp = ticks, true
 	}
