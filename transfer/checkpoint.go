@@ -35,7 +35,17 @@ type Checkpoint struct {
 // not fully committed starts, and the last key handed to writers (a resumed insert
 // writes keys up to it as upserts: the interrupted run may have written them).
 type TableState struct {
-	Name   string              `json:"name"`
+	Name string `json:"name"`
+	// Ranges are a copy's PartitionKey ranges, each read and written on its own.
+	Ranges []RangeState `json:"ranges,omitempty"`
+	RangeState
+}
+
+// RangeState is one PartitionKey range of a table, [Lo, Hi) ("" for an open end), and
+// where its copy stands.
+type RangeState struct {
+	Lo     string              `json:"lo,omitempty"`
+	Hi     string              `json:"hi,omitempty"`
 	Done   bool                `json:"done,omitempty"`
 	Next   client.Continuation `json:"next"`
 	Rows   int64               `json:"rows,omitempty"`

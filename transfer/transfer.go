@@ -179,12 +179,16 @@ type CopyOptions struct {
 	Tables []string
 	Rename map[string]string
 	Filter string
-	Job    string
+	// Readers is the number of PartitionKey ranges of a table read at once (0: 4).
+	Readers int
+	Job     string
 }
 
-// Copy copies tables from src to dst. Each table is read as a stream of pages (the next
-// fetched while the last is written) and written by Workers partition writers; memory
-// is bounded by the pages and batches in flight, whatever the table's size.
+// Copy copies tables from src to dst, one after the other. Each table is split into
+// PartitionKey ranges (see splitPoints) copied at once, each read as a stream of pages
+// (the next fetched while the last is written) and written by its share of the Workers;
+// memory is bounded by the pages and batches in flight, whatever the table's size. The
+// checkpoint holds each range's position.
 func Copy(ctx context.Context, src, dst *client.Client, o CopyOptions) error {
 	cp := &Checkpoint{Job: o.Job}
 	if o.Resume {
@@ -208,10 +212,18 @@ func Copy(ctx context.Context, src, dst *client.Client, o CopyOptions) error {
 	if err := cp.save(o.Checkpoint); err != nil {
 		return err
 	}
+	readers := o.Readers
+	if readers <= 0 {
+		readers = 4
+	}
+	var mu sync.Mutex // guards cp while ranges save it
 	for i := range cp.Tables {
 		ts := &cp.Tables[i]
 		if ts.Done {
 			continue
+		}
+		if stopped(o.Stop) {
+			return ErrInterrupted
 		}
 		target := ts.Name
 		if n, ok := o.Rename[ts.Name]; ok {
@@ -220,12 +232,83 @@ func Copy(ctx context.Context, src, dst *client.Client, o CopyOptions) error {
 		if err := ensureTable(ctx, dst, target, o.Retry); err != nil {
 			return err
 		}
-		if err := copyTable(ctx, src, dst, ts, target, cp, &o); err != nil {
+		if ts.Ranges == nil {
+			bounds, err := splitPoints(ctx, src, ts.Name, readers, o.Retry)
+			if err != nil {
+				return err
+			}
+			lo := ""
+			for _, b := range bounds {
+				ts.Ranges = append(ts.Ranges, RangeState{Lo: lo, Hi: b})
+				lo = b
+			}
+			ts.Ranges = append(ts.Ranges, RangeState{Lo: lo})
+			if err := cp.save(o.Checkpoint); err != nil {
+				return err
+			}
+		}
+		if err := copyRanges(ctx, src, dst, ts, target, cp, &mu, &o); err != nil {
+			return err
+		}
+		ts.Done = true
+		if err := cp.save(o.Checkpoint); err != nil {
 			return err
 		}
 	}
 	cp.Done = true
 	return cp.save(o.Checkpoint)
+}
+
+// copyRanges copies a table's unfinished ranges at once; the first failure stops the
+// others (they finish their batches in flight and save their positions).
+func copyRanges(ctx context.Context, src, dst *client.Client, ts *TableState, target string, cp *Checkpoint, mu *sync.Mutex, o *CopyOptions) error {
+	var todo []*RangeState
+	for i := range ts.Ranges {
+		if !ts.Ranges[i].Done {
+			todo = append(todo, &ts.Ranges[i])
+		}
+	}
+	workers := o.Workers
+	if workers <= 0 {
+		workers = 8
+	}
+	workers = max(1, workers/max(1, len(todo)))
+	abort := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-o.Stop:
+		case <-abort:
+		}
+		close(stop)
+	}()
+	var once sync.Once
+	errs := make([]error, len(todo))
+	var wg sync.WaitGroup
+	for i, rs := range todo {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = copyRange(ctx, src, dst, ts.Name, rs, target, cp, mu, o, workers, stop)
+			if errs[i] != nil && errs[i] != ErrInterrupted {
+				once.Do(func() { close(abort) })
+			}
+		}()
+	}
+	wg.Wait()
+	once.Do(func() { close(abort) })
+	var interrupted bool
+	for _, err := range errs {
+		if err == ErrInterrupted {
+			interrupted = true
+		} else if err != nil {
+			return err
+		}
+	}
+	if interrupted {
+		return ErrInterrupted
+	}
+	return nil
 }
 
 // copyAt is where a copied record is seen again: the page continuation and the rows
@@ -235,9 +318,10 @@ type copyAt struct {
 	rows int64
 }
 
-func copyTable(ctx context.Context, src, dst *client.Client, ts *TableState, target string, cp *Checkpoint, o *CopyOptions) error {
+// copyRange copies one PartitionKey range of a table with its own sink.
+func copyRange(ctx context.Context, src, dst *client.Client, table string, ts *RangeState, target string, cp *Checkpoint, mu *sync.Mutex, o *CopyOptions, workers int, stop <-chan struct{}) error {
 	obs := o.observer()
-	s := newSink(ctx, dst, o.Mode, o.Workers, o.Retry)
+	s := newSink(ctx, dst, o.Mode, workers, o.Retry)
 	s.onDone, s.onRetry = obs.Done, obs.Retried
 	if ts.High {
 		hpk, hrk := ts.HighPK, ts.HighRK
@@ -246,7 +330,6 @@ func copyTable(ctx context.Context, src, dst *client.Client, ts *TableState, tar
 			return pk < hpk || pk == hpk && rk <= hrk
 		}
 	}
-	var mu sync.Mutex // guards ts and cp while the saver reads them
 	base := copyAt{ts.Next, ts.Rows}
 	s.next = pos{0, base}
 	var seq int64
@@ -259,7 +342,7 @@ func copyTable(ctx context.Context, src, dst *client.Client, ts *TableState, tar
 		ts.Rows = at.rows
 		return cp.save(o.Checkpoint)
 	}
-	pr := readPages(ctx, src, ts.Name, client.Query{Filter: o.Filter, Continuation: ts.Next}, o.Retry, obs)
+	pr := readPages(ctx, src, table, client.Query{Filter: rangeFilter(o.Filter, ts.Lo, ts.Hi), Continuation: ts.Next}, o.Retry, obs)
 	defer pr.close()
 	tick := time.NewTicker(o.every())
 	defer tick.Stop()
@@ -271,7 +354,7 @@ loop:
 		var ok bool
 		select {
 		case po, ok = <-pr.pages:
-		case <-o.Stop:
+		case <-stop:
 			runErr = ErrInterrupted
 			break loop
 		case <-s.failed:
@@ -289,7 +372,7 @@ loop:
 		for i, raw := range po.page.Entities {
 			r, err := record.FromJSON(raw)
 			if err != nil {
-				runErr = fmt.Errorf("table %s: entity %d of a page: %s", ts.Name, i, record.Detail(err))
+				runErr = fmt.Errorf("table %s: entity %d of a page: %s", table, i, record.Detail(err))
 				break loop
 			}
 			after := pos{seq + 1, at}
@@ -303,7 +386,7 @@ loop:
 			mu.Lock()
 			ts.HighPK, ts.HighRK, ts.High = r.Entity.PartitionKey, r.Entity.RowKey, true
 			mu.Unlock()
-			if stopped(o.Stop) {
+			if stopped(stop) {
 				runErr = ErrInterrupted
 				break loop
 			}
@@ -334,7 +417,7 @@ loop:
 		return runErr
 	}
 	mu.Lock()
+	defer mu.Unlock()
 	ts.Done = true
-	mu.Unlock()
 	return cp.save(o.Checkpoint)
 }

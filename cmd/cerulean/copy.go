@@ -130,6 +130,7 @@ func openEndpoint(flagName, s string) (*client.Target, error) {
 
 type copyOptions struct {
 	from, to, tables, toTable, filter string
+	readers                           int
 	run                               runFlags
 }
 
@@ -141,6 +142,7 @@ func copyFlags(o *copyOptions) *flag.FlagSet {
 	fs.StringVar(&o.tables, "table", "", "the tables to copy, comma-separated (default: every table of the source)")
 	fs.StringVar(&o.toTable, "to-table", "", "the target table's name, when copying one table")
 	fs.StringVar(&o.filter, "filter", "", "an OData $filter: copy only the entities it matches")
+	fs.IntVar(&o.readers, "readers", 4, "PartitionKey ranges of a table read at once (split points found by sampling the keys)")
 	o.run.register(fs, true)
 	return fs
 }
@@ -193,7 +195,7 @@ func runCopy(args []string) error {
 		}
 		rename[tables[0]] = toTable
 	}
-	job := fmt.Sprintf("copy %s/%s → %s/%s tables=%s to=%s filter=%s mode=%s", src.Endpoint, src.Account, dst.Endpoint, dst.Account, strings.Join(tables, ","), toTable, o.filter, o.run.mode)
+	job := fmt.Sprintf("copy %s (%s) → %s (%s) tables=%s to=%s filter=%s mode=%s", src.Endpoint, src.Account, dst.Endpoint, dst.Account, strings.Join(tables, ","), toTable, o.filter, o.run.mode)
 	if o.run.checkpoint == "" {
 		o.run.checkpoint = transfer.DefaultCheckpoint("copy", job, "")
 	}
@@ -205,6 +207,10 @@ func runCopy(args []string) error {
 		rep.Finish()
 		return err
 	}
-	err = transfer.Copy(ctx, src.Client, dst.Client, transfer.CopyOptions{Options: opts, Tables: tables, Rename: rename, Filter: o.filter, Job: job})
+	if o.readers < 1 {
+		rep.Finish()
+		return usageErrorf("--readers must be at least 1")
+	}
+	err = transfer.Copy(ctx, src.Client, dst.Client, transfer.CopyOptions{Options: opts, Tables: tables, Rename: rename, Filter: o.filter, Readers: o.readers, Job: job})
 	return finish(rep, err, o.run.checkpoint)
 }
