@@ -1,6 +1,6 @@
 // Package transfer moves table entities between endpoints and files: export (endpoint →
-// records), import (records → endpoint) and copy (endpoint → endpoint), streaming in
-// constant memory.
+// records), import (records → endpoint) and copy (endpoint → endpoint, over several
+// PartitionKey ranges at once), streaming in constant memory.
 //
 // Writes go in $batch changesets of at most 100 entities of one partition; each
 // partition belongs to one of several parallel writers, so a partition's batches are
