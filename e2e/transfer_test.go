@@ -188,6 +188,15 @@ func TestTransferRoundTrip(t *testing.T) {
 		sameEntities(t, "second table", sdkEntities(t, second), sdkEntities(t, svcC.NewClient(secondName)))
 	})
 
+	// --select keeps the keys (and Timestamp) whatever the list names.
+	t.Run("select", func(t *testing.T) {
+		st, out, errOut := runTool(t, time.Minute, nil, "export", "--from", connString(a), "--table", edgeName, "--filter", "PartitionKey eq 'g'", "--select", "Name", "--timestamp=false", "--quiet")
+		want := `{"PartitionKey":"g","RowKey":"guid-binary"}` + "\n" + `{"PartitionKey":"g","RowKey":"plain","Name@odata.type":"Edm.String","Name":"x,y;z"}` + "\n"
+		if st != 0 || out != want {
+			t.Errorf("export --select Name: status %d: %s\n%q, want %q", st, errOut, out, want)
+		}
+	})
+
 	// copy, with a $filter, straight between the servers.
 	t.Run("copy", func(t *testing.T) {
 		st, _, errOut := runTool(t, time.Minute, nil, "copy", "--from", connString(a), "--to", connString(b), "--table", edgeName, "--to-table", edgeName+"copy", "--quiet")

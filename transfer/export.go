@@ -3,6 +3,7 @@ package transfer
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/ceruleandb/cerulean/client"
 	"github.com/ceruleandb/cerulean/transfer/record"
@@ -69,7 +70,7 @@ func Export(ctx context.Context, src *client.Client, out Output, o ExportOptions
 		if ts.Done {
 			continue
 		}
-		pr := readPages(ctx, src, ts.Name, client.Query{Filter: o.Filter, Select: o.Select, Continuation: ts.Next}, o.Retry, obs)
+		pr := readPages(ctx, src, ts.Name, client.Query{Filter: o.Filter, Select: withKeys(o.Select), Continuation: ts.Next}, o.Retry, obs)
 		err := func() error {
 			defer pr.close()
 			for po := range pr.pages {
@@ -119,4 +120,26 @@ func Export(ctx context.Context, src *client.Client, out Output, o ExportOptions
 	}
 	cp.Done = true
 	return cp.save(o.Checkpoint)
+}
+
+// withKeys adds the keys and Timestamp to a $select list: the service returns only the
+// properties selected, and a record needs its keys.
+func withKeys(sel string) string {
+	if strings.TrimSpace(sel) == "" {
+		return ""
+	}
+	have := map[string]bool{}
+	var out []string
+	for _, n := range strings.Split(sel, ",") {
+		if n = strings.TrimSpace(n); n != "" && !have[n] {
+			have[n] = true
+			out = append(out, n)
+		}
+	}
+	for _, k := range []string{"PartitionKey", "RowKey", "Timestamp"} {
+		if !have[k] {
+			out = append(out, k)
+		}
+	}
+	return strings.Join(out, ",")
 }

@@ -41,15 +41,23 @@ func (r *runFlags) register(fs *flag.FlagSet, writes bool) {
 	}
 }
 
-func (r *runFlags) options(stop <-chan struct{}, obs transfer.Observer) (transfer.Options, error) {
+// check reports a mistake in the run flags (a usage error).
+func (r *runFlags) check() error {
 	mode := client.WriteMode(r.mode)
 	if r.mode != "" && mode != client.Insert && mode != client.Replace && mode != client.Merge {
-		return transfer.Options{}, usageErrorf("--mode %q: insert, replace or merge", r.mode)
+		return usageErrorf("--mode %q: insert, replace or merge", r.mode)
 	}
 	if r.workers < 1 && r.mode != "" {
-		return transfer.Options{}, usageErrorf("--workers must be at least 1")
+		return usageErrorf("--workers must be at least 1")
 	}
-	return transfer.Options{Workers: r.workers, Retry: transfer.Retry{Attempts: r.retries}, Mode: mode, Checkpoint: r.checkpoint, Resume: r.resume, Stop: stop, Observer: obs}, nil
+	if r.retries < 1 {
+		return usageErrorf("--retries must be at least 1")
+	}
+	return nil
+}
+
+func (r *runFlags) options(stop <-chan struct{}, obs transfer.Observer) transfer.Options {
+	return transfer.Options{Workers: r.workers, Retry: transfer.Retry{Attempts: r.retries}, Mode: client.WriteMode(r.mode), Checkpoint: r.checkpoint, Resume: r.resume, Stop: stop, Observer: obs}
 }
 
 func (r *runFlags) reporter(verb string) *progress.Reporter {
@@ -172,6 +180,12 @@ func runCopy(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := o.run.check(); err != nil {
+		return err
+	}
+	if o.readers < 1 {
+		return usageErrorf("--readers must be at least 1")
+	}
 	src, err := openEndpoint("from", o.from)
 	if err != nil {
 		return err
@@ -202,15 +216,7 @@ func runCopy(args []string) error {
 	ctx, stop, release := transfer.Interrupts(context.Background())
 	defer release()
 	rep := o.run.reporter("copied")
-	opts, err := o.run.options(stop, rep)
-	if err != nil {
-		rep.Finish()
-		return err
-	}
-	if o.readers < 1 {
-		rep.Finish()
-		return usageErrorf("--readers must be at least 1")
-	}
+	opts := o.run.options(stop, rep)
 	err = transfer.Copy(ctx, src.Client, dst.Client, transfer.CopyOptions{Options: opts, Tables: tables, Rename: rename, Filter: o.filter, Readers: o.readers, Job: job})
 	return finish(rep, err, o.run.checkpoint)
 }

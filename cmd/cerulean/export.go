@@ -56,6 +56,9 @@ func runExport(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := o.run.check(); err != nil {
+		return err
+	}
 	src, err := openEndpoint("from", o.from)
 	if err != nil {
 		return err
@@ -87,7 +90,7 @@ func runExport(args []string) error {
 	ctx, stop, release := transfer.Interrupts(context.Background())
 	defer release()
 	rep := o.run.reporter("exported")
-	opts, _ := o.run.options(stop, rep)
+	opts := o.run.options(stop, rep)
 	err = transfer.Export(ctx, src.Client, out, transfer.ExportOptions{Options: opts, Tables: tables, Filter: o.filter, Select: o.sel, Job: job, Resumed: out.Truncate})
 	if err != nil {
 		out.Abandon()

@@ -59,6 +59,9 @@ func runImport(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := o.run.check(); err != nil {
+		return err
+	}
 	dst, err := openEndpoint("to", o.to)
 	if err != nil {
 		return err
@@ -108,11 +111,7 @@ func runImport(args []string) error {
 	ctx, stop, release := transfer.Interrupts(context.Background())
 	defer release()
 	rep := o.run.reporter("imported")
-	opts, err := o.run.options(stop, rep)
-	if err != nil {
-		rep.Finish()
-		return err
-	}
+	opts := o.run.options(stop, rep)
 	opts.SkipBad = o.skipBad
 	if t, ok := r.(interface{ Total() int64 }); ok {
 		total = t.Total()
