@@ -383,8 +383,12 @@ loop:
 				break loop
 			}
 			seq++
+			// The high-water key only rises: a resumed run interrupted again before the
+			// first run's high-water key must still replay up to it.
 			mu.Lock()
-			ts.HighPK, ts.HighRK, ts.High = r.Entity.PartitionKey, r.Entity.RowKey, true
+			if pk, rk := r.Entity.PartitionKey, r.Entity.RowKey; !ts.High || pk > ts.HighPK || pk == ts.HighPK && rk > ts.HighRK {
+				ts.HighPK, ts.HighRK, ts.High = pk, rk, true
+			}
 			mu.Unlock()
 			if stopped(stop) {
 				runErr = ErrInterrupted
