@@ -7,11 +7,16 @@
 // per table: "account", "table") and one collection per table named
 // "<account>$<table>", whose "data" objects carry the entity under "properties" as
 // OData JSON with the annotations the client sent ("I64@odata.type":"Edm.Int64"), the
-// keys, and "Timestamp". Two quirks of Azurite's storage are undone here: an Edm.Guid
-// value is stored as the base64 of its text, and a single quote in a key is stored
-// doubled (Azurite's query escaping; its REST answers return one quote).
+// keys, and "Timestamp". Two quirks of recent Azurite versions' storage are undone here:
+// an Edm.Guid value stored as the base64 of its text (read either way), and a single
+// quote in a key stored doubled (its REST answers return it doubled too). Older versions
+// store keys as written, and the file does not say which version wrote it, so the
+// doubling is inferred: a database in which some key holds a run of quotes of odd length
+// cannot come from a doubling version, and its keys are kept as they are
+// (DB.DoubledQuotes).
 //
-// Tried with Azurite 3.37.0 (npm, LokiJS database version 1.5). Azurite keeps the whole
+// Tried with Azurite 3.37.0, 3.31.0 (both double quotes, base64 Guids) and 3.20.1 (keys
+// and Guids as written), npm, LokiJS database version 1.5. Azurite keeps the whole
 // database in memory and writes it whole, so reading it whole here costs no more than
 // Azurite itself did.
 package azurite
@@ -36,9 +41,12 @@ const tablesCollection = "$TABLES_COLLECTION$"
 
 // DB is a parsed Azurite table database.
 type DB struct {
-	path   string
-	tables []tableRef
-	data   map[string][]json.RawMessage // collection name → its documents
+	// DoubledQuotes says the database's keys have their single quotes doubled (no key
+	// holds an odd run of quotes): they are undoubled as they are read.
+	DoubledQuotes bool
+	path          string
+	tables        []tableRef
+	data          map[string][]json.RawMessage // collection name → its documents
 }
 
 type tableRef struct {
@@ -88,6 +96,15 @@ func Parse(name string, b []byte) (*DB, error) {
 	}
 	if !found {
 		return nil, fmt.Errorf("azurite database %s: no %s collection: is it Azurite's table database (__azurite_db_table__.json)?", name, tablesCollection)
+	}
+	db.DoubledQuotes = true
+	for _, docs := range db.data {
+		for _, d := range docs {
+			var k struct{ PartitionKey, RowKey string }
+			if json.Unmarshal(d, &k) == nil && (oddQuoteRun(k.PartitionKey) || oddQuoteRun(k.RowKey)) {
+				db.DoubledQuotes = false
+			}
+		}
 	}
 	sort.Slice(db.tables, func(i, j int) bool {
 		a, b := db.tables[i], db.tables[j]
@@ -171,7 +188,7 @@ func (r *Reader) load(table string) ([]record.Record, error) {
 	docs := r.db.data[r.account+"$"+table]
 	out := make([]record.Record, 0, len(docs))
 	for i, d := range docs {
-		rec, err := Entity(d)
+		rec, err := entityOf(d, r.db.DoubledQuotes)
 		if err != nil {
 			return nil, fmt.Errorf("azurite database: table %s, entity %d: %w", table, i, err)
 		}
@@ -185,8 +202,17 @@ func (r *Reader) load(table string) ([]record.Record, error) {
 	return out, nil
 }
 
-// Entity converts one entity document of the database.
-func Entity(doc []byte) (record.Record, error) {
+// Entity converts one entity document of a database whose keys have their quotes
+// doubled (see DB.DoubledQuotes).
+func Entity(doc []byte) (record.Record, error) { return entityOf(doc, true) }
+
+func entityOf(doc []byte, doubled bool) (record.Record, error) {
+	key := func(k string) string {
+		if doubled {
+			return unquoteKey(k)
+		}
+		return k
+	}
 	var d struct {
 		PartitionKey     *string         `json:"PartitionKey"`
 		RowKey           *string         `json:"RowKey"`
@@ -199,13 +225,14 @@ func Entity(doc []byte) (record.Record, error) {
 	if d.PartitionKey == nil || d.RowKey == nil || len(d.Properties) == 0 {
 		return record.Record{}, errors.New("not an entity document: no PartitionKey, RowKey or properties")
 	}
-	props, err := fixProperties(d.Properties, *d.PartitionKey, *d.RowKey)
+	pk, rk := key(*d.PartitionKey), key(*d.RowKey)
+	props, err := fixProperties(d.Properties, pk, rk)
 	if err != nil {
-		return record.Record{}, fmt.Errorf("PartitionKey %q, RowKey %q: %w", unquoteKey(*d.PartitionKey), unquoteKey(*d.RowKey), err)
+		return record.Record{}, fmt.Errorf("PartitionKey %q, RowKey %q: %w", pk, rk, err)
 	}
 	rec, err := record.FromJSON(props)
 	if err != nil {
-		return record.Record{}, fmt.Errorf("PartitionKey %q, RowKey %q: %s", unquoteKey(*d.PartitionKey), unquoteKey(*d.RowKey), record.Detail(err))
+		return record.Record{}, fmt.Errorf("PartitionKey %q, RowKey %q: %s", pk, rk, record.Detail(err))
 	}
 	if !rec.HasTimestamp && d.LastModifiedTime != "" {
 		if ticks, err := entity.ParseDateTime(d.LastModifiedTime); err == nil {
@@ -218,8 +245,24 @@ func Entity(doc []byte) (record.Record, error) {
 // unquoteKey undoes Azurite's doubling of single quotes in stored keys.
 func unquoteKey(k string) string { return strings.ReplaceAll(k, "''", "'") }
 
-// fixProperties rewrites the properties object in order: the keys with their quotes
-// undoubled, and Edm.Guid values from base64 of their text back to the text.
+// oddQuoteRun reports a run of single quotes of odd length in k.
+func oddQuoteRun(k string) bool {
+	run := 0
+	for i := 0; i <= len(k); i++ {
+		if i < len(k) && k[i] == '\'' {
+			run++
+			continue
+		}
+		if run%2 == 1 {
+			return true
+		}
+		run = 0
+	}
+	return false
+}
+
+// fixProperties rewrites the properties object in order: the keys as given, and Edm.Guid
+// values from base64 of their text back to the text.
 func fixProperties(raw []byte, pk, rk string) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -252,9 +295,9 @@ func fixProperties(raw []byte, pk, rk string) ([]byte, error) {
 		v := m.val
 		switch {
 		case m.key == "PartitionKey":
-			v = quote(unquoteKey(pk))
+			v = quote(pk)
 		case m.key == "RowKey":
-			v = quote(unquoteKey(rk))
+			v = quote(rk)
 		case guids[m.key]:
 			var s string
 			if err := json.Unmarshal(v, &s); err == nil {

@@ -102,3 +102,38 @@ func FuzzEntity(f *testing.F) {
 		_, _ = Entity([]byte(doc))
 	})
 }
+
+// Azurite 3.20.1 keeps keys and Guids as written: a key with a single quote shows the
+// database does not double them, and the key is kept.
+func TestReadAzurite320(t *testing.T) {
+	db, err := Open("testdata/azurite-3.20.1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.DoubledQuotes {
+		t.Error("DoubledQuotes on a database with the key p'1")
+	}
+	r, err := db.Reader("devstoreaccount1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := r.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := rec.Entity.Get("G")
+	if rec.Table != "Old" || rec.Entity.PartitionKey != "p'1" || entity.FormatGUID(g.Bytes) != "01234567-89ab-cdef-0123-456789abcdef" {
+		t.Errorf("record %+v", rec)
+	}
+	if _, err := r.Read(); err != io.EOF {
+		t.Errorf("second Read: %v", err)
+	}
+}
+
+func TestOddQuoteRun(t *testing.T) {
+	for k, want := range map[string]bool{"": false, "a": false, "'": true, "''": false, "a''b''": false, "a'''b": true, "it''s'": true} {
+		if got := oddQuoteRun(k); got != want {
+			t.Errorf("oddQuoteRun(%q) = %v", k, got)
+		}
+	}
+}
