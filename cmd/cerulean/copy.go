@@ -76,6 +76,9 @@ func finish(rep *progress.Reporter, err error, checkpoint string) error {
 		return errors.New("interrupted")
 	}
 	if err != nil {
+		if _, serr := os.Stat(checkpoint); checkpoint != "" && serr == nil && !errors.Is(err, transfer.ErrNoCheckpoint) {
+			fmt.Fprintf(os.Stderr, "the checkpoint is %s; once the cause is fixed, to resume:\n  %s\n", checkpoint, resumeCommand(os.Args))
+		}
 		return err
 	}
 	transfer.RemoveCheckpoint(checkpoint)
