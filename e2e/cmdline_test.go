@@ -50,6 +50,9 @@ func TestCommandLineHelp(t *testing.T) {
 		{[]string{"help", "bench"}, "-hot-partition"},
 		{[]string{"table", "-h"}, "cerulean table create NAME"},
 		{[]string{"help", "table"}, "-ttl-property"},
+		{[]string{"export", "-h"}, "-select"},
+		{[]string{"help", "import"}, "-skip-bad"},
+		{[]string{"copy", "--help"}, "-to-table"},
 		{[]string{"version", "-h"}, "cerulean version"},
 		{[]string{"help", "version"}, "cerulean version"},
 	} {

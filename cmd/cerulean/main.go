@@ -3,7 +3,8 @@
 // Azure Table endpoint through the official Go SDK; `cerulean table` creates, shows,
 // changes and lists tables' settings on a running server; `cerulean backup` and
 // `cerulean restore` back up and restore the pebble engine's store; `cerulean version`
-// prints the build.
+// prints the build; `cerulean export`, `import` and `copy` move table data between
+// endpoints and files.
 package main
 
 import (
@@ -29,6 +30,9 @@ var commands = []command{
 	{"table", tableUsage, runTable},
 	{"backup", backupUsage, runBackup},
 	{"restore", restoreUsage, runRestore},
+	{"export", exportUsage, runExport},
+	{"import", importUsage, runImport},
+	{"copy", copyUsage, runCopy},
 	{"version", func(io.Writer) {}, runVersion},
 }
 
@@ -116,6 +120,9 @@ func help(w io.Writer, c *command) {
   cerulean table COMMAND     create, show, change (elastic, time-to-live) and list tables of a running server
   cerulean backup [flags]    back up the pebble store of a running server or a stopped data directory
   cerulean restore [flags]   check a backup and install it as a data directory
+  cerulean export [flags]    write tables of any endpoint to JSON Lines or CSV
+  cerulean import [flags]    write a JSON Lines or CSV file, or Azurite's database, into any endpoint
+  cerulean copy [flags]      copy tables from one endpoint to another
   cerulean version           print the module version and VCS revision (also --version)
   cerulean help [command]    print this help, with the flags of a command (default serve)
 

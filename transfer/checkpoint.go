@@ -1,0 +1,114 @@
+package transfer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/ceruleandb/cerulean/client"
+)
+
+// Checkpoint is the last committed position of a run, written (atomically: a temporary
+// file renamed over it) after acknowledged work and when the run stops. A resumed run
+// reads it, checks that it belongs to the same job, and starts from it.
+type Checkpoint struct {
+	// Job names what the run does (kind, source, target, tables, options that change
+	// the output) without secrets; a checkpoint of another job is refused.
+	Job string `json:"job"`
+	// Tables is the per-table position of an export or a copy, in order.
+	Tables []TableState `json:"tables,omitempty"`
+	// Records is, for an import, how many records of the input are committed (written,
+	// or skipped as bad), and HighRecords how many the run had handed to writers: the
+	// ones between may have been written.
+	Records     int64 `json:"records,omitempty"`
+	HighRecords int64 `json:"highRecords,omitempty"`
+	// OutputBytes is, for an export to a file, the length of the output that holds
+	// exactly the committed entities.
+	OutputBytes int64 `json:"outputBytes,omitempty"`
+	// Done marks a finished run.
+	Done bool `json:"done,omitempty"`
+}
+
+// TableState is one table's position: Done, or the continuation where the first page
+// not fully committed starts, and the last key handed to writers (a resumed insert
+// writes keys up to it as upserts: the interrupted run may have written them).
+type TableState struct {
+	Name string `json:"name"`
+	// Ranges are a copy's PartitionKey ranges, each read and written on its own.
+	Ranges []RangeState `json:"ranges,omitempty"`
+	RangeState
+}
+
+// RangeState is one PartitionKey range of a table, [Lo, Hi) ("" for an open end), and
+// where its copy stands.
+type RangeState struct {
+	Lo     string              `json:"lo,omitempty"`
+	Hi     string              `json:"hi,omitempty"`
+	Done   bool                `json:"done,omitempty"`
+	Next   client.Continuation `json:"next"`
+	Rows   int64               `json:"rows,omitempty"`
+	HighPK string              `json:"highPartitionKey,omitempty"`
+	HighRK string              `json:"highRowKey,omitempty"`
+	High   bool                `json:"high,omitempty"`
+}
+
+// ErrNoCheckpoint is returned by LoadCheckpoint when there is nothing to resume.
+var ErrNoCheckpoint = errors.New("no checkpoint to resume from")
+
+// LoadCheckpoint reads the checkpoint at path for job.
+func LoadCheckpoint(path, job string) (*Checkpoint, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s does not exist", ErrNoCheckpoint, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint: %w", err)
+	}
+	var c Checkpoint
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	if c.Job != job {
+		return nil, fmt.Errorf("checkpoint %s is for another job (%s), not %s", path, c.Job, job)
+	}
+	if c.Done {
+		return nil, fmt.Errorf("checkpoint %s: that run finished; nothing to resume", path)
+	}
+	return &c, nil
+}
+
+// save writes c to path atomically.
+func (c *Checkpoint) save(path string) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".checkpoint-*")
+	if err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	return nil
+}

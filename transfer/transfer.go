@@ -1,0 +1,427 @@
+// Package transfer moves table entities between endpoints and files: export (endpoint →
+// records), import (records → endpoint) and copy (endpoint → endpoint, over several
+// PartitionKey ranges at once), streaming in constant memory.
+//
+// Writes go in $batch changesets of at most 100 entities of one partition; each
+// partition belongs to one of several parallel writers, so a partition's batches are
+// written in order and different partitions at once. Calls that fail with 500, 503,
+// 408, 429, a timeout or a broken connection are retried with exponential backoff and
+// full jitter (Retry).
+//
+// Resume: a run with a checkpoint path records its last committed position — the point
+// before which every entity is acknowledged by the target — after acknowledged work and
+// when it stops. A stop (Options.Stop closed, e.g. on Ctrl-C) lets the batches already
+// sent finish, drops the one being gathered, writes the checkpoint and returns
+// ErrInterrupted. The guarantee of a resumed run: every entity is written at least once
+// by the two runs together, and none is refused for having been written by the first.
+// Upserts are idempotent; an insert run re-sends, as Insert Or Replace, the entities past
+// the committed position that the first run had handed to its writers (the batches in
+// flight at the stop, whose acknowledgement it may not have seen) — they hold the same
+// data, so the end state is every entity exactly once.
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ceruleandb/cerulean/client"
+	"github.com/ceruleandb/cerulean/transfer/record"
+)
+
+// ErrInterrupted is returned by a run stopped through Options.Stop; its checkpoint is
+// written.
+var ErrInterrupted = errors.New("interrupted")
+
+// Observer hears of a run's progress; its methods are called from several goroutines.
+type Observer interface {
+	// Done counts entities committed (written, or exported) and their bytes.
+	Done(entities, bytes int)
+	// Failed counts an error that did not stop the run (a bad line skipped).
+	Failed(err error)
+	// Retried counts a call about to be repeated.
+	Retried(err error)
+}
+
+// Options are what every run takes.
+type Options struct {
+	// Workers is the number of parallel partition writers (0: 8).
+	Workers int
+	Retry   Retry
+	// Mode is how entities are written (insert, replace or merge upserts).
+	Mode client.WriteMode
+	// Checkpoint is the checkpoint file ("" for none); Resume starts from it.
+	Checkpoint string
+	Resume     bool
+	// Stop, when closed, stops the run cleanly (ErrInterrupted).
+	Stop <-chan struct{}
+	// Observer hears of progress; nil for none.
+	Observer Observer
+	// SkipBad skips records the input cannot read (reporting them to Observer.Failed);
+	// otherwise the first one stops the run.
+	SkipBad bool
+	// CheckpointEvery is how often the checkpoint is written during a run (0: 1 s).
+	CheckpointEvery time.Duration
+}
+
+func (o *Options) observer() Observer {
+	if o.Observer == nil {
+		return nopObserver{}
+	}
+	return o.Observer
+}
+
+func (o *Options) every() time.Duration {
+	if o.CheckpointEvery <= 0 {
+		return time.Second
+	}
+	return o.CheckpointEvery
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Done(int, int) {}
+func (nopObserver) Failed(error)  {}
+func (nopObserver) Retried(error) {}
+
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// ensureTable creates table on dst unless it exists.
+func ensureTable(ctx context.Context, dst *client.Client, table string, retry Retry) error {
+	err := retry.do(ctx, func(int) error { return dst.CreateTable(ctx, table, nil) }, nil)
+	var ce *client.Error
+	if errors.As(err, &ce) && ce.Code == "TableAlreadyExists" {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create table %s: %w", table, err)
+	}
+	return nil
+}
+
+// ListTables is every table of src, for "all tables".
+func ListTables(ctx context.Context, src *client.Client, retry Retry) ([]string, error) {
+	var tables []client.Table
+	err := retry.do(ctx, func(int) error {
+		var err error
+		tables, err = src.ListTables(ctx, false)
+		return err
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		names[i] = t.Name
+	}
+	return names, nil
+}
+
+// pageReader reads a table page by page, one page ahead of its consumer, so reading
+// overlaps writing.
+type pageReader struct {
+	pages chan pageOrErr
+	stop  chan struct{}
+	once  sync.Once
+}
+
+type pageOrErr struct {
+	at   client.Continuation // the continuation the page was fetched with
+	page *client.Page
+	err  error
+}
+
+func readPages(ctx context.Context, src *client.Client, table string, q client.Query, retry Retry, obs Observer) *pageReader {
+	pr := &pageReader{pages: make(chan pageOrErr, 1), stop: make(chan struct{})}
+	go func() {
+		defer close(pr.pages)
+		for {
+			at := q.Continuation
+			var page *client.Page
+			err := retry.do(ctx, func(int) error {
+				var err error
+				page, err = src.QueryEntities(ctx, table, q)
+				return err
+			}, obs.Retried)
+			if err != nil {
+				err = fmt.Errorf("query table %s: %w", table, err)
+			}
+			select {
+			case pr.pages <- pageOrErr{at, page, err}:
+			case <-pr.stop:
+				return
+			}
+			if err != nil || page.Next.Done() {
+				return
+			}
+			q.Continuation = page.Next
+		}
+	}()
+	return pr
+}
+
+func (pr *pageReader) close() { pr.once.Do(func() { close(pr.stop) }) }
+
+// CopyOptions are a copy's own options.
+type CopyOptions struct {
+	Options
+	// Tables are the source tables (all of them when empty); Rename maps a source table
+	// to its target name (a one-table copy to another name).
+	Tables []string
+	Rename map[string]string
+	Filter string
+	// Readers is the number of PartitionKey ranges of a table read at once (0: 4).
+	Readers int
+	Job     string
+}
+
+// Copy copies tables from src to dst, one after the other. Each table is split into
+// PartitionKey ranges (see splitPoints) copied at once, each read as a stream of pages
+// (the next fetched while the last is written) and written by its share of the Workers;
+// memory is bounded by the pages and batches in flight, whatever the table's size. The
+// checkpoint holds each range's position.
+func Copy(ctx context.Context, src, dst *client.Client, o CopyOptions) error {
+	cp := &Checkpoint{Job: o.Job}
+	if o.Resume {
+		c, err := LoadCheckpoint(o.Checkpoint, o.Job)
+		if err != nil {
+			return err
+		}
+		cp = c
+	} else {
+		tables := o.Tables
+		if len(tables) == 0 {
+			var err error
+			if tables, err = ListTables(ctx, src, o.Retry); err != nil {
+				return err
+			}
+		}
+		for _, t := range tables {
+			cp.Tables = append(cp.Tables, TableState{Name: t})
+		}
+	}
+	if err := cp.save(o.Checkpoint); err != nil {
+		return err
+	}
+	readers := o.Readers
+	if readers <= 0 {
+		readers = 4
+	}
+	var mu sync.Mutex // guards cp while ranges save it
+	for i := range cp.Tables {
+		ts := &cp.Tables[i]
+		if ts.Done {
+			continue
+		}
+		if stopped(o.Stop) {
+			return ErrInterrupted
+		}
+		target := ts.Name
+		if n, ok := o.Rename[ts.Name]; ok {
+			target = n
+		}
+		if err := ensureTable(ctx, dst, target, o.Retry); err != nil {
+			return err
+		}
+		if ts.Ranges == nil {
+			bounds, err := splitPoints(ctx, src, ts.Name, readers, o.Retry)
+			if err != nil {
+				return err
+			}
+			lo := ""
+			for _, b := range bounds {
+				ts.Ranges = append(ts.Ranges, RangeState{Lo: lo, Hi: b})
+				lo = b
+			}
+			ts.Ranges = append(ts.Ranges, RangeState{Lo: lo})
+			if err := cp.save(o.Checkpoint); err != nil {
+				return err
+			}
+		}
+		if err := copyRanges(ctx, src, dst, ts, target, cp, &mu, &o); err != nil {
+			return err
+		}
+		ts.Done = true
+		if err := cp.save(o.Checkpoint); err != nil {
+			return err
+		}
+	}
+	cp.Done = true
+	return cp.save(o.Checkpoint)
+}
+
+// copyRanges copies a table's unfinished ranges at once; the first failure stops the
+// others (they finish their batches in flight and save their positions).
+func copyRanges(ctx context.Context, src, dst *client.Client, ts *TableState, target string, cp *Checkpoint, mu *sync.Mutex, o *CopyOptions) error {
+	var todo []*RangeState
+	for i := range ts.Ranges {
+		if !ts.Ranges[i].Done {
+			todo = append(todo, &ts.Ranges[i])
+		}
+	}
+	workers := o.Workers
+	if workers <= 0 {
+		workers = 8
+	}
+	workers = max(1, workers/max(1, len(todo)))
+	abort := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-o.Stop:
+		case <-abort:
+		}
+		close(stop)
+	}()
+	var once sync.Once
+	errs := make([]error, len(todo))
+	var wg sync.WaitGroup
+	for i, rs := range todo {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = copyRange(ctx, src, dst, ts.Name, rs, target, cp, mu, o, workers, stop)
+			if errs[i] != nil && errs[i] != ErrInterrupted {
+				once.Do(func() { close(abort) })
+			}
+		}()
+	}
+	wg.Wait()
+	once.Do(func() { close(abort) })
+	var interrupted bool
+	for _, err := range errs {
+		if err == ErrInterrupted {
+			interrupted = true
+		} else if err != nil {
+			return err
+		}
+	}
+	if interrupted {
+		return ErrInterrupted
+	}
+	return nil
+}
+
+// copyAt is where a copied record is seen again: the page continuation and the rows
+// committed before that page.
+type copyAt struct {
+	next client.Continuation
+	rows int64
+}
+
+// copyRange copies one PartitionKey range of a table with its own sink.
+func copyRange(ctx context.Context, src, dst *client.Client, table string, ts *RangeState, target string, cp *Checkpoint, mu *sync.Mutex, o *CopyOptions, workers int, stop <-chan struct{}) error {
+	obs := o.observer()
+	s := newSink(ctx, dst, o.Mode, workers, o.Retry)
+	s.onDone, s.onRetry = obs.Done, obs.Retried
+	if ts.High {
+		hpk, hrk := ts.HighPK, ts.HighRK
+		s.replay = func(r *record.Record, _ any) bool {
+			pk, rk := r.Entity.PartitionKey, r.Entity.RowKey
+			return pk < hpk || pk == hpk && rk <= hrk
+		}
+	}
+	base := copyAt{ts.Next, ts.Rows}
+	s.next = pos{0, base}
+	var seq int64
+	save := func() error {
+		c := s.committed()
+		at := c.at.(copyAt)
+		mu.Lock()
+		defer mu.Unlock()
+		ts.Next = at.next
+		ts.Rows = at.rows
+		return cp.save(o.Checkpoint)
+	}
+	pr := readPages(ctx, src, table, client.Query{Filter: rangeFilter(o.Filter, ts.Lo, ts.Hi), Continuation: ts.Next}, o.Retry, obs)
+	defer pr.close()
+	tick := time.NewTicker(o.every())
+	defer tick.Stop()
+	var runErr error
+	rowsBefore := ts.Rows
+loop:
+	for {
+		var po pageOrErr
+		var ok bool
+		select {
+		case po, ok = <-pr.pages:
+		case <-stop:
+			runErr = ErrInterrupted
+			break loop
+		case <-s.failed:
+			break loop
+		}
+		if !ok {
+			break
+		}
+		if po.err != nil {
+			runErr = po.err
+			break
+		}
+		pageStart := seq
+		at := copyAt{po.at, rowsBefore + pageStart}
+		for i, raw := range po.page.Entities {
+			r, err := record.FromJSON(raw)
+			if err != nil {
+				runErr = fmt.Errorf("table %s: entity %d of a page: %s", table, i, record.Detail(err))
+				break loop
+			}
+			after := pos{seq + 1, at}
+			if i == len(po.page.Entities)-1 {
+				after = pos{seq + 1, copyAt{po.page.Next, rowsBefore + seq + 1}}
+			}
+			if err := s.add(target, &r, pos{seq, at}, after); err != nil {
+				break loop
+			}
+			seq++
+			// The high-water key only rises: a resumed run interrupted again before the
+			// first run's high-water key must still replay up to it.
+			mu.Lock()
+			if pk, rk := r.Entity.PartitionKey, r.Entity.RowKey; !ts.High || pk > ts.HighPK || pk == ts.HighPK && rk > ts.HighRK {
+				ts.HighPK, ts.HighRK, ts.High = pk, rk, true
+			}
+			mu.Unlock()
+			if stopped(stop) {
+				runErr = ErrInterrupted
+				break loop
+			}
+		}
+		select {
+		case <-tick.C:
+			if err := save(); err != nil {
+				runErr = err
+				break loop
+			}
+		default:
+		}
+	}
+	if runErr == ErrInterrupted {
+		s.drop()
+	} else {
+		s.flush()
+	}
+	pr.close()
+	werr := s.close()
+	if err := save(); err != nil && runErr == nil {
+		runErr = err
+	}
+	if werr != nil {
+		return werr
+	}
+	if runErr != nil {
+		return runErr
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	ts.Done = true
+	return cp.save(o.Checkpoint)
+}
