@@ -278,6 +278,14 @@ func AppendLine(b []byte, r *observe.Request) []byte {
 	b = edmjson.AppendString(b, clientIP(r.RemoteAddr))
 	b = append(b, `,"auth":`...)
 	b = edmjson.AppendString(b, r.AuthScheme)
+	if r.Throttled != "" { // --scale-targets refused it
+		b = append(b, `,"throttled":`...)
+		b = edmjson.AppendString(b, r.Throttled)
+	}
+	if r.Fault != "" { // --faults injected it
+		b = append(b, `,"fault":`...)
+		b = edmjson.AppendString(b, r.Fault)
+	}
 	b = append(b, "}\n"...)
 	return b
 }

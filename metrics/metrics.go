@@ -74,6 +74,8 @@ type Metrics struct {
 	pagesCut     prometheus.Counter
 	batchSize    prometheus.Histogram
 	authFailures *prometheus.CounterVec
+	throttled    *prometheus.CounterVec
+	faults       *prometheus.CounterVec
 
 	// The children of the vectors, created on first use (so only series that happened
 	// are exposed) and then found by index, without hashing label values per request.
@@ -162,9 +164,18 @@ func New(o Options) (*Metrics, error) {
 		Help: "Requests refused by authentication or authorization, by reason.",
 	}, []string{"reason"})
 
+	m.throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cerulean_throttled_total",
+		Help: "Requests answered 503 ServerBusy by --scale-targets, by the target exceeded (partition or account).",
+	}, []string{"scope"})
+	m.faults = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cerulean_faults_injected_total",
+		Help: "Faults injected by --faults, by kind (503, 500, timeout, reset-before, reset-after, cut, latency).",
+	}, []string{"fault"})
+
 	for _, c := range []prometheus.Collector{
 		m.requests, m.latency, m.bytesIn, m.bytesOut, m.read, m.written, m.scanned, m.pagesCut,
-		m.batchSize, m.authFailures,
+		m.batchSize, m.authFailures, m.throttled, m.faults,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(),
 	} {
@@ -240,6 +251,13 @@ func (m *Metrics) Observe(r *observe.Request) {
 	}
 	if r.BatchSize > 0 {
 		m.batchSize.Observe(float64(r.BatchSize))
+	}
+	// Both are set only in the opt-in modes, and their values are a fixed handful.
+	if r.Throttled != "" {
+		m.throttled.WithLabelValues(r.Throttled).Inc()
+	}
+	if r.Fault != "" {
+		m.faults.WithLabelValues(r.Fault).Inc()
 	}
 	if r.AuthFailure != "" {
 		j, ok := m.authReason[r.AuthFailure]

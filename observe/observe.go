@@ -55,6 +55,13 @@ type Request struct {
 	// small fixed set ("signature", "date", "no_credentials", …; see the server's
 	// authFailureReason), or "" if it was not refused for that.
 	AuthFailure string
+	// Throttled is which scale target refused the request ("partition" or "account",
+	// see package throttle), or "".
+	Throttled string
+	// Fault is the fault injected into the request (a faults.Kind name: "503", "500",
+	// "timeout", "reset-before", "reset-after", "cut"; "latency" when only latency was
+	// added), or "". A request whose connection was reset has Status 0: it got no answer.
+	Fault string
 }
 
 // Observer receives every answered request. Observe is called once per request, on the

@@ -70,6 +70,13 @@ func (s *Server) postBatch(rq *request) error {
 	if len(ops) > 0 {
 		rq.obs.PartitionKey = ops[0].op.Entity.PartitionKey
 	}
+	var pk string
+	if len(ops) > 0 {
+		pk = ops[0].op.Entity.PartitionKey
+	}
+	if err := s.gate(rq, tableName, pk, len(ops)); err != nil {
+		return err
+	}
 	applied, err := s.tables.Transact(rq.r.Context(), rq.account, tableName, tops)
 	if err != nil {
 		var be *table.BatchError

@@ -62,6 +62,9 @@ func (s *Server) insertEntity(rq *request) error {
 		rq.w.Header()["Preference-Applied"] = []string{pref}
 	}
 	rq.obs.PartitionKey = e.PartitionKey
+	if err := s.gate(rq, rq.res.Table, e.PartitionKey, 1); err != nil {
+		return err
+	}
 	c, err := s.tables.InsertEntity(rq.r.Context(), rq.account, rq.res.Table, &e)
 	if err != nil {
 		return err
@@ -114,6 +117,9 @@ func (s *Server) writeEntity(rq *request, mode table.Mode) error {
 	if err := rq.grant.CheckKeys(e.PartitionKey, e.RowKey); err != nil {
 		return err
 	}
+	if err := s.gate(rq, rq.res.Table, e.PartitionKey, 1); err != nil {
+		return err
+	}
 	c, err := s.tables.WriteEntity(rq.r.Context(), rq.account, rq.res.Table, &e, mode, cond)
 	if err != nil {
 		return err
@@ -132,6 +138,9 @@ func (s *Server) deleteEntity(rq *request) error {
 		return err
 	}
 	if err := rq.grant.CheckKeys(rq.res.PartitionKey, rq.res.RowKey); err != nil {
+		return err
+	}
+	if err := s.gate(rq, rq.res.Table, rq.res.PartitionKey, 1); err != nil {
 		return err
 	}
 	c, err := s.tables.DeleteEntity(rq.r.Context(), rq.account, rq.res.Table, rq.res.PartitionKey, rq.res.RowKey, cond)
@@ -156,6 +165,9 @@ func (s *Server) getEntity(rq *request) error {
 	}
 	rd, err := s.readRequest(rq.r.Header)
 	if err != nil {
+		return err
+	}
+	if err := s.gate(rq, rq.res.Table, rq.res.PartitionKey, 1); err != nil {
 		return err
 	}
 	rec, sv, err := s.tables.GetEntity(rq.r.Context(), rq.account, rq.res.Table, rq.res.PartitionKey, rq.res.RowKey, rd)
@@ -201,9 +213,15 @@ func (s *Server) queryEntities(rq *request) error {
 	if query.Read, err = s.readRequest(rq.r.Header); err != nil {
 		return err
 	}
+	if err := s.gate(rq, rq.res.Table, queryPartition(query.Filter), 1); err != nil {
+		return err
+	}
 	page, err := s.tables.QueryEntities(rq.r.Context(), rq.account, rq.res.Table, query)
 	if err != nil {
 		return err
+	}
+	if rq.cutPage {
+		s.cutQueryPage(rq, &page)
 	}
 	rq.obs.EntitiesRead = len(page.Records)
 	rq.obs.QueryPartition = onePartition(page.Records)
@@ -219,6 +237,26 @@ func (s *Server) queryEntities(rq *request) error {
 	rq.odataHeaders()
 	s.sendPage(rq, page.Records, opts)
 	return nil
+}
+
+// queryPartition is the one partition filter confines a query to, or "" if it may read
+// several: the partition a throttled query is admitted against.
+func queryPartition(f *odata.Filter) string {
+	if f == nil {
+		return ""
+	}
+	if pk, _, ok := f.IsPoint(); ok {
+		return pk
+	}
+	rs := f.KeyRanges()
+	if len(rs) == 0 || rs[len(rs)-1].End == nil {
+		return ""
+	}
+	pk, end := rs[0].Start.PartitionKey, *rs[len(rs)-1].End
+	if end.PartitionKey == pk || end.PartitionKey == pk+"\x00" && end.RowKey == "" {
+		return pk
+	}
+	return ""
 }
 
 // onePartition is the PartitionKey all recs share, "" if they are none or not all in one

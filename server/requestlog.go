@@ -24,7 +24,7 @@ import (
 func (s *Server) logRequest(rq *request, start time.Time) {
 	elapsed := time.Since(start)
 	status := rq.rw.status
-	if status == 0 {
+	if status == 0 && !rq.reset {
 		status = http.StatusOK
 	}
 	failStatus := status
@@ -34,7 +34,7 @@ func (s *Server) logRequest(rq *request, start time.Time) {
 	level, msg := slog.LevelDebug, "request"
 	var omitted int64
 	switch {
-	case failStatus >= 500:
+	case failStatus >= 500 && rq.obs.Throttled == "" && (rq.obs.Fault == "" || rq.obs.Fault == "latency"):
 		level, msg = slog.LevelWarn, "request failed"
 		if rq.err != nil && (rq.err.Code == azerr.ServerBusy || rq.err.Code == azerr.OperationTimedOut) {
 			var show bool
@@ -42,6 +42,9 @@ func (s *Server) logRequest(rq *request, start time.Time) {
 				level = slog.LevelDebug
 			}
 		}
+	case rq.obs.Throttled != "" || rq.obs.Fault != "" && rq.obs.Fault != "latency":
+		// Answers the operator asked for (--scale-targets, --faults): debug only.
+		level = slog.LevelDebug
 	case s.limits.SlowRequest > 0 && elapsed >= s.limits.SlowRequest:
 		level, msg = slog.LevelInfo, "slow request"
 	}
@@ -65,6 +68,12 @@ func (s *Server) logRequest(rq *request, start time.Time) {
 		attrs = append(attrs, slog.String("client_request_id", v))
 	}
 	attrs = append(attrs, slog.String("account", rq.account))
+	if rq.obs.Throttled != "" {
+		attrs = append(attrs, slog.String("throttled", rq.obs.Throttled))
+	}
+	if rq.obs.Fault != "" {
+		attrs = append(attrs, slog.String("fault", rq.obs.Fault))
+	}
 	if rq.res.Table != "" {
 		attrs = append(attrs, slog.String("table", rq.res.Table))
 	}
@@ -204,7 +213,7 @@ func (s *Server) observeRequest(rq *request, start time.Time) {
 		o.PartitionKey = res.PartitionKey
 	}
 	o.Status = rq.rw.status
-	if o.Status == 0 {
+	if o.Status == 0 && !rq.reset {
 		o.Status = http.StatusOK
 	}
 	o.ErrorCode = rq.w.Header().Get("X-Ms-Error-Code")

@@ -23,9 +23,11 @@ import (
 	"github.com/ceruleandb/cerulean/azerr"
 	"github.com/ceruleandb/cerulean/edmjson"
 	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/faults"
 	"github.com/ceruleandb/cerulean/observe"
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/table"
+	"github.com/ceruleandb/cerulean/throttle"
 )
 
 // Body size limits. An entity is at most 1 MiB under the service's formula, but its JSON
@@ -58,6 +60,14 @@ type Options struct {
 	// HTTP (403 AuthorizationProtocolMismatch, as the service does); auth.Operation has
 	// why it is off by default. cerulean serve sets it when it serves HTTPS.
 	StrictProtocol bool
+	// Throttle, if set, enforces scale targets on entity operations (--scale-targets):
+	// requests over a partition's or the account's target are answered 503 ServerBusy.
+	Throttle *throttle.Limiter
+	// Faults, if set, injects failures and latency (--faults).
+	Faults *faults.Injector
+	// Deletions, if set, keeps deleted tables' names taken for a while
+	// (--table-delete-delay): creating one meanwhile is 409 TableBeingDeleted.
+	Deletions *faults.Deletions
 }
 
 // Server serves the Azure Table REST API over one engine.
@@ -72,6 +82,10 @@ type Server struct {
 	observer observe.Observer
 	// strictProtocol is Options.StrictProtocol.
 	strictProtocol bool
+	// throttle, faults and deletions are Options' (nil: off); see gate.
+	throttle  *throttle.Limiter
+	faults    *faults.Injector
+	deletions *faults.Deletions
 	// busyLog summarises the log lines of 5xx answers that come in floods (see logRequest).
 	busyLog failureLog
 	budget  *bodyBudget
@@ -119,6 +133,9 @@ func New(opts Options) (*Server, error) {
 		consistency:    opts.ReadConsistency,
 		observer:       opts.Observer,
 		strictProtocol: opts.StrictProtocol,
+		throttle:       opts.Throttle,
+		faults:         opts.Faults,
+		deletions:      opts.Deletions,
 		budget:         newBodyBudget(limits.MaxBodyMemory),
 		keepAlive:      []string{keepAliveValue(limits.IdleTimeout)},
 		idPrefix:       h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-",
@@ -169,6 +186,14 @@ type request struct {
 	// obs is what the observers get; handlers fill its PartitionKey and entity counts,
 	// and observeRequest the rest.
 	obs observe.Request
+	// gate's state (faults.go): what the throttle took at admission and for which
+	// partition, and the faults drawn for after the operation.
+	gated      bool
+	charged    int
+	gatePK     string
+	resetAfter bool
+	cutPage    bool
+	reset      bool
 }
 
 // nowFunc is the clock for the times in error messages.
@@ -230,6 +255,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.serve(rq); err != nil {
 		s.writeError(rq, err)
+	}
+	if rq.gated && s.throttle != nil {
+		s.chargeRest(rq)
 	}
 }
 
@@ -514,7 +542,9 @@ func (s *Server) writeError(rq *request, err error) {
 	msg := errorMessage(rq, e)
 	h := rq.w.Header()
 	h["X-Ms-Error-Code"] = []string{string(e.Code)}
-	if e.Code == azerr.ServerBusy {
+	if e.Code == azerr.ServerBusy && rq.obs.Throttled == "" && rq.obs.Fault == "" {
+		// The server's own busy states say when to come back; the service's throttling
+		// answers (and their emulation) carry no Retry-After, so the SDKs back off.
 		h["Retry-After"] = []string{"1"}
 	}
 	bp := bufPool.Get().(*[]byte)

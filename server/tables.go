@@ -34,6 +34,12 @@ func (s *Server) createTable(rq *request) error {
 	if pref != "" {
 		rq.w.Header()["Preference-Applied"] = []string{pref}
 	}
+	if err := s.gate(rq, "", "", 1); err != nil {
+		return err
+	}
+	if s.deletions != nil && s.deletions.BeingDeleted(rq.account, name) {
+		return azerr.New(azerr.TableBeingDeleted)
+	}
 	if err := s.tables.CreateTable(rq.r.Context(), rq.account, name, settings); err != nil {
 		return err
 	}
@@ -65,6 +71,9 @@ func (s *Server) getTable(rq *request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.gate(rq, "", "", 1); err != nil {
+		return err
+	}
 	ti, sv, err := s.tables.GetTable(rq.r.Context(), rq.account, rq.res.Table, rd)
 	if err != nil {
 		return err
@@ -82,8 +91,14 @@ func (s *Server) getTable(rq *request) error {
 }
 
 func (s *Server) deleteTable(rq *request) error {
+	if err := s.gate(rq, "", "", 1); err != nil {
+		return err
+	}
 	if err := s.tables.DeleteTable(rq.r.Context(), rq.account, rq.res.Table); err != nil {
 		return err
+	}
+	if s.deletions != nil {
+		s.deletions.Deleted(rq.account, rq.res.Table)
 	}
 	s.setTableWriteToken(rq)
 	rq.noContent()
@@ -106,6 +121,9 @@ func (s *Server) listTables(rq *request) error {
 	}
 	rd, err := s.readRequest(rq.r.Header)
 	if err != nil {
+		return err
+	}
+	if err := s.gate(rq, "", "", 1); err != nil {
 		return err
 	}
 	page, err := s.tables.ListTables(rq.r.Context(), rq.account, filter, q.Get("NextTableName"), top, rd)

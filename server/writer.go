@@ -34,6 +34,7 @@ func (w *responseWriter) WriteHeader(code int) {
 		w.ResponseWriter.WriteHeader(code) // net/http reports the superfluous call
 		return
 	}
+	w.rq.afterOperation()
 	w.status = code
 	w.s.beforeHeader(w.rq)
 	w.deadline = time.Now().Add(w.s.limits.WriteTimeout)

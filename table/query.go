@@ -276,3 +276,19 @@ func decodeToken(tok string) (string, storage.Position, error) {
 	}
 	return string(key), p, nil
 }
+
+// CutAt shortens the page to its first k entities (0 ≤ k < len(Records)), its
+// continuation resuming at entity k, at the page's position: a page ended early, as the
+// service ends pages at partition boundaries, which a client must follow like any other
+// (the cut fault of package faults). It does nothing to a page of k entities or fewer.
+func (p *Page) CutAt(k int) {
+	if k < 0 || k >= len(p.Records) {
+		return
+	}
+	next := p.Records[k].Entity
+	clear(p.Records[k:])
+	p.Records = p.Records[:k]
+	p.NextPartitionKey = encodeToken(next.PartitionKey, 0)
+	p.NextRowKey = encodeToken(next.RowKey, p.Served.Position)
+	p.Cut = true
+}

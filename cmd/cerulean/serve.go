@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	_ "net/http/pprof"
@@ -25,6 +26,7 @@ import (
 	"github.com/ceruleandb/cerulean/auth"
 	"github.com/ceruleandb/cerulean/backup"
 	"github.com/ceruleandb/cerulean/console"
+	"github.com/ceruleandb/cerulean/faults"
 	"github.com/ceruleandb/cerulean/hotpart"
 	"github.com/ceruleandb/cerulean/metrics"
 	"github.com/ceruleandb/cerulean/observe"
@@ -33,6 +35,7 @@ import (
 	"github.com/ceruleandb/cerulean/storage/pebble"
 	"github.com/ceruleandb/cerulean/storage/postgres"
 	"github.com/ceruleandb/cerulean/table"
+	"github.com/ceruleandb/cerulean/throttle"
 	"github.com/ceruleandb/cerulean/tlsconf"
 )
 
@@ -85,6 +88,18 @@ type serveOptions struct {
 	// --console-addr, its own listener ("" : /-/ on --addr).
 	console     bool
 	consoleAddr string
+
+	// scaleTargets is --scale-targets; partitionTarget and accountTarget its targets
+	// (entity operations per second).
+	scaleTargets                   bool
+	partitionTarget, accountTarget float64
+	// faults is --faults as given, faultSpec its parsed rules, faultsSeed --faults-seed
+	// (0: drawn at start and logged).
+	faults     string
+	faultSpec  faults.Spec
+	faultsSeed uint64
+	// tableDeleteDelay is --table-delete-delay (0: off).
+	tableDeleteDelay time.Duration
 }
 
 func env(name, def string) string {
@@ -266,6 +281,32 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 		return fs, o, err
 	}
 	fs.DurationVar(&o.hotWarnAfter, "hot-partition-warn-after", after, "how long a partition must stay above --hot-partition-warn to be logged, in steps of 10 s (CERULEAN_HOT_PARTITION_WARN_AFTER)")
+
+	// Scale targets (package throttle) and the service's failures (package faults).
+	scale, err := envBool("CERULEAN_SCALE_TARGETS", false)
+	if err != nil {
+		return fs, o, err
+	}
+	fs.BoolVar(&o.scaleTargets, "scale-targets", scale, "emulate Azure's scalability targets: entity operations over --partition-target per partition or --account-target per account get 503 ServerBusy, as on the service (CERULEAN_SCALE_TARGETS)")
+	if o.partitionTarget, err = envFloat("CERULEAN_PARTITION_TARGET", throttle.PartitionTarget); err != nil {
+		return fs, o, err
+	}
+	fs.Float64Var(&o.partitionTarget, "partition-target", o.partitionTarget, "with --scale-targets: entity operations per second one partition serves (1 KiB entities; a batch of n costs n, a query the entities it scans) (CERULEAN_PARTITION_TARGET)")
+	if o.accountTarget, err = envFloat("CERULEAN_ACCOUNT_TARGET", throttle.AccountTarget); err != nil {
+		return fs, o, err
+	}
+	fs.Float64Var(&o.accountTarget, "account-target", o.accountTarget, "with --scale-targets: entity operations per second one account serves; per front end when several share a database (CERULEAN_ACCOUNT_TARGET)")
+	fs.StringVar(&o.faults, "faults", env("CERULEAN_FAULTS", ""), "inject failures, e.g. insert:503:1%,query:timeout:0.5%,*:latency:20ms±10ms,*:reset-after:5%,query:cut:10% (kinds 503, 500, timeout, reset-before, reset-after, latency, cut) (CERULEAN_FAULTS)")
+	seed, err := envUint("CERULEAN_FAULTS_SEED", 0)
+	if err != nil {
+		return fs, o, err
+	}
+	fs.Uint64Var(&o.faultsSeed, "faults-seed", seed, "seed of --faults' draws, to repeat a run; 0 draws one and logs it (CERULEAN_FAULTS_SEED)")
+	delDelay, err := envDuration("CERULEAN_TABLE_DELETE_DELAY", 0)
+	if err != nil {
+		return fs, o, err
+	}
+	fs.DurationVar(&o.tableDeleteDelay, "table-delete-delay", delDelay, "how long a deleted table's name stays taken (Create Table gets 409 TableBeingDeleted), as on the service (about 40s); 0 frees it at once (CERULEAN_TABLE_DELETE_DELAY)")
 	return fs, o, nil
 }
 
@@ -300,6 +341,17 @@ func (o *serveOptions) check() error {
 		return err
 	}
 	o.consistency = c
+	if o.partitionTarget <= 0 || o.accountTarget <= 0 {
+		return fmt.Errorf("--partition-target and --account-target must be positive")
+	}
+	if o.tableDeleteDelay < 0 {
+		return fmt.Errorf("--table-delete-delay must not be negative")
+	}
+	spec, err := faults.Parse(o.faults)
+	if err != nil {
+		return fmt.Errorf("--faults: %w", err)
+	}
+	o.faultSpec = spec
 	rules, err := table.ParseElasticRules(o.elasticTables)
 	if err != nil {
 		return fmt.Errorf("--elastic-tables: %w", err)
@@ -364,6 +416,18 @@ func envFloat(name string, def float64) (float64, error) {
 		return 0, fmt.Errorf("%s=%q: not a number", name, v)
 	}
 	return f, nil
+}
+
+func envUint(name string, def uint64) (uint64, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def, nil
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: want a non-negative integer", name, v)
+	}
+	return n, nil
 }
 
 func envBool(name string, def bool) (bool, error) {
@@ -536,9 +600,10 @@ func runServe(args []string) error {
 		}
 		observers = append(observers, met)
 	}
+	thr, inj, dels := emulation(o, log)
 	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic, ReadConsistency: o.consistency, Observer: observers,
 		// Over HTTPS a SAS signed spr=https holds as the service holds it.
-		StrictProtocol: https})
+		StrictProtocol: https, Throttle: thr, Faults: inj, Deletions: dels})
 	if err != nil {
 		eng.Close()
 		return err
@@ -632,6 +697,31 @@ func runServe(args []string) error {
 		return fmt.Errorf("close engine: %w", err)
 	}
 	return serveErr
+}
+
+// emulation makes what --scale-targets, --faults and --table-delete-delay ask for (nil
+// for each that is off), and logs it: the server pays one nil check for each that is off.
+func emulation(o serveOptions, log *slog.Logger) (*throttle.Limiter, *faults.Injector, *faults.Deletions) {
+	var thr *throttle.Limiter
+	if o.scaleTargets {
+		thr = throttle.New(throttle.Options{Partition: o.partitionTarget, Account: o.accountTarget})
+		log.Info("scale targets", "partition_per_s", o.partitionTarget, "account_per_s", o.accountTarget, "scope", "this front end")
+	}
+	var inj *faults.Injector
+	if len(o.faultSpec) > 0 {
+		seed := o.faultsSeed
+		for seed == 0 {
+			seed = rand.Uint64()
+		}
+		inj = faults.New(o.faultSpec, seed)
+		log.Info("fault injection", "faults", o.faultSpec.String(), "seed", seed)
+	}
+	var dels *faults.Deletions
+	if o.tableDeleteDelay > 0 {
+		dels = faults.NewDeletions(o.tableDeleteDelay, nil)
+		log.Info("table delete delay", "delay", o.tableDeleteDelay)
+	}
+	return thr, inj, dels
 }
 
 // hotPartitions makes the hot-partition tracker (package hotpart): the server's observer,
