@@ -215,17 +215,18 @@ func (l *Limiter) takePartition(account, table, pk string, c float64, now time.T
 	h.WriteByte(0)
 	h.WriteString(pk)
 	sh := &l.parts[h.Sum64()%shards]
-	key := account + "\x00" + table + "\x00" + pk
+	var buf [256]byte
+	key := append(append(append(append(append(buf[:0], account...), 0), table...), 0), pk...)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	b := sh.m[key]
+	b := sh.m[string(key)] // no allocation for the lookup
 	if b == nil {
 		if len(sh.m) >= l.perShard {
 			l.evict(sh)
 		}
-		b = &bucket{tokens: l.partCap, last: now, key: key}
+		b = &bucket{tokens: l.partCap, last: now, key: string(key)}
 		b.elem = sh.lru.PushFront(b)
-		sh.m[key] = b
+		sh.m[b.key] = b
 	} else {
 		sh.lru.MoveToFront(b.elem)
 		b.refill(now, l.partRate, l.partCap)
