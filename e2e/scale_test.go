@@ -63,13 +63,19 @@ func (c *pipelineCounts) Do(req *policy.Request) (*http.Response, error) {
 // retries, exponential back-off from 800 ms with jitter) and c counting what it sees.
 func retryingTable(t *testing.T, srv *server, table string, c *pipelineCounts) *aztables.Client {
 	t.Helper()
+	return retryingTableWith(t, srv, table, c, policy.RetryOptions{})
+}
+
+// retryingTableWith is retryingTable with retry options (zero fields: the SDK's defaults).
+func retryingTableWith(t *testing.T, srv *server, table string, c *pipelineCounts, retry policy.RetryOptions) *aztables.Client {
+	t.Helper()
 	a := srv.Default()
 	cred, err := aztables.NewSharedKeyCredential(a.Name, a.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	svc, err := aztables.NewServiceClientWithSharedKey(srv.Endpoint(a.Name), cred, &aztables.ClientOptions{
-		ClientOptions: azcore.ClientOptions{PerRetryPolicies: []policy.Policy{c}},
+		ClientOptions: azcore.ClientOptions{PerRetryPolicies: []policy.Policy{c}, Retry: retry},
 	})
 	if err != nil {
 		t.Fatal(err)

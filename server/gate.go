@@ -68,9 +68,11 @@ func (s *Server) gate(rq *request, tbl, pk string, entities int) error {
 		if after != faults.None {
 			defer func() {
 				if rq.gated || s.throttle == nil { // admitted: the operation runs
-					s.injected(rq, op, after)
 					rq.resetAfter = after == faults.ResetAfter
 					rq.cutPage = after == faults.Cut
+					if rq.resetAfter {
+						s.injected(rq, op, after)
+					} // a cut is counted when a page is cut (cutQueryPage)
 				}
 			}()
 		}
@@ -115,12 +117,15 @@ func (rq *request) afterOperation() {
 
 // cutQueryPage ends a page drawn for the cut fault early, as the service does at
 // partition boundaries: it keeps 0 to n-1 of its n entities and continues at the next.
+// A page of one entity is left whole: cut, it would be an empty page resuming where it
+// began, and a query drawn for cuts every time would never end.
 func (s *Server) cutQueryPage(rq *request, p *table.Page) {
-	if !rq.cutPage || len(p.Records) == 0 {
+	if !rq.cutPage || len(p.Records) < 2 {
 		return
 	}
 	p.CutAt(s.faults.CutAt(len(p.Records)))
 	rq.obs.PageCut = true
+	s.injected(rq, "QueryEntities", faults.Cut)
 }
 
 // chargeRest charges an admitted request what it turned out to cost beyond what gate
