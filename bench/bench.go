@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,9 @@ type bench struct {
 	endpoint string
 	text     io.Writer // text report; io.Discard in JSON mode
 	hc       *http.Client
+	// pipeline counts what the measured client's SDK pipeline sees (Result.Throttled,
+	// Result.Retries).
+	pipeline *pipelineCounts
 
 	table      *aztables.Client // measured operations: no SDK retries
 	setupTable *aztables.Client // setup, verification, teardown: SDK default retries
@@ -85,7 +89,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) ([]Result, error) {
 		if ctx.Err() != nil {
 			break
 		}
+		b.pipeline.take()
 		r, err := b.runWorkload(ctx, name)
+		r.Throttled, r.Retries = b.pipeline.take()
 		results = append(results, r)
 		writeResultText(b.text, r)
 		if err != nil {
@@ -121,7 +127,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) ([]Result, error) {
 
 // newBench builds the HTTP client and the two SDK clients.
 func newBench(opts Options, out io.Writer) (*bench, error) {
-	b := &bench{opts: opts, endpoint: endpointOf(opts.ConnectionString), text: out}
+	b := &bench{opts: opts, endpoint: endpointOf(opts.ConnectionString), text: out, pipeline: &pipelineCounts{}}
 	if opts.JSON {
 		b.text = io.Discard
 	}
@@ -152,9 +158,14 @@ func newBench(opts Options, out io.Writer) (*bench, error) {
 	if opts.Consistency != "" {
 		perCall = append(perCall, consistencyPolicy(opts.Consistency))
 	}
-	mk := func(retry policy.RetryOptions) (*aztables.Client, error) {
+	mk := func(retry policy.RetryOptions, counted bool) (*aztables.Client, error) {
+		co := azcore.ClientOptions{Transport: b.hc, Retry: retry, PerCallPolicies: perCall}
+		if counted {
+			co.PerCallPolicies = append(slices.Clip(perCall), callCounter{b.pipeline})
+			co.PerRetryPolicies = []policy.Policy{tryCounter{b.pipeline}}
+		}
 		svc, err := aztables.NewServiceClientFromConnectionString(opts.ConnectionString, &aztables.ClientOptions{
-			ClientOptions: azcore.ClientOptions{Transport: b.hc, Retry: retry, PerCallPolicies: perCall},
+			ClientOptions: co,
 		})
 		if err != nil {
 			// The SDK's message can echo the string; keep keys out of output.
@@ -167,10 +178,14 @@ func newBench(opts Options, out io.Writer) (*bench, error) {
 	// 200ms instead of the SDK's 800ms, so a wrong port fails in about a
 	// second and a half rather than six; Retry-After from a throttling
 	// server is honoured either way.
-	if b.table, err = mk(policy.RetryOptions{MaxRetries: -1}); err != nil {
+	measured := policy.RetryOptions{MaxRetries: -1}
+	if opts.Retry {
+		measured = policy.RetryOptions{} // the SDK's defaults
+	}
+	if b.table, err = mk(measured, true); err != nil {
 		return nil, err
 	}
-	if b.setupTable, err = mk(policy.RetryOptions{MaxRetries: 3, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 5 * time.Second}); err != nil {
+	if b.setupTable, err = mk(policy.RetryOptions{MaxRetries: 3, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 5 * time.Second}, false); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -225,7 +240,7 @@ func (b *bench) writeJSON(out io.Writer, results []Result, err error) {
 			HotPartition:    b.opts.HotPartition,
 			Workloads:       b.opts.Workloads,
 			Keep:            b.opts.Keep,
-			Retries:         0,
+			Retries:         retriesPerRequest(b.opts.Retry),
 			Consistency:     b.opts.Consistency,
 		},
 		Results: results,
@@ -640,4 +655,13 @@ func (c consistencyHeader) Do(req *policy.Request) (*http.Response, error) {
 		req.Raw().Header.Set("x-ms-consistency-level", string(c))
 	}
 	return req.Next()
+}
+
+// retriesPerRequest is how many times the measured client retries a request: none, or
+// the SDK's default three with Options.Retry.
+func retriesPerRequest(retry bool) int {
+	if retry {
+		return 3
+	}
+	return 0
 }

@@ -140,6 +140,13 @@ type Options struct {
 	// default). The update workload's reads get it too: below Strong they may
 	// read a stale counter and retry on 412, which is what such a client sees.
 	Consistency string
+	// Retry gives the measured requests the SDK's default retry policy (three
+	// retries, exponential back-off from 800 ms with jitter), as an application
+	// has, instead of one try: against a server enforcing scale targets
+	// (cerulean serve --scale-targets, or Azure) throttled requests are then
+	// retried rather than counted as errors. Either way each Result counts the
+	// 503 ServerBusy answers and the retries the SDK's pipeline saw.
+	Retry bool
 	// Progress, when non-nil, receives a carriage-return-updated progress
 	// line once a second (e.g. os.Stderr). It is never written to out.
 	Progress io.Writer
@@ -275,6 +282,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	fs.StringVar(&o.Table, "table", "", `table to use (default "bench" + random; a pre-existing table is reused and never dropped)`)
 	fs.BoolVar(&o.Keep, "keep", false, "keep the table at the end")
 	fs.StringVar(&o.Consistency, "consistency", "", "send x-ms-consistency-level `LEVEL` on every read (Strong, BoundedStaleness, Session, ConsistentPrefix, Eventual), e.g. to measure reads served by Cerulean's read replicas; default none (the server's default)")
+	fs.BoolVar(&o.Retry, "retry", false, "give the measured requests the SDK's default retry policy (3 retries, back-off from 800ms), as an application has; throttled (503) answers and retries are reported either way")
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON document with the options and all results")
 	if err := fs.Parse(args); err != nil {
 		return Options{}, err

@@ -38,6 +38,11 @@ type Result struct {
 	HottestPartitionPerSec float64 `json:"hottest_partition_per_sec"`
 	// PartitionTarget is Azure's per-partition target, PartitionTarget.
 	PartitionTarget float64 `json:"partition_target"`
+	// Throttled counts the 503 ServerBusy answers the measured requests got,
+	// every try included; Retries counts the tries beyond each request's first
+	// (zero without Options.Retry).
+	Throttled int64 `json:"throttled"`
+	Retries   int64 `json:"retries"`
 	// Notes carries workload-specific findings: the update workload's
 	// counter check, a skipped batch workload's reason, error breakdowns.
 	Notes string `json:"notes,omitempty"`
@@ -102,6 +107,9 @@ func writeResultText(w io.Writer, r Result) {
 		r.Workload, commas(r.EntitiesPerSec), commas(r.OpsPerSec()),
 		fmtLatency(r.P50), fmtLatency(r.P99), commas(float64(r.Errors)),
 		commas(float64(r.Entities)), r.Seconds)
+	if r.Throttled > 0 || r.Retries > 0 {
+		fmt.Fprintf(w, "%sthrottled: %s answers 503 ServerBusy, %s retries\n", indent, commas(float64(r.Throttled)), commas(float64(r.Retries)))
+	}
 	if r.HottestPartition != "" {
 		fmt.Fprintf(w, "%shottest partition %s: %s/s = %.0f%% of the %s/s target\n",
 			indent, r.HottestPartition, commas(r.HottestPartitionPerSec),
