@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,9 +96,10 @@ type driveResult struct {
 }
 
 // drive offers rate inserts per second for dur, spread round-robin over partitions, each
-// in its own goroutine (open loop: a throttled request does not slow the offered load),
-// and waits for all of them, retries included. perSec counts the successes that
-// completed between skip and dur: the first second drains the buckets' burst.
+// in its own goroutine (open loop: a throttled request does not slow the offered load).
+// perSec counts the successes that completed between skip and dur: the first second
+// drains the buckets' burst. Requests still retrying a second after dur are cancelled
+// (they could not count any more) and are neither successes nor failures.
 func drive(t *testing.T, c *aztables.Client, rate float64, dur, skip time.Duration, partitions []string) driveResult {
 	t.Helper()
 	var res driveResult
@@ -106,6 +108,9 @@ func drive(t *testing.T, c *aztables.Client, rate float64, dur, skip time.Durati
 	var failMu sync.Mutex
 	pad := strings.Repeat("x", 600) // about 1 KiB on the wire: cost 1 each
 	start := time.Now()
+	rctx, cancel := context.WithDeadline(ctx(t), start.Add(dur+time.Second))
+	defer cancel()
+	var cancelled atomic.Int64
 	interval := time.Duration(float64(time.Second) / rate)
 	for i := 0; ; i++ {
 		at := start.Add(time.Duration(i) * interval)
@@ -120,7 +125,11 @@ func drive(t *testing.T, c *aztables.Client, rate float64, dur, skip time.Durati
 			e := aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: partitions[i%len(partitions)], RowKey: fmt.Sprintf("%08d", i)},
 				Properties: map[string]any{"Pad": pad}}
 			b, _ := e.MarshalJSON()
-			_, err := c.AddEntity(ctxFor(t, 2*time.Minute), b, nil)
+			_, err := c.AddEntity(rctx, b, nil)
+			if err != nil && rctx.Err() != nil {
+				cancelled.Add(1)
+				return
+			}
 			if err != nil {
 				failMu.Lock()
 				res.failed++
@@ -139,7 +148,7 @@ func drive(t *testing.T, c *aztables.Client, rate float64, dur, skip time.Durati
 		}(i)
 	}
 	wg.Wait()
-	res.succeeded = res.offered - res.failed
+	res.succeeded = res.offered - res.failed - cancelled.Load()
 	res.perSec = float64(inWindow.Load()) / (dur - skip).Seconds()
 	return res
 }
@@ -156,6 +165,9 @@ func drive(t *testing.T, c *aztables.Client, rate float64, dur, skip time.Durati
 //   - 10 partitions each under their target but together at twice the account's get the
 //     account's target through, the 503s carrying the account's message.
 func TestScaleTargetsThroughSDK(t *testing.T) {
+	if onPostgres() {
+		t.Skip("the targets are enforced above the engine; the pebble pass covers them")
+	}
 	srv := startServer(t, withArgs("--scale-targets", "--partition-target", "100", "--account-target", "300"))
 	svc := newServiceClient(t, srv)
 	const dur, skip = 6 * time.Second, 1500 * time.Millisecond
