@@ -335,3 +335,23 @@ func BenchmarkObserve(b *testing.B) {
 		}
 	})
 }
+
+// The emulation modes' two fields come last, only on the lines they concern.
+func TestAppendLineEmulationFields(t *testing.T) {
+	r := sample()
+	r.Throttled, r.Fault = "partition", "reset-after"
+	line := AppendLine(nil, r)
+	var got map[string]any
+	if err := json.Unmarshal(line, &got); err != nil {
+		t.Fatalf("%v: %s", err, line)
+	}
+	if got["throttled"] != "partition" || got["fault"] != "reset-after" {
+		t.Fatalf("emulation fields: %s", line)
+	}
+	if !bytes.HasSuffix(line, []byte(`"auth":"SAS","throttled":"partition","fault":"reset-after"}`+"\n")) {
+		t.Fatalf("emulation fields not last: %s", line)
+	}
+	if bytes.Contains(AppendLine(nil, sample()), []byte("throttled")) {
+		t.Fatal("an ordinary line carries the emulation fields")
+	}
+}

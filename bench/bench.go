@@ -216,8 +216,12 @@ func (b *bench) writeHeader(created bool) {
 		hot = "one hot partition"
 	}
 	fmt.Fprintf(b.text, "cerulean bench: %s, table %s (%s)\n", b.endpoint, b.opts.Table, state)
-	fmt.Fprintf(b.text, "  %d workers, %v per workload, %s-byte payloads, %s; workloads %s; SDK retries off\n",
-		b.opts.Workers, b.opts.Duration, commas(float64(b.opts.EntitySize)), hot, strings.Join(b.opts.Workloads, ","))
+	retries := "SDK retries off"
+	if b.opts.Retry {
+		retries = "SDK default retries (3)"
+	}
+	fmt.Fprintf(b.text, "  %d workers, %v per workload, %s-byte payloads, %s; workloads %s; %s\n",
+		b.opts.Workers, b.opts.Duration, commas(float64(b.opts.EntitySize)), hot, strings.Join(b.opts.Workloads, ","), retries)
 	if b.opts.Consistency != "" {
 		fmt.Fprintf(b.text, "  reads sent with x-ms-consistency-level: %s\n", b.opts.Consistency)
 	}
