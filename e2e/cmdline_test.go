@@ -71,7 +71,8 @@ func TestCommandLineHelp(t *testing.T) {
 	}
 	for _, args := range [][]string{{"--bogus"}, {"serve", "--bogus"}, {"bench", "--bogus"}, {"frobnicate"},
 		{"help", "frobnicate"}, {"serve", "extra"}, {"version", "extra"}, {"serve", "--max-body-memory", "lots"},
-		{"serve", "--elastic-tables", "bad_name*"}, {"serve", "--expiry-interval", "0s"}, {"table"}, {"table", "show"}} {
+		{"serve", "--elastic-tables", "bad_name*"}, {"serve", "--expiry-interval", "0s"}, {"table"}, {"table", "show"},
+		{"serve", "--faults", "insert:418"}, {"serve", "--partition-target", "0"}, {"serve", "--faults-seed", "-1"}} {
 		status, out, errOut := runCLI(t, args...)
 		if status != 2 || out != "" || !strings.Contains(errOut, "Usage:") || !strings.Contains(errOut, commandList) {
 			t.Errorf("cerulean %s: status %d, stdout %q, stderr %q; want 2 with the usage on stderr", strings.Join(args, " "), status, out, errOut)

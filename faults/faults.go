@@ -280,6 +280,10 @@ func New(spec Spec, seed uint64) *Injector {
 	in := &Injector{spec: spec, byOp: map[string][]int{}, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	for i, r := range spec {
 		if r.Operation == "*" {
+			if r.Kind == Cut { // only query pages can be cut: * means QueryEntities
+				in.byOp["QueryEntities"] = append(in.byOp["QueryEntities"], i)
+				continue
+			}
 			in.star = append(in.star, i)
 			for _, op := range Operations {
 				in.byOp[op] = append(in.byOp[op], i)

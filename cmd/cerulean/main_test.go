@@ -164,3 +164,37 @@ func TestParseServeTLS(t *testing.T) {
 		t.Fatal("CERULEAN_TLS_SELF_SIGNED=yes accepted")
 	}
 }
+
+func TestParseServeEmulation(t *testing.T) {
+	o, err := parseServe(nil)
+	if err != nil || o.scaleTargets || o.partitionTarget != 2000 || o.accountTarget != 20000 || len(o.faultSpec) != 0 || o.tableDeleteDelay != 0 {
+		t.Fatalf("defaults: %+v, %v", o, err)
+	}
+	t.Setenv("CERULEAN_SCALE_TARGETS", "true")
+	t.Setenv("CERULEAN_PARTITION_TARGET", "200")
+	t.Setenv("CERULEAN_FAULTS", "insert:503:1%,*:latency:20ms±10ms")
+	t.Setenv("CERULEAN_FAULTS_SEED", "42")
+	t.Setenv("CERULEAN_TABLE_DELETE_DELAY", "40s")
+	o, err = parseServe([]string{"--account-target", "2000"})
+	if err != nil || !o.scaleTargets || o.partitionTarget != 200 || o.accountTarget != 2000 || o.faultsSeed != 42 ||
+		o.faultSpec.String() != "InsertEntity:503:1%,*:latency:20ms±10ms" || o.tableDeleteDelay != 40*time.Second {
+		t.Fatalf("from the environment: %+v, %v", o, err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--faults", "insert:418"}, `--faults: faults: rule "insert:418": unknown kind`},
+		{[]string{"--partition-target", "-5"}, "--partition-target and --account-target must be positive"},
+		{[]string{"--table-delete-delay", "-1s"}, "--table-delete-delay must not be negative"},
+	} {
+		var ue usageError
+		if _, err := parseServe(c.args); !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want a usage error containing %q", c.args, err, c.want)
+		}
+	}
+	t.Setenv("CERULEAN_FAULTS_SEED", "lots")
+	if _, err := parseServe(nil); err == nil || !strings.Contains(err.Error(), "CERULEAN_FAULTS_SEED") {
+		t.Errorf("bad CERULEAN_FAULTS_SEED: %v", err)
+	}
+}
