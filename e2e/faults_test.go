@@ -232,4 +232,12 @@ func TestFaultKindsThroughSDK(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+
+	// On stopping, the run's tally with its seed.
+	if err, inTime := srv.terminate(15 * time.Second); err != nil || !inTime {
+		t.Fatalf("stop: %v (in time: %v)", err, inTime)
+	}
+	if logs := srv.logs.Tail(1 << 20); !strings.Contains(logs, `msg="faults injected" seed=3 500=`) {
+		t.Fatalf("no tally of the injected faults at stop:\n%s", logs[max(0, len(logs)-2000):])
+	}
 }

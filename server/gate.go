@@ -53,7 +53,7 @@ func (s *Server) gate(rq *request, tbl, pk string, entities int) error {
 		switch d.Kind {
 		case faults.Busy, faults.Internal, faults.Timeout:
 			s.injected(rq, op, d.Kind)
-			return azerr.New(map[faults.Kind]azerr.Code{faults.Busy: azerr.ServerBusy, faults.Internal: azerr.InternalError, faults.Timeout: azerr.OperationTimedOut}[d.Kind])
+			return azerr.New(faultCodes[d.Kind])
 		case faults.ResetBefore:
 			s.injected(rq, op, d.Kind)
 			rq.reset = true
@@ -94,6 +94,13 @@ func (s *Server) gate(rq *request, tbl, pk string, entities int) error {
 		rq.obs.Table = tbl
 	}
 	return nil
+}
+
+// faultCodes are the answers of the failure faults.
+var faultCodes = map[faults.Kind]azerr.Code{
+	faults.Busy:     azerr.ServerBusy,
+	faults.Internal: azerr.InternalError,
+	faults.Timeout:  azerr.OperationTimedOut,
 }
 
 // injected counts and logs (at debug) one injected fault and notes it for the observers.

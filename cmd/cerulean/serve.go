@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -685,6 +686,16 @@ func runServe(args []string) error {
 	stop()
 	if cerr := <-consoleDone; serveErr == nil {
 		serveErr = cerr
+	}
+	if inj != nil {
+		// The run's tally, for a test run without --debug-addr's metrics; with the seed
+		// logged at start, enough to repeat it.
+		counts := inj.Counts()
+		attrs := []any{"seed", inj.Seed()}
+		for _, k := range slices.Sorted(maps.Keys(counts)) {
+			attrs = append(attrs, k, counts[k])
+		}
+		log.Info("faults injected", attrs...)
 	}
 	if errors.Is(serveErr, server.ErrRequestsRunning) {
 		// Closing the engine under running requests could fail them mid-write; every
