@@ -542,7 +542,7 @@ func (s *Server) writeError(rq *request, err error) {
 	msg := errorMessage(rq, e)
 	h := rq.w.Header()
 	h["X-Ms-Error-Code"] = []string{string(e.Code)}
-	if e.Code == azerr.ServerBusy && rq.obs.Throttled == "" && rq.obs.Fault == "" {
+	if e.Code == azerr.ServerBusy && rq.obs.Throttled == "" && (rq.obs.Fault == "" || rq.obs.Fault == "latency") {
 		// The server's own busy states say when to come back; the service's throttling
 		// answers (and their emulation) carry no Retry-After, so the SDKs back off.
 		h["Retry-After"] = []string{"1"}
