@@ -147,7 +147,7 @@ func TestResetAfterApplyExposesNonIdempotentWrites(t *testing.T) {
 // entity once, in order, over more pages; and a deleted table's
 // name is taken for --table-delete-delay.
 func TestFaultKindsThroughSDK(t *testing.T) {
-	srv, debug := faultsServer(t, "--faults", "insert:503:10%,insert:500:10%,insert:timeout:10%,insertormerge:reset-before:20%,query:cut,insertorreplace:reset-before,merge:reset-after",
+	srv, debug := faultsServer(t, "--faults", "insert:503:10%,insert:500:10%,insert:timeout:10%,insertormerge:reset-before:20%,query:cut,insertorreplace:reset-before,merge:reset-after,get:latency:200ms±50ms",
 		"--faults-seed", "3", "--table-delete-delay", "2s")
 	svc := newServiceClient(t, srv)
 	_, name := newTable(t, svc)
@@ -185,12 +185,6 @@ func TestFaultKindsThroughSDK(t *testing.T) {
 			t.Fatalf("cut pages: entity %d is %s", i, rk)
 		}
 	}
-	m := scrape(t, debug)
-	for _, k := range []string{"503", "500", "timeout", "reset-before", "cut"} {
-		if m[`cerulean_faults_injected_total{fault="`+k+`"}`] == 0 {
-			t.Errorf("no %s fault counted in /metrics", k)
-		}
-	}
 	t.Logf("%d pages for %d entities; SDK tries %d, 503s %d, resets %d", pages, n, c.tries.Load(), c.busy.Load(), c.transport.Load())
 
 	// Without retries, the two resets as an application sees them: reset-before never
@@ -208,11 +202,21 @@ func TestFaultKindsThroughSDK(t *testing.T) {
 	if err == nil || errors.As(err, &re) {
 		t.Fatalf("merge under reset-after: %v, want a transport error", err)
 	}
+	began := time.Now()
 	got, err := plain.GetEntity(ctx(t), "q", "0001", nil)
 	if err != nil || decodeEDM(t, got.Value).Properties["Merged"] != true {
 		t.Fatalf("the write reset after it ran is not applied: %v", err)
 	}
+	if took := time.Since(began); took < 150*time.Millisecond {
+		t.Fatalf("a get with 200ms±50ms of latency injected took %v", took)
+	}
 
+	m := scrape(t, debug)
+	for _, k := range []string{"503", "500", "timeout", "reset-before", "cut", "reset-after", "latency"} {
+		if m[`cerulean_faults_injected_total{fault="`+k+`"}`] == 0 {
+			t.Errorf("no %s fault counted in /metrics", k)
+		}
+	}
 	// The deleted table's name, as the service keeps it for about 40 s.
 	if _, err := svc.DeleteTable(ctx(t), name, nil); err != nil {
 		t.Fatal(err)
