@@ -32,6 +32,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ceruleandb/cerulean/edmjson"
 	"github.com/ceruleandb/cerulean/entity"
 	"github.com/ceruleandb/cerulean/transfer/record"
 )
@@ -318,4 +319,4 @@ func fixProperties(raw []byte, pk, rk string) ([]byte, error) {
 	return append(out, '}'), nil
 }
 
-func quote(s string) []byte { return record.AppendString(nil, s) }
+func quote(s string) []byte { return edmjson.AppendString(nil, s) }

@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -111,4 +112,28 @@ func (c *Checkpoint) save(path string) error {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
 	return nil
+}
+
+// startTables begins a run over tables of src (every table of the account when none are
+// named): a new checkpoint listing them, or with o.Resume the job's saved one, which
+// already lists them with their progress. The checkpoint is saved before anything is
+// read, so an interrupted run always leaves one to resume from.
+func startTables(ctx context.Context, src *client.Client, o Options, job string, tables []string) (*Checkpoint, error) {
+	if o.Resume {
+		return LoadCheckpoint(o.Checkpoint, job)
+	}
+	cp := &Checkpoint{Job: job}
+	if len(tables) == 0 {
+		var err error
+		if tables, err = ListTables(ctx, src, o.Retry); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range tables {
+		cp.Tables = append(cp.Tables, TableState{Name: t})
+	}
+	if err := cp.save(o.Checkpoint); err != nil {
+		return nil, err
+	}
+	return cp, nil
 }

@@ -38,32 +38,14 @@ type ExportOptions struct {
 // there and goes on.
 func Export(ctx context.Context, src *client.Client, out Output, o ExportOptions) error {
 	obs := o.observer()
-	cp := &Checkpoint{Job: o.Job}
-	if o.Resume {
-		c, err := LoadCheckpoint(o.Checkpoint, o.Job)
-		if err != nil {
+	cp, err := startTables(ctx, src, o.Options, o.Job, o.Tables)
+	if err != nil {
+		return err
+	}
+	if o.Resume && o.Resumed != nil {
+		if err := o.Resumed(cp.OutputBytes); err != nil {
 			return err
 		}
-		cp = c
-		if o.Resumed != nil {
-			if err := o.Resumed(cp.OutputBytes); err != nil {
-				return err
-			}
-		}
-	} else {
-		tables := o.Tables
-		if len(tables) == 0 {
-			var err error
-			if tables, err = ListTables(ctx, src, o.Retry); err != nil {
-				return err
-			}
-		}
-		for _, t := range tables {
-			cp.Tables = append(cp.Tables, TableState{Name: t})
-		}
-	}
-	if err := cp.save(o.Checkpoint); err != nil {
-		return err
 	}
 	for i := range cp.Tables {
 		ts := &cp.Tables[i]

@@ -120,20 +120,8 @@ func Import(ctx context.Context, r record.Reader, dst *client.Client, o ImportOp
 			}
 		}
 	}
-	if runErr != nil {
-		s.drop()
-	} else {
-		s.flush()
-	}
-	werr := s.close()
-	if err := save(); err != nil && runErr == nil {
-		runErr = err
-	}
-	if werr != nil {
-		return werr
-	}
-	if runErr != nil {
-		return runErr
+	if err := s.finish(runErr != nil, runErr, save); err != nil {
+		return err
 	}
 	cp.Done = true
 	return cp.save(o.Checkpoint)

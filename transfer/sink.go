@@ -309,3 +309,24 @@ func (s *sink) write(ctx context.Context, b *batch) error {
 	}
 	return we
 }
+
+// finish ends a run's writing: the batches being gathered are dropped (drop: the run was
+// interrupted or failed, and the checkpoint must not claim them) or flushed, the writers
+// are waited for, and the checkpoint is saved once more, so that it holds every
+// acknowledged batch. It returns the first error of the writers, the run (runErr) and
+// the save, in that order.
+func (s *sink) finish(drop bool, runErr error, save func() error) error {
+	if drop {
+		s.drop()
+	} else {
+		s.flush()
+	}
+	werr := s.close()
+	if err := save(); err != nil && runErr == nil {
+		runErr = err
+	}
+	if werr != nil {
+		return werr
+	}
+	return runErr
+}

@@ -190,26 +190,8 @@ type CopyOptions struct {
 // memory is bounded by the pages and batches in flight, whatever the table's size. The
 // checkpoint holds each range's position.
 func Copy(ctx context.Context, src, dst *client.Client, o CopyOptions) error {
-	cp := &Checkpoint{Job: o.Job}
-	if o.Resume {
-		c, err := LoadCheckpoint(o.Checkpoint, o.Job)
-		if err != nil {
-			return err
-		}
-		cp = c
-	} else {
-		tables := o.Tables
-		if len(tables) == 0 {
-			var err error
-			if tables, err = ListTables(ctx, src, o.Retry); err != nil {
-				return err
-			}
-		}
-		for _, t := range tables {
-			cp.Tables = append(cp.Tables, TableState{Name: t})
-		}
-	}
-	if err := cp.save(o.Checkpoint); err != nil {
+	cp, err := startTables(ctx, src, o.Options, o.Job, o.Tables)
+	if err != nil {
 		return err
 	}
 	readers := o.Readers
@@ -404,21 +386,9 @@ loop:
 		default:
 		}
 	}
-	if runErr == ErrInterrupted {
-		s.drop()
-	} else {
-		s.flush()
-	}
 	pr.close()
-	werr := s.close()
-	if err := save(); err != nil && runErr == nil {
-		runErr = err
-	}
-	if werr != nil {
-		return werr
-	}
-	if runErr != nil {
-		return runErr
+	if err := s.finish(runErr == ErrInterrupted, runErr, save); err != nil {
+		return err
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/ceruleandb/cerulean/azerr"
 	"github.com/ceruleandb/cerulean/edmjson"
@@ -90,13 +89,13 @@ func AppendJSON(dst []byte, r *Record, o JSONOptions) []byte {
 	dst = append(dst, '{')
 	if o.Table && r.Table != "" {
 		dst = append(dst, `"`+TableKey+`":`...)
-		dst = AppendString(dst, r.Table)
+		dst = edmjson.AppendString(dst, r.Table)
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"PartitionKey":`...)
-	dst = AppendString(dst, r.Entity.PartitionKey)
+	dst = edmjson.AppendString(dst, r.Entity.PartitionKey)
 	dst = append(dst, `,"RowKey":`...)
-	dst = AppendString(dst, r.Entity.RowKey)
+	dst = edmjson.AppendString(dst, r.Entity.RowKey)
 	if o.Timestamp && r.HasTimestamp {
 		dst = append(dst, `,"Timestamp@odata.type":"Edm.DateTime","Timestamp":"`...)
 		dst = entity.AppendTicks(dst, r.Timestamp)
@@ -107,13 +106,13 @@ func AppendJSON(dst []byte, r *Record, o JSONOptions) []byte {
 		t := p.Value.Type
 		if o.AnnotateAll || (t != entity.String && t != entity.Boolean && t != entity.Int32) {
 			dst = append(dst, ',')
-			dst = AppendString(dst, p.Name+"@odata.type")
+			dst = edmjson.AppendString(dst, p.Name+"@odata.type")
 			dst = append(dst, `:"`...)
 			dst = append(dst, t.EDMName()...)
 			dst = append(dst, '"')
 		}
 		dst = append(dst, ',')
-		dst = AppendString(dst, p.Name)
+		dst = edmjson.AppendString(dst, p.Name)
 		dst = append(dst, ':')
 		dst = appendValue(dst, p.Value)
 	}
@@ -123,7 +122,7 @@ func AppendJSON(dst []byte, r *Record, o JSONOptions) []byte {
 func appendValue(dst []byte, v entity.Value) []byte {
 	switch v.Type {
 	case entity.String:
-		return AppendString(dst, v.Str)
+		return edmjson.AppendString(dst, v.Str)
 	case entity.Boolean:
 		return strconv.AppendBool(dst, v.Bool())
 	case entity.Int32:
@@ -174,54 +173,6 @@ func AppendDouble(dst []byte, f float64) []byte {
 		dst = append(dst, ".0"...)
 	}
 	return dst
-}
-
-// AppendString appends s as a JSON string: '"', '\\' and control characters escaped,
-// U+2028/U+2029 escaped, invalid UTF-8 replaced by U+FFFD (a valid entity has none).
-func AppendString(dst []byte, s string) []byte {
-	const hexl = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexl[c>>4], hexl[c&15])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			if r == utf8.RuneError {
-				dst = append(dst, `\ufffd`...)
-			} else {
-				dst = append(dst, '\\', 'u', '2', '0', '2', hexl[r&15])
-			}
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // FromJSON reads one OData JSON entity object — a query answer's entity at full or
