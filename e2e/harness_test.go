@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -197,6 +198,19 @@ func withTLSFiles(cert, key, caFile string) serverOption {
 // withAccounts passes --accounts; the first account becomes the server's default.
 func withAccounts(accts ...account) serverOption {
 	return func(c *serverConfig) { c.accounts = accts }
+}
+
+// ownAccounts numbers the accounts startOwnServer makes.
+var ownAccounts atomic.Int64
+
+// startOwnServer starts a server whose one account is new to the run, so that the tables
+// it lists are only those its test made, even when every server of the run shares one
+// database (the postgres pass): for tests that move data between servers or act on
+// every table of an account.
+func startOwnServer(t testing.TB, opts ...serverOption) *server {
+	t.Helper()
+	name := fmt.Sprintf("own%s%d", runID, ownAccounts.Add(1))
+	return startServer(t, append([]serverOption{withAccounts(account{name, devKey})}, opts...)...)
 }
 
 // startServer starts a cerulean child process on a free port with a fresh data directory

@@ -86,7 +86,7 @@ func TestTransferAzurite(t *testing.T) {
 	}
 
 	// copy from the running Azurite.
-	viaCopy := startServer(t)
+	viaCopy := startOwnServer(t)
 	if st, _, errOut := runTool(t, 2*time.Minute, nil, "copy", "--from", azCS, "--to", connString(viaCopy), "--quiet"); st != 0 {
 		t.Fatalf("copy from azurite: status %d: %s", st, errOut)
 	}
@@ -114,7 +114,7 @@ func TestTransferAzurite(t *testing.T) {
 	}
 	az.Process.Kill()
 	<-exited
-	viaFile := startServer(t)
+	viaFile := startOwnServer(t)
 	st, _, errOut := runTool(t, 2*time.Minute, nil, "import", "--to", connString(viaFile), "--azurite", db)
 	if st != 0 || !strings.Contains(errOut, fmt.Sprintf("imported 2,%03d entities", 500+len(edgeEntities))) {
 		t.Fatalf("import --azurite: status %d: %s", st, errOut)

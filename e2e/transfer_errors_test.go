@@ -17,7 +17,7 @@ import (
 // names the table, PartitionKey, RowKey and the service's error code; mistakes on the
 // command line exit 2.
 func TestTransferErrors(t *testing.T) {
-	srv := startServer(t)
+	srv := startOwnServer(t)
 	svc := newServiceClient(t, srv)
 	dir := t.TempDir()
 	write := func(name, content string) string {

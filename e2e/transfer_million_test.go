@@ -18,7 +18,7 @@ func TestTransferMillion(t *testing.T) {
 		t.Skip("set CERULEAN_TEST_MILLION=1 to copy 1,000,000 entities and report rates and RSS")
 	}
 	const n = 1_000_000
-	src, dst := startServer(t), startServer(t)
+	src, dst := startOwnServer(t), startOwnServer(t)
 	dir := t.TempDir()
 	file := writeNumbered(t, dir, n, 1000)
 	timed := func(what string, count int, args ...string) {

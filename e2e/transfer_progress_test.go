@@ -19,7 +19,7 @@ import (
 // no control character at all.
 func TestTransferProgress(t *testing.T) {
 	const n = 60_000
-	srv := startServer(t)
+	srv := startOwnServer(t)
 	file := writeNumbered(t, t.TempDir(), n, 16)
 
 	t.Run("terminal", func(t *testing.T) {

@@ -81,7 +81,7 @@ func countNumbered(t testing.TB, tc *aztables.Client, n int) {
 // interrupted run exits 1 after writing its checkpoint, the resumed one 0 and removes it.
 func TestTransferCopyInterruptResume(t *testing.T) {
 	const n = 200_000
-	src, dst := startServer(t), startServer(t)
+	src, dst := startOwnServer(t), startOwnServer(t)
 	dir := t.TempDir()
 	file := writeNumbered(t, dir, n, 64)
 	began := time.Now()
@@ -232,7 +232,7 @@ func interruptOnce(t *testing.T, args []string, at int) {
 // to an uninterrupted export.
 func TestTransferImportExportResume(t *testing.T) {
 	const n = 100_000
-	srv := startServer(t)
+	srv := startOwnServer(t)
 	dir := t.TempDir()
 	file := writeNumbered(t, dir, n, 32)
 	imp := []string{"import", "--to", connString(srv), "--table", "Resumed", "--in", file, "--mode", "insert", "--progress-interval", "20ms", "--workers", "2"}

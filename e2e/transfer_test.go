@@ -133,7 +133,7 @@ func sameEntities(t testing.TB, what string, want, got map[string]map[string]any
 // formats, for entities covering every EDM type and edge value; and the second server
 // holds exactly the first one's entities, as the SDK sees them.
 func TestTransferRoundTrip(t *testing.T) {
-	a, b := startServer(t), startServer(t)
+	a, b := startOwnServer(t), startOwnServer(t)
 	svcA, svcB := newServiceClient(t, a), newServiceClient(t, b)
 	edge, edgeName := newTable(t, svcA)
 	fillEntities(t, edge, edgeEntities)
@@ -175,7 +175,7 @@ func TestTransferRoundTrip(t *testing.T) {
 
 	// Every table of the account into one JSON Lines stream on stdout, and back from stdin.
 	t.Run("all tables via stdout and stdin", func(t *testing.T) {
-		c := startServer(t)
+		c := startOwnServer(t)
 		st, out, errOut := runTool(t, time.Minute, nil, "export", "--from", connString(a), "--quiet")
 		if st != 0 || !strings.Contains(out, `"odata.table":"`+secondName+`"`) {
 			t.Fatalf("export: status %d: %s\n%s", st, errOut, out)
