@@ -38,9 +38,12 @@ func TestBenchHotPartitionAgainstScaleTargets(t *testing.T) {
 	spread := run()
 	t.Logf("hot: %.0f entities/s, %d throttled, %d retries, %d errors; spread: %.0f entities/s, %d throttled",
 		hot.EntitiesPerSec, hot.Throttled, hot.Retries, hot.Errors, spread.EntitiesPerSec, spread.Throttled)
-	// 4 s at 100/s plus the one-second burst: 125/s; the tail of retries after the
-	// workload's end may add a little.
-	if hot.EntitiesPerSec < 85 || hot.EntitiesPerSec > 150 {
+	// At most 4 s at 100/s plus the one-second burst: 125/s. The bench's clock runs until
+	// the last operation returns, and an operation throttled near the end is still in the
+	// SDK's back-off (0.8, 1.6, 3.2 s), so the elapsed time can stretch by up to ~5.6 s
+	// while few requests are left to use the refilled tokens: at worst 500/9.6 s ≈ 52/s.
+	// A loaded CI machine has measured 85/s, an idle one 96–102/s.
+	if hot.EntitiesPerSec < 45 || hot.EntitiesPerSec > 150 {
 		t.Errorf("hot partition: %.0f entities/s, want about the 100/s target", hot.EntitiesPerSec)
 	}
 	if hot.Throttled == 0 || hot.Retries == 0 {
