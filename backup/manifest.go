@@ -14,6 +14,7 @@
 package backup
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -111,19 +112,7 @@ func decodeManifest(b []byte, m *Manifest) error {
 
 // writeFileSync writes a file and syncs it, so a manifest on disk means its backup is.
 func writeFileSync(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return copyToFile(path, bytes.NewReader(b))
 }
 
 // syncDir syncs a directory, making the entries created in it durable.

@@ -193,21 +193,7 @@ func parseBatchResponse(ctype string, raw []byte) error {
 		if p.StatusCode >= 200 && p.StatusCode < 300 {
 			continue
 		}
-		e := &Error{Status: p.StatusCode, Code: p.Header.Get("x-ms-error-code")}
-		var body struct {
-			Err struct {
-				Code    string `json:"code"`
-				Message struct {
-					Value string `json:"value"`
-				} `json:"message"`
-			} `json:"odata.error"`
-		}
-		if json.Unmarshal(p.body, &body) == nil {
-			if e.Code == "" {
-				e.Code = body.Err.Code
-			}
-			e.Message = body.Err.Message.Value
-		}
+		e := errorOf(p.StatusCode, http.Header(p.Header), p.body)
 		return &BatchError{Index: opIndex(e), Err: e}
 	}
 	return nil

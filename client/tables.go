@@ -71,8 +71,15 @@ func ResponseError(resp *http.Response) error {
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	e := &Error{Status: resp.StatusCode, Code: resp.Header.Get("x-ms-error-code")}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return errorOf(resp.StatusCode, resp.Header, b)
+}
+
+// errorOf is the *Error of a failed answer (a response or a batch's sub-response): its
+// status, x-ms-error-code, and the code and message of its OData JSON error body when it
+// has one (the header's code wins).
+func errorOf(status int, h http.Header, b []byte) *Error {
+	e := &Error{Status: status, Code: h.Get("x-ms-error-code")}
 	var body struct {
 		Err struct {
 			Code    string `json:"code"`

@@ -7,7 +7,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -138,7 +137,8 @@ func isOdd(id string) bool {
 	return (id[len(id)-1]-'0')%2 == 1
 }
 
-// debugServer starts a server with --debug-addr and waits until that address answers.
+// debugServer starts a server with --debug-addr (bound before the server answers) and
+// returns it with that address.
 func debugServer(t *testing.T, opts ...serverOption) (*server, string) {
 	t.Helper()
 	port, err := freePort()
@@ -146,17 +146,7 @@ func debugServer(t *testing.T, opts ...serverOption) (*server, string) {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	srv := startServer(t, append(opts, withArgs("--debug-addr", addr))...)
-	for range 100 {
-		var resp *http.Response
-		if resp, err = http.Get("http://" + addr + "/healthz"); err == nil {
-			resp.Body.Close()
-			return srv, addr
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("diagnostics address %s: %v", addr, err)
-	return nil, ""
+	return startServer(t, append(opts, withArgs("--debug-addr", addr))...), addr
 }
 
 func skipPostgres(t *testing.T) {

@@ -13,12 +13,17 @@ import (
 )
 
 // runCLI runs the binary with args and returns its exit status and output.
-func runCLI(t *testing.T, args ...string) (status int, stdout, stderr string) {
+// runTool runs the binary with args, stdin, and a deadline, and returns its exit
+// status and output.
+func runTool(t *testing.T, d time.Duration, stdin []byte, args ...string) (status int, stdout, stderr string) {
 	t.Helper()
-	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	c, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(c, binaryPath, args...)
 	cmd.Env = filterEnv(os.Environ())
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -28,6 +33,11 @@ func runCLI(t *testing.T, args ...string) (status int, stdout, stderr string) {
 		t.Fatalf("cerulean %q: %v", args, err)
 	}
 	return 0, out.String(), errb.String()
+}
+
+func runCLI(t *testing.T, args ...string) (status int, stdout, stderr string) {
+	t.Helper()
+	return runTool(t, 30*time.Second, nil, args...)
 }
 
 // -h, --help and help print the whole usage (the command list and the command's flags) on

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -332,20 +331,9 @@ func TestDebugReplicas(t *testing.T) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	startServer(t, withArgs("--debug-addr", addr))
-	var resp *http.Response
-	for range 50 { // the debug listener starts beside the server; give it a moment
-		if resp, err = http.Get("http://" + addr + "/debug/replicas"); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
-		t.Fatalf("/debug/replicas: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	status, ct, body := getDebug(t, addr, "/debug/replicas")
+	if status != 200 || ct != "application/json" {
+		t.Fatalf("/debug/replicas: %d %q %s", status, ct, body)
 	}
 	if engineReplicas() == 0 {
 		if strings.TrimSpace(string(body)) != "[]" {

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -198,6 +199,23 @@ func withTLSFiles(cert, key, caFile string) serverOption {
 // withAccounts passes --accounts; the first account becomes the server's default.
 func withAccounts(accts ...account) serverOption {
 	return func(c *serverConfig) { c.accounts = accts }
+}
+
+// getDebug GETs path (with its query) on a server's diagnostics address (--debug-addr)
+// and returns the status, Content-Type and body. No retry is needed: cerulean binds that
+// address before it answers on --addr, which startServer waits for.
+func getDebug(t testing.TB, addr, path string) (status int, contentType string, body []byte) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatalf("GET %s on the diagnostics address: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err = io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s on the diagnostics address: %v", path, err)
+	}
+	return resp.StatusCode, resp.Header.Get("Content-Type"), body
 }
 
 // ownAccounts numbers the accounts startOwnServer makes.

@@ -3,8 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -32,21 +30,9 @@ type partitionsReport struct {
 
 func getPartitions(t *testing.T, debugAddr string, q url.Values) partitionsReport {
 	t.Helper()
-	var resp *http.Response
-	var err error
-	for range 50 { // the debug listener starts beside the server
-		if resp, err = http.Get("http://" + debugAddr + "/debug/partitions?" + q.Encode()); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
-		t.Fatalf("/debug/partitions: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	status, ct, body := getDebug(t, debugAddr, "/debug/partitions?"+q.Encode())
+	if status != 200 || ct != "application/json" {
+		t.Fatalf("/debug/partitions: %d %q %s", status, ct, body)
 	}
 	var r partitionsReport
 	if err := json.Unmarshal(body, &r); err != nil {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -22,23 +23,12 @@ import (
 // scrape reads /metrics at addr: each series (name and labels) with its value.
 func scrape(t testing.TB, addr string) map[string]float64 {
 	t.Helper()
-	var resp *http.Response
-	var err error
-	for range 50 { // the debug listener starts beside the server; give it a moment
-		if resp, err = http.Get("http://" + addr + "/metrics"); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("GET /metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
-		t.Fatalf("GET /metrics: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	status, ct, body := getDebug(t, addr, "/metrics")
+	if status != 200 || !strings.HasPrefix(ct, "text/plain") {
+		t.Fatalf("GET /metrics: %d %s", status, ct)
 	}
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" || strings.HasPrefix(line, "#") {

@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -24,28 +22,6 @@ import (
 func connString(srv *server) string {
 	a := srv.Default()
 	return fmt.Sprintf("DefaultEndpointsProtocol=%s;AccountName=%s;AccountKey=%s;TableEndpoint=%s", srv.scheme, a.Name, a.Key, srv.Endpoint(a.Name))
-}
-
-// runTool runs the binary with args, stdin, and a deadline, and returns its exit
-// status and output.
-func runTool(t *testing.T, d time.Duration, stdin []byte, args ...string) (status int, stdout, stderr string) {
-	t.Helper()
-	c, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	cmd := exec.CommandContext(c, binaryPath, args...)
-	cmd.Env = filterEnv(os.Environ())
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), out.String(), errb.String()
-	} else if err != nil {
-		t.Fatalf("cerulean %q: %v", args, err)
-	}
-	return 0, out.String(), errb.String()
 }
 
 // edgeEntities are OData JSON bodies covering every EDM type and its edge values, and
