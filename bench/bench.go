@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/ceruleandb/cerulean/client"
 )
 
 // httpTimeout bounds a single HTTP exchange so that a wedged server ends a
@@ -40,6 +43,17 @@ type bench struct {
 
 	table      *aztables.Client // measured operations: no SDK retries
 	setupTable *aztables.Client // setup, verification, teardown: SDK default retries
+	rawEP      *rawEndpoint     // --client raw: the measured endpoint
+
+	// --floor: the server's answers, recorded, and the floor that replays them.
+	rec        *recorder
+	floor      *floor
+	floorRawEP *rawEndpoint
+	floorTable *aztables.Client
+	floorHC    *http.Client
+	onFloor    bool    // the workload being run goes to the floor
+	rate       float64 // ops/s the workload being run is paced at; 0 runs flat out
+	round      int     // counts rounds, so that each round's keys are new
 
 	runID   string   // distinguishes this run's keys from earlier runs on a reused table
 	payload []string // the string payload, in ≤32,000-character properties
@@ -75,6 +89,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) ([]Result, error) {
 		return nil, err
 	}
 	defer b.hc.CloseIdleConnections()
+	if b.floorHC != nil {
+		defer b.floorHC.CloseIdleConnections()
+	}
 
 	results := []Result{}
 	var errs []error
@@ -83,15 +100,21 @@ func Run(ctx context.Context, opts Options, out io.Writer) ([]Result, error) {
 		b.writeJSON(out, results, err)
 		return nil, err
 	}
+	if b.opts.Floor {
+		if err := b.startFloor(); err != nil {
+			errs = append(errs, err)
+			b.opts.Floor = false
+		} else {
+			defer b.floor.close()
+		}
+	}
 	b.writeHeader(created)
 
 	for _, name := range b.opts.Workloads {
 		if ctx.Err() != nil {
 			break
 		}
-		b.pipeline.take()
-		r, err := b.runWorkload(ctx, name)
-		r.Throttled, r.Retries = b.pipeline.take()
+		r, err := b.runRounds(ctx, name)
 		results = append(results, r)
 		writeResultText(b.text, r)
 		if err != nil {
@@ -139,20 +162,11 @@ func newBench(opts Options, out io.Writer) (*bench, error) {
 	b.pkWidth = max(4, len(strconv.Itoa(max(opts.Partitions, 1)-1)))
 	b.payload = makePayload(opts.EntitySize)
 
-	b.hc = &http.Client{
-		Timeout: httpTimeout,
-		Transport: &http.Transport{
-			Proxy:       http.ProxyFromEnvironment,
-			DialContext: (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			// One idle connection per worker plus headroom for setup calls
-			// and progress; MaxIdleConns 0 means no global cap.
-			MaxIdleConns:          0,
-			MaxIdleConnsPerHost:   opts.Workers + 8,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-			ForceAttemptHTTP2:     true,
-		},
+	b.hc = &http.Client{Timeout: httpTimeout, Transport: newTransport(opts.Workers, nil)}
+	measuredHC := b.hc
+	if opts.Floor {
+		b.rec = newRecorder()
+		measuredHC = &http.Client{Timeout: httpTimeout, Transport: recordingTransport{b.hc.Transport, b.rec}}
 	}
 	var perCall []policy.Policy
 	if opts.Consistency != "" {
@@ -161,12 +175,11 @@ func newBench(opts Options, out io.Writer) (*bench, error) {
 	mk := func(retry policy.RetryOptions, counted bool) (*aztables.Client, error) {
 		co := azcore.ClientOptions{Transport: b.hc, Retry: retry, PerCallPolicies: perCall}
 		if counted {
+			co.Transport = measuredHC
 			co.PerCallPolicies = append(slices.Clip(perCall), callCounter{b.pipeline})
 			co.PerRetryPolicies = []policy.Policy{tryCounter{b.pipeline}}
 		}
-		svc, err := aztables.NewServiceClientFromConnectionString(opts.ConnectionString, &aztables.ClientOptions{
-			ClientOptions: co,
-		})
+		svc, err := sdkServiceClient(opts.ConnectionString, &aztables.ClientOptions{ClientOptions: co})
 		if err != nil {
 			// The SDK's message can echo the string; keep keys out of output.
 			return nil, errors.New("bench: invalid connection string: want AccountName plus AccountKey or SharedAccessSignature")
@@ -188,7 +201,93 @@ func newBench(opts Options, out io.Writer) (*bench, error) {
 	if b.setupTable, err = mk(policy.RetryOptions{MaxRetries: 3, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 5 * time.Second}, false); err != nil {
 		return nil, err
 	}
+	if opts.Client == ClientRaw {
+		if b.rawEP, err = newRawEndpoint(opts.ConnectionString, b.opts.Table, nil); err != nil {
+			return nil, errors.New("bench: invalid connection string: want AccountName plus AccountKey or SharedAccessSignature")
+		}
+		b.rawEP.rec = b.rec
+	}
 	return b, nil
+}
+
+// sdkServiceClient is aztables.NewServiceClientFromConnectionString, except that a SAS
+// with a TableEndpoint goes to that endpoint: the SDK sends SAS connection strings to
+// https://<account>.table.core.windows.net whatever TableEndpoint says, which would put a
+// local server (Cerulean, Azurite) out of reach with a SAS.
+func sdkServiceClient(cs string, o *aztables.ClientOptions) (*aztables.ServiceClient, error) {
+	f, err := client.ParseConnectionString(cs)
+	if err != nil {
+		return nil, err
+	}
+	if sas, ep := f["sharedaccesssignature"], f["tableendpoint"]; sas != "" && ep != "" {
+		return aztables.NewServiceClientWithNoCredential(strings.TrimSuffix(ep, "/")+"/?"+strings.TrimPrefix(sas, "?"), o)
+	}
+	return aztables.NewServiceClientFromConnectionString(cs, o)
+}
+
+// newTransport is the SDK clients' HTTP transport: one idle connection per worker plus
+// headroom for setup calls (MaxIdleConns 0: no global cap); the default of two idle
+// connections would make most requests open a fresh connection and measure TCP setup
+// instead of the server.
+func newTransport(workers int, tlsConf *tls.Config) *http.Transport {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   workers + 8,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     true,
+		TLSClientConfig:       tlsConf,
+	}
+}
+
+// startFloor starts the floor (floor.go) and the clients that reach it: the same kind of
+// client as the measured one, with the same account, workers and connections.
+func (b *bench) startFloor() error {
+	u, err := url.Parse(b.endpoint)
+	if err != nil {
+		return fmt.Errorf("bench: floor: endpoint: %w", err)
+	}
+	f, err := startFloor(b.rec, u.Scheme == "https", strings.TrimSuffix(u.EscapedPath(), "/"))
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	cs, err := f.connectionString(b.opts.ConnectionString)
+	if err == nil {
+		if b.opts.Client == ClientRaw {
+			b.floorRawEP, err = newRawEndpoint(cs, b.opts.Table, f.clientTLS)
+		} else {
+			b.floorHC = &http.Client{Timeout: httpTimeout, Transport: newTransport(b.opts.Workers, f.clientTLS)}
+			var svc *aztables.ServiceClient
+			svc, err = sdkServiceClient(cs, &aztables.ClientOptions{ClientOptions: azcore.ClientOptions{
+				Transport: b.floorHC, Retry: policy.RetryOptions{MaxRetries: -1}}})
+			if err == nil {
+				b.floorTable = svc.NewClient(b.opts.Table)
+			}
+		}
+	}
+	if err != nil {
+		f.close()
+		return errors.New("bench: floor: cannot point the connection string at the floor")
+	}
+	b.floor = f
+	return nil
+}
+
+// newTarget returns a target for one worker: the measured client kind, aimed at the server
+// or, while b.onFloor, at the floor.
+func (b *bench) newTarget() target {
+	switch {
+	case b.opts.Client == ClientRaw && b.onFloor:
+		return newRawTarget(b.floorRawEP)
+	case b.opts.Client == ClientRaw:
+		return newRawTarget(b.rawEP)
+	case b.onFloor:
+		return sdkTarget{b.floorTable}
+	}
+	return sdkTarget{b.table}
 }
 
 // createTable creates the table, reporting whether this run created it. A
@@ -432,6 +531,7 @@ func (s *stats) errNote() string {
 // worker is one load-generating goroutine's state.
 type worker struct {
 	id       int
+	t        target // how this worker reaches the endpoint
 	rng      *rand.Rand
 	seq      int64
 	buf      []byte
@@ -465,14 +565,34 @@ func (b *bench) drive(ctx context.Context, label string, nParts int, op opFunc) 
 	deadline := start.Add(b.opts.Duration)
 	seed := rand.Uint64()
 	workers := make([]*worker, b.opts.Workers)
+	// With a rate (paced rounds), each worker sends every interval, the workers evenly
+	// staggered, and a latency is measured from when its request was due, not from when
+	// it went out: a server that stalls is charged for the requests queued behind the
+	// stall (no coordinated omission).
+	var interval time.Duration
+	if b.rate > 0 {
+		interval = time.Duration(float64(time.Second) * float64(len(workers)) / b.rate)
+	}
 	var wg sync.WaitGroup
 	for i := range workers {
 		w := &worker{id: i, rng: rand.New(rand.NewPCG(seed, uint64(i))), deadline: deadline}
 		w.perPart = make([]int64, nParts)
+		w.t = b.newTarget()
 		workers[i] = w
+		due := start.Add(interval * time.Duration(i) / time.Duration(len(workers)))
 		wg.Go(func() {
+			defer w.t.close()
 			for !w.stopping() && ctx.Err() == nil {
 				t0 := time.Now()
+				if interval > 0 {
+					if wait := due.Sub(t0); wait > 0 {
+						time.Sleep(wait)
+					}
+					t0, due = due, due.Add(interval)
+					if w.stopping() {
+						return
+					}
+				}
 				n, part, err := op(ctx, w)
 				d := time.Since(t0)
 				if ctx.Err() != nil {
@@ -561,15 +681,15 @@ func (e *shortScanError) Error() string {
 
 // errKind classifies an error for the per-kind breakdown in Notes.
 func errKind(err error) string {
-	var re *azcore.ResponseError
 	var se *shortScanError
 	var ne net.Error
+	status, code, isAnswer := statusOf(err)
 	switch {
-	case errors.As(err, &re):
-		if re.ErrorCode != "" {
-			return strconv.Itoa(re.StatusCode) + " " + re.ErrorCode
+	case isAnswer:
+		if code != "" {
+			return strconv.Itoa(status) + " " + code
 		}
-		return strconv.Itoa(re.StatusCode)
+		return strconv.Itoa(status)
 	case errors.As(err, &se):
 		return "incomplete scan"
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
@@ -581,8 +701,8 @@ func errKind(err error) string {
 
 // isStatus reports whether err is a service response with the given status.
 func isStatus(err error, status int) bool {
-	var re *azcore.ResponseError
-	return errors.As(err, &re) && re.StatusCode == status
+	got, _, ok := statusOf(err)
+	return ok && got == status
 }
 
 // summarize renders err on one line. azcore's ResponseError text spans many

@@ -284,10 +284,21 @@ func resultByName(t *testing.T, rs []Result, name string) Result {
 	return Result{}
 }
 
-func TestRunAgainstFake(t *testing.T) {
+// forClients runs test once per client kind (SDK and raw), as subtests.
+func forClients(t *testing.T, test func(t *testing.T, client string)) {
+	for _, c := range []string{ClientSDK, ClientRaw} {
+		t.Run(c, func(t *testing.T) { test(t, c) })
+	}
+}
+
+func TestRunAgainstFake(t *testing.T) { forClients(t, testRunAgainstFake) }
+
+func testRunAgainstFake(t *testing.T, client string) {
 	f, cs := newFake(t)
 	var out bytes.Buffer
-	rs, err := Run(context.Background(), quick(cs), &out)
+	o := quick(cs)
+	o.Client = client
+	rs, err := Run(context.Background(), o, &out)
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, out.String())
 	}
@@ -407,10 +418,13 @@ func TestRunHotPartitionJSONKeep(t *testing.T) {
 	}
 }
 
-func TestRunDetectsLostUpdates(t *testing.T) {
+func TestRunDetectsLostUpdates(t *testing.T) { forClients(t, testRunDetectsLostUpdates) }
+
+func testRunDetectsLostUpdates(t *testing.T, client string) {
 	f, cs := newFake(t)
 	f.loseEvery = 5 // acknowledge every 5th replace without applying it
 	o := quick(cs)
+	o.Client = client
 	o.Workloads = []string{"update"}
 	rs, err := Run(context.Background(), o, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "final counter") {
@@ -422,10 +436,13 @@ func TestRunDetectsLostUpdates(t *testing.T) {
 	}
 }
 
-func TestRunDetectsShortScans(t *testing.T) {
+func TestRunDetectsShortScans(t *testing.T) { forClients(t, testRunDetectsShortScans) }
+
+func testRunDetectsShortScans(t *testing.T, client string) {
 	f, cs := newFake(t)
 	f.dropLastPages = true
 	o := quick(cs)
+	o.Client = client
 	o.Workloads = []string{"query"}
 	rs, err := Run(context.Background(), o, &bytes.Buffer{})
 	if err != nil {
@@ -456,9 +473,12 @@ func TestRunPreloadFailure(t *testing.T) {
 	}
 }
 
-func TestRunCountsErrors(t *testing.T) {
+func TestRunCountsErrors(t *testing.T) { forClients(t, testRunCountsErrors) }
+
+func testRunCountsErrors(t *testing.T, client string) {
 	_, cs := newFake(t)
 	o := quick(cs)
+	o.Client = client
 	o.Workloads = []string{"read"}
 	o.Preload = 10
 	// Read keys that were never loaded: every GetEntity is a 404.

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ceruleandb/cerulean/auth"
 )
 
 // fakeTables is a minimal in-memory Azure Table endpoint: just enough of the
@@ -52,6 +54,8 @@ func newFake(t *testing.T) (*fakeTables, string) {
 	return f, cs
 }
 
+var fakeVerifier = auth.NewVerifier([]auth.Account{auth.DevAccount()}, nil)
+
 var (
 	entityPathRE = regexp.MustCompile(`^([A-Za-z0-9]+)\(PartitionKey='(.*)',RowKey='(.*)'\)$`)
 	pkFilterRE   = regexp.MustCompile(`^PartitionKey eq '(.*)'$`)
@@ -85,7 +89,10 @@ func (e *fakeEntity) render() map[string]any {
 }
 
 func (f *fakeTables) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !strings.HasPrefix(r.Header.Get("Authorization"), "SharedKeyLite devstoreaccount1:") {
+	// Both clients sign with SharedKeyLite, as the Go SDK does; the server's own verifier
+	// checks the signature.
+	if !strings.HasPrefix(r.Header.Get("Authorization"), "SharedKeyLite devstoreaccount1:") ||
+		fakeVerifier.Authenticate(r, "devstoreaccount1") != nil {
 		fakeError(w, http.StatusForbidden, "AuthenticationFailed")
 		return
 	}

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/ceruleandb/cerulean/client"
 )
 
@@ -53,7 +53,7 @@ func (b *bench) bulkOps() int {
 // loadKey is the partition key and row key of load entity j.
 func (b *bench) loadKey(j int, prefix string) (string, string) {
 	p := (j / b.loadUnit()) % b.partitions()
-	return b.pk(prefix, p), b.runID + "-" + fmt.Sprintf("%09d", j)
+	return b.pk(prefix, p), b.runID + "-" + strconv.Itoa(b.round) + "-" + fmt.Sprintf("%09d", j)
 }
 
 // itemError is the failure of one operation of a bulk request.
@@ -77,9 +77,10 @@ func (b *bench) load(ctx context.Context, label string, workers, count int, send
 	ws := make([]*worker, workers)
 	var wg sync.WaitGroup
 	for i := range ws {
-		w := &worker{id: i, seq: seed}
+		w := &worker{id: i, seq: seed, t: b.newTarget()}
 		ws[i] = w
 		wg.Go(func() {
+			defer w.t.close()
 			for ctx.Err() == nil {
 				first := int(next.Add(int64(count))) - count
 				if first >= total {
@@ -131,8 +132,7 @@ func (e *itemErrors) Error() string { return fmt.Sprintf("%d bulk items failed",
 // insert transactions. An untimed probe batch goes first, as in runBatch.
 func (b *bench) runBatchLoad(ctx context.Context) Result {
 	size := b.loadUnit()
-	probe := &worker{id: b.opts.Workers}
-	if _, err := b.table.SubmitTransaction(ctx, b.batchActions(probe, 0), nil); err != nil {
+	if err := b.probeBatch(ctx); err != nil {
 		return Result{Workload: WorkloadBatchLoad, PartitionTarget: PartitionTarget,
 			Notes: "skipped: the server rejected the first batch: " + summarize(err)}
 	}
@@ -140,15 +140,14 @@ func (b *bench) runBatchLoad(ctx context.Context) Result {
 		if len(w.bufs) < n {
 			w.bufs = make([][]byte, n)
 		}
-		actions := make([]aztables.TransactionAction, 0, n)
+		var pk string
 		for j := first; j < first+n; j++ {
-			pk, rk := b.loadKey(j, prefixLoadBatch) // one partition: the calls are whole units
+			var rk string
+			pk, rk = b.loadKey(j, prefixLoadBatch) // one partition: the calls are whole units
 			i := j - first
 			w.bufs[i] = b.appendEntity(w.bufs[i][:0], pk, rk, w.id, int64(j))
-			actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: w.bufs[i]})
 		}
-		_, err := b.table.SubmitTransaction(ctx, actions, nil)
-		return err
+		return w.t.batch(ctx, pk, w.bufs[:n])
 	})
 	return b.result(WorkloadBatchLoad, st, secs, nil,
 		fmt.Sprintf("%s entities in batches of %d, %d workers", commas(float64(b.opts.Load)), size, b.opts.Workers))

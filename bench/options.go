@@ -147,6 +147,24 @@ type Options struct {
 	// retried rather than counted as errors. Either way each Result counts the
 	// 503 ServerBusy answers and the retries the SDK's pipeline saw.
 	Retry bool
+	// Client is how the measured requests are sent: ClientSDK (the default; the official Go
+	// SDK, what an application sees) or ClientRaw (the bench's light HTTP/1.1 client, so
+	// that on a machine shared with the server the server's capacity shows).
+	Client string
+	// Floor also runs every workload against the floor — an in-process server replaying
+	// the measured server's answers without doing any work (floor.go) — with the same
+	// client, and reports each workload's ratio to it. bulkload has no floor.
+	Floor bool
+	// Rounds runs each workload this many times (default 1) and reports the median round
+	// (by entities/s), with P50 and P99 the medians over rounds; with Floor the floor runs
+	// after each round of the server.
+	Rounds int
+	// LatencyAt, when in (0, 1], runs one more round of each workload but the loads paced
+	// at this fraction of the measured (median) rate, and reports that round's latencies:
+	// latency at a given load, e.g. 0.5 for half of the maximum rate. Latencies of paced
+	// rounds are measured from when each request was due, so queueing behind a stall
+	// counts. The load workloads are not paced.
+	LatencyAt float64
 	// Progress, when non-nil, receives a carriage-return-updated progress
 	// line once a second (e.g. os.Stderr). It is never written to out.
 	Progress io.Writer
@@ -180,6 +198,12 @@ func (o Options) normalize() (Options, error) {
 	if o.Load == 0 {
 		o.Load = DefaultLoad
 	}
+	if o.Client == "" {
+		o.Client = ClientSDK
+	}
+	if o.Rounds == 0 {
+		o.Rounds = 1
+	}
 	switch {
 	case o.Workers < 0:
 		return o, fmt.Errorf("bench: workers must be positive, got %d", o.Workers)
@@ -193,6 +217,12 @@ func (o Options) normalize() (Options, error) {
 		return o, fmt.Errorf("bench: partitions must be positive, got %d", o.Partitions)
 	case o.Load < 0:
 		return o, fmt.Errorf("bench: load must be positive, got %d", o.Load)
+	case o.Client != ClientSDK && o.Client != ClientRaw:
+		return o, fmt.Errorf("bench: client %q: want %s or %s", o.Client, ClientSDK, ClientRaw)
+	case o.Rounds < 0:
+		return o, fmt.Errorf("bench: rounds must be positive, got %d", o.Rounds)
+	case o.LatencyAt < 0 || o.LatencyAt > 1:
+		return o, fmt.Errorf("bench: latency-at must be a fraction of the measured rate in (0, 1], got %g", o.LatencyAt)
 	case o.Table != "" && !tableNameRE.MatchString(o.Table):
 		return o, fmt.Errorf("bench: invalid table name %q: want 3-63 letters and digits starting with a letter", o.Table)
 	}
@@ -283,6 +313,10 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	fs.BoolVar(&o.Keep, "keep", false, "keep the table at the end")
 	fs.StringVar(&o.Consistency, "consistency", "", "send x-ms-consistency-level `LEVEL` on every read (Strong, BoundedStaleness, Session, ConsistentPrefix, Eventual), e.g. to measure reads served by Cerulean's read replicas; default none (the server's default)")
 	fs.BoolVar(&o.Retry, "retry", false, "give the measured requests the SDK's default retry policy (3 retries, back-off from 800ms), as an application has; throttled (503) answers and retries are reported either way")
+	fs.StringVar(&o.Client, "client", ClientSDK, "how requests are sent: sdk (the official Go SDK, what applications see) or raw (the bench's light keep-alive HTTP client, SharedKeyLite or SAS signing, so the server's own capacity shows on a shared machine)")
+	fs.BoolVar(&o.Floor, "floor", false, "also run each workload against an in-process server that replays the measured server's answers without doing any work (the machine's HTTP floor) and print the ratio to it")
+	fs.IntVar(&o.Rounds, "rounds", 1, "run each workload this many times and report the median round")
+	fs.Float64Var(&o.LatencyAt, "latency-at", 0, "after the rounds, run each workload once more paced at this `fraction` of its measured rate (e.g. 0.5) and report that round's latencies")
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON document with the options and all results")
 	if err := fs.Parse(args); err != nil {
 		return Options{}, err
@@ -301,7 +335,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	}{
 		{"workers", int64(o.Workers)}, {"duration", int64(o.Duration)},
 		{"entity-size", int64(o.EntitySize)}, {"preload", int64(o.Preload)},
-		{"partitions", int64(o.Partitions)}, {"load", int64(o.Load)},
+		{"partitions", int64(o.Partitions)}, {"load", int64(o.Load)}, {"rounds", int64(o.Rounds)},
 	} {
 		if c.v <= 0 {
 			return Options{}, fmt.Errorf("bench: --%s must be positive", c.name)

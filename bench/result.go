@@ -43,9 +43,43 @@ type Result struct {
 	// (zero without Options.Retry).
 	Throttled int64 `json:"throttled"`
 	Retries   int64 `json:"retries"`
+	// RoundsPerSec is entities/s of every round when Options.Rounds > 1. The Result is then
+	// the median round's (by entities/s), except that P50 and P99 are the medians over the
+	// rounds and Errors their sum.
+	RoundsPerSec []float64 `json:"rounds_entities_per_sec,omitempty"`
+	// FloorPerSec is the floor's (median) entities/s for the same workload and client
+	// (Options.Floor), and FloorRatio is EntitiesPerSec / FloorPerSec.
+	FloorPerSec float64 `json:"floor_entities_per_sec,omitempty"`
+	FloorRatio  float64 `json:"floor_ratio,omitempty"`
+	// Paced is the round paced at Options.LatencyAt of the measured rate.
+	Paced *Paced `json:"paced,omitempty"`
 	// Notes carries workload-specific findings: the update workload's
 	// counter check, a skipped batch workload's reason, error breakdowns.
 	Notes string `json:"notes,omitempty"`
+}
+
+// Paced is a round run at a fixed rate below the maximum.
+type Paced struct {
+	// Fraction is Options.LatencyAt; TargetOpsPerSec the rate asked for (Fraction × the
+	// measured ops/s) and OpsPerSec the rate achieved.
+	Fraction        float64 `json:"fraction"`
+	TargetOpsPerSec float64 `json:"target_ops_per_sec"`
+	OpsPerSec       float64 `json:"ops_per_sec"`
+	// P50 and P99 are latencies measured from when each request was due (JSON: p50_ms and
+	// p99_ms).
+	P50    time.Duration `json:"-"`
+	P99    time.Duration `json:"-"`
+	Errors int64         `json:"errors"`
+}
+
+// MarshalJSON renders P50 and P99 as fractional milliseconds.
+func (p Paced) MarshalJSON() ([]byte, error) {
+	type plain Paced
+	return json.Marshal(struct {
+		plain
+		P50 float64 `json:"p50_ms"`
+		P99 float64 `json:"p99_ms"`
+	}{plain(p), ms(p.P50), ms(p.P99)})
 }
 
 // OpsPerSec is Ops / Seconds (0 for a workload that did not run).
@@ -107,6 +141,20 @@ func writeResultText(w io.Writer, r Result) {
 		r.Workload, commas(r.EntitiesPerSec), commas(r.OpsPerSec()),
 		fmtLatency(r.P50), fmtLatency(r.P99), commas(float64(r.Errors)),
 		commas(float64(r.Entities)), r.Seconds)
+	if len(r.RoundsPerSec) > 1 {
+		rounds := make([]string, len(r.RoundsPerSec))
+		for i, v := range r.RoundsPerSec {
+			rounds[i] = commas(v)
+		}
+		fmt.Fprintf(w, "%smedian of %d rounds: %s entities/s\n", indent, len(rounds), strings.Join(rounds, ", "))
+	}
+	if r.FloorPerSec > 0 {
+		fmt.Fprintf(w, "%sfloor %s entities/s: server/floor = %.2f\n", indent, commas(r.FloorPerSec), r.FloorRatio)
+	}
+	if p := r.Paced; p != nil {
+		fmt.Fprintf(w, "%spaced at %.0f%%: %s ops/s (asked %s), p50 %s, p99 %s, %s errors\n", indent, 100*p.Fraction,
+			commas(p.OpsPerSec), commas(p.TargetOpsPerSec), fmtLatency(p.P50), fmtLatency(p.P99), commas(float64(p.Errors)))
+	}
 	if r.Throttled > 0 || r.Retries > 0 {
 		fmt.Fprintf(w, "%sthrottled: %s answers 503 ServerBusy, %s retries\n", indent, commas(float64(r.Throttled)), commas(float64(r.Retries)))
 	}

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 )
 
@@ -79,10 +78,10 @@ func (w *worker) pick(n int) int {
 	return w.rng.IntN(n)
 }
 
-// rowKey returns a row key unique across workers and runs.
+// rowKey returns a row key unique across workers, rounds and runs.
 func (b *bench) rowKey(w *worker) string {
 	w.seq++
-	return b.runID + "-" + strconv.Itoa(w.id) + "-" + strconv.FormatInt(w.seq, 10)
+	return b.runID + "-" + strconv.Itoa(b.round) + "-" + strconv.Itoa(w.id) + "-" + strconv.FormatInt(w.seq, 10)
 }
 
 func (b *bench) runInsert(ctx context.Context) Result {
@@ -91,8 +90,7 @@ func (b *bench) runInsert(ctx context.Context) Result {
 		p := w.pick(parts)
 		rk := b.rowKey(w)
 		w.buf = b.appendEntity(w.buf[:0], b.pk(prefixInsert, p), rk, w.id, w.seq)
-		_, err := b.table.AddEntity(ctx, w.buf, nil)
-		return 1, p, err
+		return 1, p, w.t.insert(ctx, w.buf)
 	})
 	return b.result(WorkloadInsert, st, secs, func(i int) string { return b.pk(prefixInsert, i) })
 }
@@ -168,7 +166,7 @@ func (b *bench) runRead(ctx context.Context) Result {
 	st, secs := b.drive(ctx, WorkloadRead, b.preloadParts, func(ctx context.Context, w *worker) (int, int, error) {
 		i := w.rng.IntN(b.opts.Preload)
 		p := i % b.preloadParts
-		_, err := b.table.GetEntity(ctx, b.pk(prefixPreload, p), preloadRowKey(i), nil)
+		_, _, err := w.t.get(ctx, b.pk(prefixPreload, p), preloadRowKey(i))
 		return 1, p, err
 	})
 	return b.result(WorkloadRead, st, secs, func(i int) string { return b.pk(prefixPreload, i) })
@@ -178,19 +176,14 @@ func (b *bench) runQuery(ctx context.Context) Result {
 	st, secs := b.drive(ctx, WorkloadQuery, b.preloadParts, func(ctx context.Context, w *worker) (int, int, error) {
 		p := w.pick(b.preloadParts)
 		pk := b.pk(prefixPreload, p)
-		filter := "PartitionKey eq '" + pk + "'"
-		pager := b.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
-		n := 0
-		for pager.More() {
-			page, err := pager.NextPage(ctx)
-			if err != nil {
-				return 0, p, err
-			}
-			n += len(page.Entities)
+		n, err := w.t.query(ctx, "PartitionKey eq '"+pk+"'")
+		if err != nil {
+			return 0, p, err
 		}
 		// More is fine (a reused table may hold rows from earlier runs);
-		// fewer means lost rows or a broken continuation.
-		if want := b.preloadCount(p); n < want {
+		// fewer means lost rows or a broken continuation. The floor
+		// answers every partition with one recorded page: not checked.
+		if want := b.preloadCount(p); n < want && !b.onFloor {
 			return 0, p, &shortScanError{pk: pk, got: n, want: want}
 		}
 		return n, p, nil
@@ -206,20 +199,22 @@ func (b *bench) runQuery(ctx context.Context) Result {
 // also counted); a smaller one means a lost update. Either is reported as an
 // error of Run.
 func (b *bench) runUpdate(ctx context.Context) (Result, error) {
-	rk := b.runID
+	rk := b.runID + "-" + randomID(4) // a counter of its own per round
 	body := fmt.Appendf(nil, `{"PartitionKey":%q,"RowKey":%q,"Count":0}`, counterPK, rk)
-	if _, err := b.setupTable.UpsertEntity(ctx, body, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace}); err != nil {
+	if b.onFloor {
+		// The floor replays the server's answers; there is no counter to create or check.
+	} else if _, err := b.setupTable.UpsertEntity(ctx, body, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace}); err != nil {
 		err = fmt.Errorf("bench: creating the update counter: %s", summarize(err))
 		return Result{Workload: WorkloadUpdate, PartitionTarget: PartitionTarget, Notes: "not run: " + err.Error()}, err
 	}
 	st, secs := b.drive(ctx, WorkloadUpdate, 1, func(ctx context.Context, w *worker) (int, int, error) {
 		for {
-			n, etag, err := readCounter(ctx, b.table, rk)
+			n, etag, err := readCounter(ctx, w.t, rk)
 			if err != nil {
 				return 0, 0, err
 			}
 			w.buf = fmt.Appendf(w.buf[:0], `{"PartitionKey":%q,"RowKey":%q,"Count":%d}`, counterPK, rk, n+1)
-			_, err = b.table.UpdateEntity(ctx, w.buf, &aztables.UpdateEntityOptions{IfMatch: &etag, UpdateMode: aztables.UpdateModeReplace})
+			err = w.t.replace(ctx, counterPK, rk, w.buf, etag)
 			if err == nil {
 				return 1, 0, nil
 			}
@@ -234,8 +229,8 @@ func (b *bench) runUpdate(ctx context.Context) (Result, error) {
 	})
 	notes := []string{fmt.Sprintf("%s If-Match conflicts (412) retried", commas(float64(st.conflicts)))}
 	var checkErr error
-	if ctx.Err() == nil {
-		final, _, err := readCounter(ctx, b.setupTable, rk)
+	if ctx.Err() == nil && !b.onFloor {
+		final, _, err := readCounter(ctx, sdkTarget{b.setupTable}, rk)
 		switch {
 		case err != nil:
 			checkErr = fmt.Errorf("bench: update: reading the final counter: %s", summarize(err))
@@ -255,22 +250,22 @@ func (b *bench) runUpdate(ctx context.Context) (Result, error) {
 }
 
 // readCounter returns the update workload's counter value and ETag.
-func readCounter(ctx context.Context, c *aztables.Client, rk string) (int64, azcore.ETag, error) {
-	g, err := c.GetEntity(ctx, counterPK, rk, nil)
+func readCounter(ctx context.Context, t target, rk string) (int64, string, error) {
+	value, etag, err := t.get(ctx, counterPK, rk)
 	if err != nil {
 		return 0, "", err
 	}
 	var v struct{ Count *int64 }
-	if err := json.Unmarshal(g.Value, &v); err != nil {
+	if err := json.Unmarshal(value, &v); err != nil {
 		return 0, "", fmt.Errorf("counter entity: %w", err)
 	}
 	if v.Count == nil {
 		return 0, "", errors.New("counter entity has no Count property")
 	}
-	if g.ETag == "" {
+	if etag == "" {
 		return 0, "", errors.New("GetEntity response carried no ETag")
 	}
-	return *v.Count, g.ETag, nil
+	return *v.Count, etag, nil
 }
 
 // batchSize is how many entities go into one transaction: 100 (Azure's
@@ -280,19 +275,31 @@ func (b *bench) batchSize() int {
 	return max(1, min(maxBatchEntities, maxBatchBytes/perEntity))
 }
 
-// batchActions builds one insert transaction for partition p.
-func (b *bench) batchActions(w *worker, p int) []aztables.TransactionAction {
+// batchEntities builds the entities of one insert transaction for partition p, in w's
+// reused buffers.
+func (b *bench) batchEntities(w *worker, p int) (string, [][]byte) {
 	n := b.batchSize()
 	if len(w.bufs) < n {
 		w.bufs = make([][]byte, n)
 	}
 	pk := b.pk(prefixBatch, p)
-	actions := make([]aztables.TransactionAction, n)
-	for i := range actions {
+	for i := range n {
 		w.bufs[i] = b.appendEntity(w.bufs[i][:0], pk, b.rowKey(w), w.id, w.seq)
-		actions[i] = aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: w.bufs[i]}
 	}
-	return actions
+	return pk, w.bufs[:n]
+}
+
+// probeBatch sends one untimed batch through a target of its own: whether the server
+// takes batches at all. The floor is not probed (it answers what the server answered).
+func (b *bench) probeBatch(ctx context.Context) error {
+	if b.onFloor {
+		return nil
+	}
+	t := b.newTarget()
+	defer t.close()
+	probe := &worker{id: b.opts.Workers} // distinct id: keys never collide with the workers'
+	pk, entities := b.batchEntities(probe, 0)
+	return t.batch(ctx, pk, entities)
 }
 
 // runBatch measures entity-group transactions. One untimed probe batch goes
@@ -301,16 +308,15 @@ func (b *bench) batchActions(w *worker, p int) []aztables.TransactionAction {
 // optional capability for some servers.
 func (b *bench) runBatch(ctx context.Context) Result {
 	parts := b.partitions()
-	probe := &worker{id: b.opts.Workers} // distinct id: keys never collide with the workers'
-	if _, err := b.table.SubmitTransaction(ctx, b.batchActions(probe, 0), nil); err != nil {
+	if err := b.probeBatch(ctx); err != nil {
 		return Result{Workload: WorkloadBatch, PartitionTarget: PartitionTarget,
 			Notes: "skipped: the server rejected the first batch: " + summarize(err)}
 	}
 	size := b.batchSize()
 	st, secs := b.drive(ctx, WorkloadBatch, parts, func(ctx context.Context, w *worker) (int, int, error) {
 		p := w.pick(parts)
-		_, err := b.table.SubmitTransaction(ctx, b.batchActions(w, p), nil)
-		return size, p, err
+		pk, entities := b.batchEntities(w, p)
+		return size, p, w.t.batch(ctx, pk, entities)
 	})
 	var note string
 	if size < maxBatchEntities {

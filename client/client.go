@@ -45,6 +45,16 @@ func New(endpoint, account, key string) (*Client, error) {
 	return &Client{Endpoint: strings.TrimSuffix(endpoint, "/"), Account: account, key: k, HTTP: http.DefaultClient}, nil
 }
 
+// Credentials returns what the client authenticates with: the decoded account key, or,
+// for a client without one, the shared access signature's query (encoded, without '?').
+// It is for callers that sign requests themselves, such as the bench's raw HTTP client.
+func (c *Client) Credentials() (key []byte, sas string) {
+	if c.key != nil {
+		return c.key, ""
+	}
+	return nil, c.sas.Encode()
+}
+
 // Do sends a signed request for path (relative to the endpoint, e.g. "mytable" or
 // "Tables('mytable')") with the query and headers given, and returns the response; the
 // caller closes its body. A non-nil body is sent as application/json unless header sets

@@ -1,0 +1,121 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// runRounds runs workload name Options.Rounds times against the server — each round, with
+// Options.Floor, followed by the same round against the floor — and then, with
+// Options.LatencyAt, once more paced at that fraction of the median rate. It returns the
+// median round's Result carrying the figures across rounds (see Result.RoundsPerSec).
+// Alternating server and floor rounds lets both see the same drift of a shared machine.
+func (b *bench) runRounds(ctx context.Context, name string) (Result, error) {
+	var runs []Result
+	var floors []float64
+	var errs []error
+	var floorNote string
+	for round := range b.opts.Rounds {
+		if ctx.Err() != nil {
+			break
+		}
+		r, err := b.runOnce(ctx, name, false, 0)
+		runs = append(runs, r)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if b.opts.Floor && name != WorkloadBulkLoad && r.Ops > 0 && ctx.Err() == nil {
+			f, _ := b.runOnce(ctx, name, true, 0)
+			floors = append(floors, f.EntitiesPerSec)
+			if f.Errors > 0 && floorNote == "" {
+				floorNote = "floor " + f.Notes
+			}
+		}
+		if b.opts.Rounds > 1 {
+			fmt.Fprintf(b.text, "%-9s round %d/%d: %s entities/s\n", name, round+1, b.opts.Rounds, commas(r.EntitiesPerSec))
+		}
+	}
+	if len(runs) == 0 {
+		return Result{Workload: name, PartitionTarget: PartitionTarget, Notes: "not run: " + context.Cause(ctx).Error()}, ctx.Err()
+	}
+	res := median(runs)
+	if len(floors) > 0 {
+		slices.Sort(floors)
+		res.FloorPerSec = floors[len(floors)/2]
+		if res.FloorPerSec > 0 {
+			res.FloorRatio = res.EntitiesPerSec / res.FloorPerSec
+		}
+		if floorNote != "" {
+			res.Notes = joinNotes(res.Notes, floorNote)
+		}
+	}
+	if f := b.opts.LatencyAt; f > 0 && paceable(name) && res.OpsPerSec() > 0 && ctx.Err() == nil {
+		rate := f * res.OpsPerSec()
+		p, err := b.runOnce(ctx, name, false, rate)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		res.Paced = &Paced{Fraction: f, TargetOpsPerSec: rate, OpsPerSec: p.OpsPerSec(), P50: p.P50, P99: p.P99, Errors: p.Errors}
+	}
+	return res, errors.Join(errs...)
+}
+
+// runOnce runs one round of a workload, against the floor if onFloor, paced at rate ops/s
+// if rate > 0.
+func (b *bench) runOnce(ctx context.Context, name string, onFloor bool, rate float64) (Result, error) {
+	b.onFloor, b.rate = onFloor, rate
+	b.round++
+	defer func() { b.onFloor, b.rate = false, 0 }()
+	if b.rec != nil {
+		b.rec.setWorkload(name)
+	}
+	b.pipeline.take()
+	r, err := b.runWorkload(ctx, name)
+	r.Throttled, r.Retries = b.pipeline.take()
+	return r, err
+}
+
+// paceable reports whether a workload runs for a duration (drive) and so can be paced; the
+// load workloads time a fixed amount of work instead.
+func paceable(name string) bool { return name != WorkloadBatchLoad && name != WorkloadBulkLoad }
+
+// median returns the round with the median entities/s (the lower middle of an even
+// count), with P50 and P99 replaced by their medians over the rounds and Errors by the sum.
+func median(runs []Result) Result {
+	if len(runs) == 1 {
+		return runs[0]
+	}
+	byRate := slices.Clone(runs)
+	slices.SortStableFunc(byRate, func(a, b Result) int {
+		switch {
+		case a.EntitiesPerSec < b.EntitiesPerSec:
+			return -1
+		case a.EntitiesPerSec > b.EntitiesPerSec:
+			return 1
+		}
+		return 0
+	})
+	res := byRate[(len(byRate)-1)/2]
+	var p50s, p99s []time.Duration
+	var errs int64
+	res.RoundsPerSec = nil
+	for _, r := range runs {
+		p50s, p99s = append(p50s, r.P50), append(p99s, r.P99)
+		errs += r.Errors
+		res.RoundsPerSec = append(res.RoundsPerSec, r.EntitiesPerSec)
+	}
+	slices.Sort(p50s)
+	slices.Sort(p99s)
+	res.P50, res.P99, res.Errors = p50s[(len(p50s)-1)/2], p99s[(len(p99s)-1)/2], errs
+	return res
+}
+
+func joinNotes(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
