@@ -4,10 +4,21 @@
 // guide prescribes — create a test table, load it, drive peak load (at one
 // partition with HotPartition), and compare the result with the target —
 // against any endpoint that speaks the Azure Table REST API: Cerulean,
-// Azurite, or real Azure. It deliberately talks through the official Go SDK
+// Azurite, or real Azure. By default it talks through the official Go SDK
 // (aztables) rather than hand-built requests, so the numbers are what an
 // ordinary application would see, including the SDK's own client-side cost,
 // and so a server that only works for the bench's own requests cannot pass.
+//
+// On a machine the server shares, the SDK's cost hides the server's: the Go
+// SDK spends more CPU per request than Cerulean does. Options.Client
+// ClientRaw sends the same requests (same URLs, headers, JSON and $batch
+// layout) with the bench's own HTTP/1.1 client (raw.go), which costs a
+// fraction of that. Options.Floor measures what the machine's HTTP stack
+// allows at all: each workload runs again against an in-process server that
+// replays the measured server's answers without doing any work (floor.go),
+// and each result carries its ratio to that floor. Options.Rounds repeats
+// each workload and reports the median; Options.LatencyAt adds a round paced
+// at a fraction of the measured rate, for latency at a given load.
 //
 // Each workload runs for Options.Duration with Options.Workers goroutines
 // (scan: at most 4), each with one request in flight:

@@ -349,7 +349,8 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 func writeUsage(fs *flag.FlagSet) {
 	w := fs.Output()
 	fmt.Fprint(w, "Usage: cerulean bench [flags]\n\n"+
-		"Load-tests an Azure Table endpoint (Cerulean, Azurite, Azure) through the official Go SDK.\n\n"+
+		"Load-tests an Azure Table endpoint (Cerulean, Azurite, Azure) through the official Go SDK\n"+
+		"(--client raw: the bench's own light HTTP client; --floor: also against a do-nothing server).\n\n"+
 		"Workloads, run in this order:\n")
 	for _, name := range AllWorkloads {
 		fmt.Fprintf(w, "  %-9s", name)
