@@ -1,15 +1,20 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ceruleandb/cerulean/auth"
+	"github.com/ceruleandb/cerulean/edmjson"
 	"github.com/ceruleandb/cerulean/entity"
 	"github.com/ceruleandb/cerulean/storage/pebble"
 )
@@ -91,4 +96,111 @@ func BenchmarkPartitionQuery(b *testing.B) {
 	srv := benchServer(b)
 	f := url.QueryEscape("PartitionKey eq 'p'")
 	benchServe(b, srv, benchRequest(b, "/devstoreaccount1/bench()?$filter="+f))
+}
+
+// benchEntityJSON is the entity `cerulean bench` writes: a 1 KiB alphanumeric payload and
+// one property of each common EDM type, in the JSON the Go SDK sends.
+func benchEntityJSON(pk, rk string, worker int, payload string) string {
+	return `{"PartitionKey":"` + pk + `","RowKey":"` + rk + `","Payload":"` + payload +
+		`","Worker":` + strconv.Itoa(worker) + `,"Seq@odata.type":"Edm.Int64","Seq":"` +
+		strconv.Itoa(1_000_000_000+worker) + `","Ratio":0.5,"Flag":true,` +
+		`"Created@odata.type":"Edm.DateTime","Created":"2026-11-24T21:00:00.1234567Z"}`
+}
+
+// benchPayload is n pseudo-random alphanumerics, the same for every run.
+func benchPayload(n int) string {
+	const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	x := uint32(2463534242)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = alnum[x%uint32(len(alnum))]
+	}
+	return string(b)
+}
+
+// BenchmarkPartitionQuery1KiB reads a whole partition of 200 bench-shaped entities
+// (~1 KiB each) as one page at minimal metadata: the query `cerulean bench` measures.
+func BenchmarkPartitionQuery1KiB(b *testing.B) {
+	srv, _ := pebbleServer(b, "bench")
+	payload := benchPayload(1024)
+	for i := 0; i < 200; i++ {
+		e, _, err := edmjson.DecodeEntity([]byte(benchEntityJSON("p", fmt.Sprintf("%06d", i), i, payload)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := srv.tables.InsertEntity(context.Background(), auth.DevAccount().Name, "bench", &e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	f := url.QueryEscape("PartitionKey eq 'p'")
+	r := benchRequest(b, "/devstoreaccount1/bench()?$filter="+f)
+	b.ReportAllocs()
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			b.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+	}
+	b.ReportMetric(float64(b.N)*200/b.Elapsed().Seconds(), "entities/s")
+}
+
+// batchTemplate is a 100-insert changeset framed byte for byte as the Go SDK's
+// SubmitTransaction frames it (see batch/testdata/go-aztables-1.4.1.http), and the offsets
+// of each RowKey's ten digits, to be overwritten with unique keys.
+func batchTemplate(n int, payload string) (contentType string, body []byte, rowKeyAt []int) {
+	const bb, cs = "batch_b6c1d2b7-4471-4036-51c4-b29901383310", "changeset_4a306c2c-2c8e-4582-559a-6b2c43af3e0f"
+	var buf bytes.Buffer
+	buf.WriteString("--" + bb + "\r\nContent-Type: multipart/mixed; boundary=" + cs + "\r\n\r\n")
+	for i := 0; i < n; i++ {
+		ent := benchEntityJSON("p", "r0000000000", i, payload)
+		buf.WriteString("--" + cs + "\r\nContent-Transfer-Encoding: binary\r\nContent-Type: application/http\r\n\r\n" +
+			"POST http://127.0.0.1:10002/devstoreaccount1/bench?%24format=application%2Fjson%3Bodata%3Dminimalmetadata HTTP/1.1\r\n" +
+			"Accept: application/json;odata=minimalmetadata\r\nContent-Length: " + strconv.Itoa(len(ent)) + "\r\n" +
+			"Content-Type: application/json\r\nDataServiceVersion: \r\nPrefer: return-no-content\r\nx-ms-version: \r\n\r\n")
+		rowKeyAt = append(rowKeyAt, buf.Len()+strings.Index(ent, "r0000000000")+1)
+		buf.WriteString(ent + "\r\n")
+	}
+	buf.WriteString("--" + cs + "--\r\n\r\n--" + bb + "--\r\n")
+	return "multipart/mixed; boundary=" + bb, buf.Bytes(), rowKeyAt
+}
+
+// BenchmarkBatch100 serves 100-insert transactions of bench-shaped entities (~1 KiB each)
+// through the whole handler: auth, multipart parsing, JSON decoding, validation, one
+// synced Pebble commit and the multipart response. Every iteration's keys are new.
+func BenchmarkBatch100(b *testing.B) {
+	srv, _ := pebbleServer(b, "bench")
+	ct, tmpl, at := batchTemplate(100, benchPayload(1024))
+	r := httptest.NewRequest(http.MethodPost, "/devstoreaccount1/$batch", nil)
+	r.Host = "127.0.0.1:10002"
+	r.Header.Set("Accept", "application/json;odata=minimalmetadata")
+	r.Header.Set("Content-Type", ct)
+	r.Header.Set("x-ms-version", "2019-02-02")
+	r.Header.Set("DataServiceVersion", "3.0")
+	acct := auth.DevAccount()
+	auth.SignRequest(r, auth.SchemeSharedKeyLite, acct.Name, acct.Keys[0], time.Now())
+	body := make([]byte, len(tmpl))
+	seq := 0
+	b.ReportAllocs()
+	b.SetBytes(int64(len(tmpl)))
+	for b.Loop() {
+		copy(body, tmpl)
+		for _, off := range at {
+			seq++
+			d := strconv.Itoa(seq)
+			copy(body[off+10-len(d):off+10], d)
+		}
+		rq := r.Clone(context.Background())
+		rq.Body = io.NopCloser(bytes.NewReader(body))
+		rq.ContentLength = int64(len(body))
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, rq)
+		if w.Code != http.StatusAccepted || bytes.Contains(w.Body.Bytes(), []byte("odata.error")) {
+			b.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+	}
+	b.ReportMetric(float64(b.N)*100/b.Elapsed().Seconds(), "entities/s")
 }
