@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"unsafe"
 )
 
 // The property codec: how engines store a property bag. Layout:
@@ -209,4 +210,121 @@ func decodeValue(b []byte) (Value, []byte, error) {
 		v.Bytes = append([]byte{}, b[:16]...)
 	}
 	return v, b[n:], nil
+}
+
+// CheckProps reports whether b is a well-formed property bag, exactly when DecodeProps
+// would succeed on it, without decoding or allocating. A reader that checks a bag once
+// may then walk it with a PropReader, which assumes a well-formed bag.
+func CheckProps(b []byte) error {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return ErrCorrupt
+	}
+	b = b[k:]
+	for i := uint64(0); i < n; i++ {
+		_, rest, err := readBytes(b)
+		if err != nil {
+			return err
+		}
+		if len(rest) == 0 {
+			return ErrCorrupt
+		}
+		switch t := Type(rest[0]); t {
+		case String, Binary, Boolean, Int32, Int64, DateTime, Double, GUID:
+		default:
+			return ErrCorrupt
+		}
+		if b, err = skipValue(rest); err != nil {
+			return err
+		}
+	}
+	if len(b) != 0 {
+		return ErrCorrupt
+	}
+	return nil
+}
+
+// PropReader walks an encoded property bag in stored order without copying: the name and
+// the value it yields alias the bag (strings point into its bytes), so they are valid only
+// while the bag's bytes are neither modified nor reused. It is how a response is written
+// straight from stored bytes, with no allocation per property. The bag must be well formed
+// (CheckProps); on malformed bytes Next stops early rather than panicking.
+type PropReader struct {
+	b    []byte
+	n    uint64
+	name string
+	val  Value
+}
+
+// NewPropReader starts a walk over bag b.
+func NewPropReader(b []byte) PropReader {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return PropReader{}
+	}
+	return PropReader{b: b[k:], n: n}
+}
+
+// Next moves to the next property and reports whether there is one.
+func (r *PropReader) Next() bool {
+	if r.n == 0 {
+		return false
+	}
+	r.n--
+	name, rest, err := readBytes(r.b)
+	if err != nil || len(rest) == 0 {
+		r.n = 0
+		return false
+	}
+	r.name = unsafeString(name)
+	v := Value{Type: Type(rest[0])}
+	rest = rest[1:]
+	switch v.Type {
+	case String, Binary:
+		s, tail, err := readBytes(rest)
+		if err != nil {
+			r.n = 0
+			return false
+		}
+		if v.Type == String {
+			v.Str = unsafeString(s)
+		} else {
+			v.Bytes = s[:len(s):len(s)]
+		}
+		rest = tail
+	default:
+		n := fixedLen(v.Type)
+		if n < 0 || len(rest) < n {
+			r.n = 0
+			return false
+		}
+		switch v.Type {
+		case Boolean:
+			v.Int = int64(rest[0] & 1)
+		case Int32, Int64, DateTime:
+			v.Int = int64(binary.BigEndian.Uint64(rest))
+		case Double:
+			v.Float = math.Float64frombits(binary.BigEndian.Uint64(rest))
+		case GUID:
+			v.Bytes = rest[:16:16]
+		}
+		rest = rest[n:]
+	}
+	r.val = v
+	r.b = rest
+	return true
+}
+
+// Name is the current property's name (aliasing the bag).
+func (r *PropReader) Name() string { return r.name }
+
+// Value is the current property's value (aliasing the bag).
+func (r *PropReader) Value() *Value { return &r.val }
+
+// unsafeString views b as a string without copying; b must not change while it is used.
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }

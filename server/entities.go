@@ -199,6 +199,8 @@ func (s *Server) queryEntities(rq *request) error {
 		Top:              top,
 		NextPartitionKey: q.Get("NextPartitionKey"),
 		NextRowKey:       q.Get("NextRowKey"),
+		// The page is only written out: its properties may stay in the stored form.
+		Encoded: true,
 	}
 	if query.Filter, err = odata.Parse(q.Get("$filter")); err != nil {
 		return err
@@ -295,7 +297,7 @@ func (s *Server) sendPage(rq *request, recs []storage.Record, opts edmjson.Entit
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = edmjson.AppendEntity(b, &recs[i].Entity, recs[i].Version, opts)
+		b = edmjson.AppendRecord(b, &recs[i], opts)
 		recs[i] = storage.Record{}
 		if i%64 == 63 && ctx.Err() != nil {
 			*bp = b

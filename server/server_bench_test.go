@@ -137,12 +137,13 @@ func BenchmarkPartitionQuery1KiB(b *testing.B) {
 	}
 	f := url.QueryEscape("PartitionKey eq 'p'")
 	r := benchRequest(b, "/devstoreaccount1/bench()?$filter="+f)
+	w := &discardWriter{}
 	b.ReportAllocs()
 	for b.Loop() {
-		w := httptest.NewRecorder()
+		w.reset()
 		srv.ServeHTTP(w, r)
-		if w.Code != http.StatusOK {
-			b.Fatalf("status %d: %s", w.Code, w.Body)
+		if w.code != http.StatusOK || w.n < 200*1024 {
+			b.Fatalf("status %d, %d bytes", w.code, w.n)
 		}
 	}
 	b.ReportMetric(float64(b.N)*200/b.Elapsed().Seconds(), "entities/s")
@@ -183,6 +184,7 @@ func BenchmarkBatch100(b *testing.B) {
 	acct := auth.DevAccount()
 	auth.SignRequest(r, auth.SchemeSharedKeyLite, acct.Name, acct.Keys[0], time.Now())
 	body := make([]byte, len(tmpl))
+	w := &discardWriter{}
 	seq := 0
 	b.ReportAllocs()
 	b.SetBytes(int64(len(tmpl)))
@@ -196,11 +198,36 @@ func BenchmarkBatch100(b *testing.B) {
 		rq := r.Clone(context.Background())
 		rq.Body = io.NopCloser(bytes.NewReader(body))
 		rq.ContentLength = int64(len(body))
-		w := httptest.NewRecorder()
+		w.reset()
 		srv.ServeHTTP(w, rq)
-		if w.Code != http.StatusAccepted || bytes.Contains(w.Body.Bytes(), []byte("odata.error")) {
-			b.Fatalf("status %d: %s", w.Code, w.Body)
+		if w.code != http.StatusAccepted || w.h.Get("X-Ms-Error-Code") != "" {
+			b.Fatalf("status %d: %s", w.code, w.h.Get("X-Ms-Error-Code"))
 		}
 	}
 	b.ReportMetric(float64(b.N)*100/b.Elapsed().Seconds(), "entities/s")
+}
+
+// discardWriter is the cheapest http.ResponseWriter: it counts the body, as a server
+// connection would send it, instead of gathering it (httptest.ResponseRecorder's growing
+// buffer would dominate a large response's profile).
+type discardWriter struct {
+	h    http.Header
+	code int
+	n    int
+}
+
+func (w *discardWriter) reset() { w.h, w.code, w.n = http.Header{}, 0, 0 }
+
+func (w *discardWriter) Header() http.Header { return w.h }
+
+func (w *discardWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+
+func (w *discardWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	w.n += len(p)
+	return len(p), nil
 }

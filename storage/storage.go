@@ -96,6 +96,13 @@ type Mutation struct {
 type Record struct {
 	Entity  entity.Entity
 	Version int64
+	// Encoded, when non-nil, holds the properties in their stored entity.AppendProps form
+	// instead of Entity.Props (which is then nil): what a scan asked for Encoded records
+	// returns from an engine that stores that form, so a reader that only writes the
+	// properties out (a query response) skips decoding them into values. The bag has been
+	// checked (entity.CheckProps); it may share memory with other records of the page and
+	// is read-only.
+	Encoded []byte
 }
 
 // Applied is what a committed Apply reports: each mutation's new version (0 for Delete),
@@ -148,6 +155,12 @@ type ScanRequest struct {
 	// uses Filter. Callers set both, and they must agree. An error means the stored bag is
 	// corrupt and fails the scan.
 	EncodedFilter func(pk, rk string, version int64, props []byte) (bool, error)
+	// Encoded lets the engine return records with their properties still in the stored
+	// entity.AppendProps form (Record.Encoded) rather than decoded, when it keeps that
+	// form; an engine that does not returns decoded records as usual. Callers that set it
+	// must accept both. The engine checks each returned bag (entity.CheckProps), so a
+	// corrupt one fails the scan as a decoding error would.
+	Encoded bool
 }
 
 // ScanResult is one page of a scan. Next, when non-nil, is the key to resume from
@@ -173,6 +186,9 @@ type ScanResult struct {
 // the entity.AppendProps encoding, which is how both engines store them. It tracks the
 // memory the record takes once read (decoded strings and bytes are about as long).
 func RecordSize(r *Record) int {
+	if r.Encoded != nil {
+		return len(r.Entity.PartitionKey) + len(r.Entity.RowKey) + len(r.Encoded)
+	}
 	return len(r.Entity.PartitionKey) + len(r.Entity.RowKey) + entity.EncodedSize(r.Entity.Props)
 }
 

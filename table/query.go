@@ -52,6 +52,10 @@ type Query struct {
 	// Read is how the page is read (consistency level and session token); the page also
 	// sees at least the position its continuation token carries, at every level.
 	Read Read
+	// Encoded lets the page's records carry their properties in the stored form
+	// (storage.Record.Encoded) where the engine keeps it: for a caller that only writes
+	// them out, such as a query response (edmjson.AppendRecord takes both forms).
+	Encoded bool
 }
 
 // Page is one page of query results. NextPartitionKey/NextRowKey are both non-empty when
@@ -156,6 +160,7 @@ func (s *Service) queryPage(ctx context.Context, rd storage.Reader, account, tab
 			MaxBytes: PageBytes - size,
 			Deadline: deadline,
 			Filter:   residual,
+			Encoded:  q.Encoded,
 
 			EncodedFilter: encoded,
 		})
