@@ -121,6 +121,11 @@ func AppendRecord(dst []byte, rec *storage.Record, opts EntityOptions) []byte {
 	w := newPropWriter(opts)
 	r := entity.NewPropReader(rec.Encoded)
 	for r.Next() {
+		if r.Plain() {
+			// Stored as needing no escape (entity's plainString): copied as it is.
+			dst = w.addPlain(dst, r.Name(), r.Value().Str)
+			continue
+		}
 		dst = w.add(dst, r.Name(), r.Value())
 	}
 	return w.end(dst)
@@ -237,6 +242,23 @@ func (w *propWriter) add(dst []byte, name string, v *entity.Value) []byte {
 	}
 	dst = comma(dst)
 	return appendProperty(dst, name, v, w.annotate)
+}
+
+// addPlain is add for a String value that needs no JSON escaping (Strings are never
+// annotated).
+func (w *propWriter) addPlain(dst []byte, name, str string) []byte {
+	if w.sel != nil {
+		j, ok := w.sel.index[name]
+		if !ok {
+			return dst
+		}
+		*w.bits(j) |= 1 << (j % 64)
+	}
+	dst = comma(dst)
+	dst = AppendString(dst, name)
+	dst = append(dst, ':', '"')
+	dst = append(dst, str...)
+	return append(dst, '"')
 }
 
 // end writes every selected name the entity lacked as null, in the list's order, and

@@ -16,6 +16,13 @@ import (
 // DateTime and Double eight bytes big-endian (Double as its IEEE bits); GUID sixteen bytes.
 // Every payload's length is known from its type or prefix, so a reader can skip to one
 // property without decoding the others (see FindProperty).
+//
+// A String is tagged plainString instead of its type byte when every byte of it is
+// printable ASCII other than '"' and '\\' (jsonPlain): its JSON form is then its bytes
+// between quotes, which a response writer copies without examining them (PropReader.Plain).
+// The tag is a property of the bytes only, so it costs the writer one pass over the
+// string and nothing else changes: readers treat both tags as String, and bags written
+// before the tag existed (String tags only) read exactly as before.
 
 // ErrCorrupt reports stored bytes that do not decode.
 var ErrCorrupt = errors.New("entity: corrupt encoding")
@@ -62,9 +69,24 @@ func uvarintLen(x uint64) int {
 	return n
 }
 
+// plainString is the type byte of a String whose bytes are all JSON-plain (see above).
+const plainString = 0x80 | byte(String)
+
+// tagType is the Type a stored type byte stands for.
+func tagType(tag byte) Type {
+	if tag == plainString {
+		return String
+	}
+	return Type(tag)
+}
+
 // AppendValue appends one value's type byte and payload.
 func AppendValue(dst []byte, v Value) []byte {
-	dst = append(dst, byte(v.Type))
+	if v.Type == String && jsonPlain(v.Str) {
+		dst = append(dst, plainString)
+	} else {
+		dst = append(dst, byte(v.Type))
+	}
 	switch v.Type {
 	case String:
 		dst = binary.AppendUvarint(dst, uint64(len(v.Str)))
@@ -160,7 +182,7 @@ func skipValue(b []byte) ([]byte, error) {
 	if len(b) == 0 {
 		return nil, ErrCorrupt
 	}
-	t := Type(b[0])
+	t := tagType(b[0])
 	b = b[1:]
 	if t == String || t == Binary {
 		_, rest, err := readBytes(b)
@@ -177,7 +199,7 @@ func decodeValue(b []byte) (Value, []byte, error) {
 	if len(b) == 0 {
 		return Value{}, nil, ErrCorrupt
 	}
-	v := Value{Type: Type(b[0])}
+	v := Value{Type: tagType(b[0])}
 	b = b[1:]
 	switch v.Type {
 	case String:
@@ -229,7 +251,7 @@ func CheckProps(b []byte) error {
 		if len(rest) == 0 {
 			return ErrCorrupt
 		}
-		switch t := Type(rest[0]); t {
+		switch t := tagType(rest[0]); t {
 		case String, Binary, Boolean, Int32, Int64, DateTime, Double, GUID:
 		default:
 			return ErrCorrupt
@@ -252,8 +274,9 @@ func CheckProps(b []byte) error {
 type PropReader struct {
 	b    []byte
 	n    uint64
-	name string
-	val  Value
+	name  string
+	val   Value
+	plain bool
 }
 
 // NewPropReader starts a walk over bag b.
@@ -277,7 +300,8 @@ func (r *PropReader) Next() bool {
 		return false
 	}
 	r.name = unsafeString(name)
-	v := Value{Type: Type(rest[0])}
+	r.plain = rest[0] == plainString
+	v := Value{Type: tagType(rest[0])}
 	rest = rest[1:]
 	switch v.Type {
 	case String, Binary:
@@ -320,6 +344,40 @@ func (r *PropReader) Name() string { return r.name }
 
 // Value is the current property's value (aliasing the bag).
 func (r *PropReader) Value() *Value { return &r.val }
+
+// Plain reports that the current property is a String stored as JSON-plain: every byte
+// printable ASCII other than '"' and '\\', so its JSON string is its bytes in quotes.
+func (r *PropReader) Plain() bool { return r.plain }
+
+// jsonPlain reports whether every byte of s is printable ASCII (0x20–0x7E) other than
+// '"' and '\\': the strings JSON writes verbatim. Eight bytes at a time, as most are.
+func jsonPlain(s string) bool {
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		// Some byte ≥ 0x80, < 0x20, = '"' or = '\\' (the exact "has a byte below n" test;
+		// 0x7F is caught below).
+		m := x & msb
+		m |= (x - 0x20*lsb) &^ x
+		q := x ^ ('"' * lsb)
+		m |= (q - lsb) &^ q
+		b := x ^ ('\\' * lsb)
+		m |= (b - lsb) &^ b
+		d := x ^ (0x7f * lsb)
+		m |= (d - lsb) &^ d
+		if m&msb != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
 
 // unsafeString views b as a string without copying; b must not change while it is used.
 func unsafeString(b []byte) string {

@@ -105,3 +105,72 @@ func FuzzCheckProps(f *testing.F) {
 		}
 	})
 }
+
+func TestJSONPlain(t *testing.T) {
+	naive := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+				return false
+			}
+		}
+		return true
+	}
+	base := "abcdefghijklmnopqrstuvwxyz0123"
+	for c := 0; c < 256; c++ {
+		for pos := 0; pos < len(base); pos++ {
+			s := []byte(base)
+			s[pos] = byte(c)
+			if got, want := jsonPlain(string(s)), naive(string(s)); got != want {
+				t.Fatalf("byte %#x at %d: jsonPlain %v, want %v", c, pos, got, want)
+			}
+		}
+	}
+	for _, s := range []string{"", "a", "\"", "é", "0123456789abcdef\u2028", "\x7f"} {
+		if got, want := jsonPlain(s), naive(s); got != want {
+			t.Fatalf("%q: jsonPlain %v, want %v", s, got, want)
+		}
+	}
+}
+
+// TestPlainStringTag checks the two stored forms of a String: JSON-plain strings get the
+// plainString tag and PropReader reports them Plain; others, and every String of a bag
+// written before the tag existed, keep the String tag. Both decode to the same value.
+func TestPlainStringTag(t *testing.T) {
+	for _, c := range []struct {
+		s     string
+		plain bool
+	}{
+		{"", true},
+		{"plain text, 0-9 ~!@#$%^&*()[]{}<>/?'", true},
+		{"a \"quote\"", false},
+		{"back\\slash", false},
+		{"new\nline", false},
+		{"caf\u00e9", false},
+		{"del\x7f", false},
+	} {
+		props := []Property{{Name: "S", Value: StringValue(c.s)}}
+		b := AppendProps(nil, props)
+		tag := b[3] // count, name length, "S", tag
+		if want := map[bool]byte{true: plainString, false: byte(String)}[c.plain]; tag != want {
+			t.Fatalf("%q stored with tag %#x, want %#x", c.s, tag, want)
+		}
+		legacy := append([]byte{}, b...)
+		legacy[3] = byte(String) // as written before the plain tag existed
+		for _, bag := range [][]byte{b, legacy} {
+			got, err := DecodeProps(bag)
+			if err != nil || len(got) != 1 || got[0].Value.Type != String || got[0].Value.Str != c.s {
+				t.Fatalf("%q (tag %#x) decodes to %v, %v", c.s, bag[3], got, err)
+			}
+			if err := CheckProps(bag); err != nil {
+				t.Fatalf("%q (tag %#x): CheckProps: %v", c.s, bag[3], err)
+			}
+			if v, ok, err := FindProperty(bag, "S"); !ok || err != nil || v.Type != String || v.Str != c.s {
+				t.Fatalf("%q (tag %#x): FindProperty %v %v %v", c.s, bag[3], v, ok, err)
+			}
+			r := NewPropReader(bag)
+			if !r.Next() || r.Value().Str != c.s || r.Value().Type != String || r.Plain() != (bag[3] == plainString) {
+				t.Fatalf("%q (tag %#x): PropReader read %q plain %v", c.s, bag[3], r.Value().Str, r.Plain())
+			}
+		}
+	}
+}

@@ -1145,6 +1145,9 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 			at := len(arena)
 			arena = append(arena, enc...)
 			size += n
+			if res.Records == nil {
+				res.Records = make([]storage.Record, 0, min(req.Limit, 128))
+			}
 			res.Records = append(res.Records, storage.Record{
 				Entity:  entity.Entity{PartitionKey: pk, RowKey: rk},
 				Version: ver,
@@ -1178,9 +1181,10 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 }
 
 // scanArena is the size of the blocks an Encoded scan copies stored property bags into:
-// one allocation for many records (about 60 of 1 KiB), and small enough that a page's
-// memory is still released block by block as its records are written out.
-const scanArena = 64 << 10
+// one allocation for many records (about 30 of 1 KiB), the largest the allocator still
+// serves from its size classes (larger ones cost a span each), and small enough that a
+// page's memory is released block by block as its records are written out.
+const scanArena = 32 << 10
 
 func expired(ctx context.Context, deadline time.Time) bool {
 	return ctx.Err() != nil || (!deadline.IsZero() && !time.Now().Before(deadline))
