@@ -272,8 +272,8 @@ func CheckProps(b []byte) error {
 // straight from stored bytes, with no allocation per property. The bag must be well formed
 // (CheckProps); on malformed bytes Next stops early rather than panicking.
 type PropReader struct {
-	b    []byte
-	n    uint64
+	b     []byte
+	n     uint64
 	name  string
 	val   Value
 	plain bool
