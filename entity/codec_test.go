@@ -2,7 +2,9 @@ package entity
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -171,6 +173,27 @@ func TestPlainStringTag(t *testing.T) {
 			if !r.Next() || r.Value().Str != c.s || r.Value().Type != String || r.Plain() != (bag[3] == plainString) {
 				t.Fatalf("%q (tag %#x): PropReader read %q plain %v", c.s, bag[3], r.Value().Str, r.Plain())
 			}
+		}
+	}
+}
+
+// TestAppendTicksFastPath holds the arithmetic formatting of in-range ticks to time.Time
+// formatting, and AppendETag's fast path to escaping every ':' of the formatted value.
+func TestAppendTicksFastPath(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	ticks := []int64{MinDateTime, MaxDateTime, MinDateTime - 1, MaxDateTime + 1, 0, -1, 1, 9_999_999,
+		10_000_000, -10_000_000, -10_000_001, 951_868_799_999_999_9, 638_000_000_000_000_000}
+	for i := 0; i < 200_000; i++ {
+		ticks = append(ticks, MinDateTime+r.Int64N(MaxDateTime-MinDateTime+1))
+	}
+	for _, tk := range ticks {
+		got, want := string(AppendTicks(nil, tk)), string(appendTicksTime(nil, tk))
+		if got != want {
+			t.Fatalf("AppendTicks(%d) = %s, want %s", tk, got, want)
+		}
+		etag := `W/"datetime'` + strings.ReplaceAll(want, ":", "%3A") + `'"`
+		if got := string(AppendETag(nil, tk)); got != etag {
+			t.Fatalf("AppendETag(%d) = %s, want %s", tk, got, etag)
 		}
 	}
 }
