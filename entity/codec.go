@@ -350,24 +350,11 @@ func (r *PropReader) Value() *Value { return &r.val }
 func (r *PropReader) Plain() bool { return r.plain }
 
 // jsonPlain reports whether every byte of s is printable ASCII (0x20–0x7E) other than
-// '"' and '\\': the strings JSON writes verbatim. Eight bytes at a time, as most are.
+// '"' and '\\': the strings JSON writes verbatim. Sixteen bytes at a time, as most are.
 func jsonPlain(s string) bool {
-	const lsb, msb = 0x0101010101010101, 0x8080808080808080
 	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-		// Some byte ≥ 0x80, < 0x20, = '"' or = '\\' (the exact "has a byte below n" test;
-		// 0x7F is caught below).
-		m := x & msb
-		m |= (x - 0x20*lsb) &^ x
-		q := x ^ ('"' * lsb)
-		m |= (q - lsb) &^ q
-		b := x ^ ('\\' * lsb)
-		m |= (b - lsb) &^ b
-		d := x ^ (0x7f * lsb)
-		m |= (d - lsb) &^ d
-		if m&msb != 0 {
+	for ; i+16 <= len(s); i += 16 {
+		if !plainWords(load64(s, i), load64(s, i+8)) {
 			return false
 		}
 	}
@@ -377,6 +364,29 @@ func jsonPlain(s string) bool {
 		}
 	}
 	return true
+}
+
+// load64 reads s[i:i+8] little-endian; the compiler turns it into one load.
+func load64(s string, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
+// plainWords reports whether all sixteen bytes of x and y are JSON-plain. Each term is
+// the exact "has a byte below n" (or "equal to n") test: a byte ≥ 0x80, < 0x20, '"',
+// '\\' or 0x7F sets a high bit.
+func plainWords(x, y uint64) bool {
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	m := x | y
+	m |= ((x - 0x20*lsb) &^ x) | ((y - 0x20*lsb) &^ y)
+	qx, qy := x^('"'*lsb), y^('"'*lsb)
+	m |= ((qx - lsb) &^ qx) | ((qy - lsb) &^ qy)
+	bx, by := x^('\\'*lsb), y^('\\'*lsb)
+	m |= ((bx - lsb) &^ bx) | ((by - lsb) &^ by)
+	dx, dy := x^(0x7f*lsb), y^(0x7f*lsb)
+	m |= ((dx - lsb) &^ dx) | ((dy - lsb) &^ dy)
+	return m&msb == 0
 }
 
 // unsafeString views b as a string without copying; b must not change while it is used.

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf16"
 )
 
 // codecBags are property bags covering every type, empty names and values, and
@@ -194,6 +195,34 @@ func TestAppendTicksFastPath(t *testing.T) {
 		etag := `W/"datetime'` + strings.ReplaceAll(want, ":", "%3A") + `'"`
 		if got := string(AppendETag(nil, tk)); got != etag {
 			t.Fatalf("AppendETag(%d) = %s, want %s", tk, got, etag)
+		}
+	}
+}
+
+// TestUTF16Len holds the ASCII fast path to counting rune by rune: every byte value at
+// every position of a 40-byte string (both sides of the sixteen-byte blocks), and
+// multi-byte and invalid text.
+func TestUTF16Len(t *testing.T) {
+	naive := func(s string) int {
+		n := 0
+		for _, r := range s {
+			n += len(utf16.Encode([]rune{r}))
+		}
+		return n
+	}
+	base := strings.Repeat("abcdefghij", 4)
+	for c := 0; c < 256; c++ {
+		for pos := 0; pos < len(base); pos++ {
+			s := []byte(base)
+			s[pos] = byte(c)
+			if got, want := utf16Len(string(s)), naive(string(s)); got != want {
+				t.Fatalf("byte %#x at %d: utf16Len %d, want %d", c, pos, got, want)
+			}
+		}
+	}
+	for _, s := range []string{"", "é", strings.Repeat("x", 17) + "\U0001F600" + strings.Repeat("é", 9), "\xff\xfe" + base} {
+		if got, want := utf16Len(s), naive(s); got != want {
+			t.Fatalf("%q: utf16Len %d, want %d", s, got, want)
 		}
 	}
 }

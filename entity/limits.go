@@ -26,14 +26,12 @@ const (
 )
 
 // utf16Len counts UTF-16 code units without allocating. ASCII, which most strings are
-// entirely, is one unit a byte and is counted eight bytes at a time; the rest rune by
+// entirely, is one unit a byte and is counted sixteen bytes at a time; the rest rune by
 // rune (an invalid byte counts one, as range decodes it to U+FFFD).
 func utf16Len(s string) int {
 	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-		if x&0x8080808080808080 != 0 {
+	for ; i+16 <= len(s); i += 16 {
+		if (load64(s, i)|load64(s, i+8))&0x8080808080808080 != 0 {
 			break
 		}
 	}
