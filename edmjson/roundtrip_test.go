@@ -257,7 +257,7 @@ func TestAppendRecordMatchesAppendEntity(t *testing.T) {
 		{Name: "Payload", Value: entity.StringValue(strings.Repeat("0123456789abcdefghijklmnopqrstuvwxyz", 30))},
 		{Name: "Empty", Value: entity.StringValue("")},
 		{Name: "Quoted", Value: entity.StringValue(`say "hi"`)},
-		{Name: "Del", Value: entity.StringValue("")},
+		{Name: "Del", Value: entity.StringValue("\x7f")},
 		{Name: "Line", Value: entity.StringValue("a b")},
 		{Name: "Näme", Value: entity.StringValue("plain")},
 	}}}

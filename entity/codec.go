@@ -18,7 +18,7 @@ import (
 // property without decoding the others (see FindProperty).
 //
 // A String is tagged plainString instead of its type byte when every byte of it is
-// printable ASCII other than '"' and '\\' (jsonPlain): its JSON form is then its bytes
+// printable ASCII other than '"' and '\' (jsonPlain): its JSON form is then its bytes
 // between quotes, which a response writer copies without examining them (PropReader.Plain).
 // The tag is a property of the bytes only, so it costs the writer one pass over the
 // string and nothing else changes: readers treat both tags as String, and bags written
@@ -346,11 +346,11 @@ func (r *PropReader) Name() string { return r.name }
 func (r *PropReader) Value() *Value { return &r.val }
 
 // Plain reports that the current property is a String stored as JSON-plain: every byte
-// printable ASCII other than '"' and '\\', so its JSON string is its bytes in quotes.
+// printable ASCII other than '"' and '\', so its JSON string is its bytes in quotes.
 func (r *PropReader) Plain() bool { return r.plain }
 
 // jsonPlain reports whether every byte of s is printable ASCII (0x20–0x7E) other than
-// '"' and '\\': the strings JSON writes verbatim. Sixteen bytes at a time, as most are.
+// '"' and '\': the strings JSON writes verbatim. Sixteen bytes at a time, as most are.
 func jsonPlain(s string) bool {
 	i := 0
 	for ; i+16 <= len(s); i += 16 {
@@ -375,7 +375,7 @@ func load64(s string, i int) uint64 {
 
 // plainWords reports whether all sixteen bytes of x and y are JSON-plain. Each term is
 // the exact "has a byte below n" (or "equal to n") test: a byte ≥ 0x80, < 0x20, '"',
-// '\\' or 0x7F sets a high bit.
+// '\' or 0x7F sets a high bit.
 func plainWords(x, y uint64) bool {
 	const lsb, msb = 0x0101010101010101, 0x8080808080808080
 	m := x | y
