@@ -243,3 +243,53 @@ func TestUTF16Len(t *testing.T) {
 		}
 	}
 }
+
+// benchBag is the bench's entity shape: a 1 KiB alphanumeric payload and one property of
+// each common type.
+func benchBag() []Property {
+	return []Property{
+		{Name: "Payload", Value: StringValue(strings.Repeat("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", 17)[:1024])},
+		{Name: "Worker", Value: Int32Value(7)},
+		{Name: "Seq", Value: Int64Value(1_000_000_007)},
+		{Name: "Ratio", Value: DoubleValue(0.5)},
+		{Name: "Flag", Value: BoolValue(true)},
+		{Name: "Created", Value: Value{Type: DateTime, Int: 638_000_000_000_000_000}},
+	}
+}
+
+// BenchmarkAppendProps is the write path's encoding, the JSON-plain check included.
+func BenchmarkAppendProps(b *testing.B) {
+	props := benchBag()
+	buf := AppendProps(nil, props)
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendProps(buf[:0], props)
+	}
+}
+
+// BenchmarkDecodeProps and BenchmarkCheckAndReadProps compare decoding a stored bag with
+// checking it and walking it in place, as an Encoded scan and AppendRecord do.
+func BenchmarkDecodeProps(b *testing.B) {
+	bag := AppendProps(nil, benchBag())
+	b.SetBytes(int64(len(bag)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeProps(bag); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCheckAndReadProps(b *testing.B) {
+	bag := AppendProps(nil, benchBag())
+	b.SetBytes(int64(len(bag)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := CheckProps(bag); err != nil {
+			b.Fatal(err)
+		}
+		for r := NewPropReader(bag); r.Next(); {
+		}
+	}
+}
