@@ -135,13 +135,24 @@ func (s *Server) postBatch(rq *request) error {
 		}
 		results[i] = res
 	}
-	var buf bytes.Buffer
-	ct, err := batch.WriteResponse(&buf, results)
+	// The response is gathered in a pooled buffer (a 100-operation one is tens of KiB).
+	bp := bufPool.Get().(*[]byte)
+	defer putBuf(bp)
+	*bp = (*bp)[:0]
+	ct, err := batch.WriteResponse(appendWriter{bp}, results)
 	if err != nil {
 		return err
 	}
-	rq.send(http.StatusAccepted, ct, buf.Bytes())
+	rq.send(http.StatusAccepted, ct, *bp)
 	return nil
+}
+
+// appendWriter is an io.Writer that appends to a byte slice.
+type appendWriter struct{ b *[]byte }
+
+func (w appendWriter) Write(p []byte) (int, error) {
+	*w.b = append(*w.b, p...)
+	return len(p), nil
 }
 
 // decodeBatchOp turns one parsed sub-request into a table operation and returns the
