@@ -266,6 +266,7 @@ func (s *Server) queryEntities(rq *request) error {
 	opts := s.entityOptions(rq, false, edmjson.NewSelection(sel))
 	rq.odataHeaders()
 	s.sendPage(rq, page.Records, opts)
+	page.Release() // written out: the stored bags' buffers serve the next query
 	return nil
 }
 

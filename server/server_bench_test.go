@@ -56,7 +56,7 @@ func benchServer(b *testing.B) *Server {
 }
 
 // benchRequest builds a signed request for a path-style URL.
-func benchRequest(b *testing.B, rawURL string) *http.Request {
+func benchRequest(b testing.TB, rawURL string) *http.Request {
 	b.Helper()
 	r := httptest.NewRequest(http.MethodGet, rawURL, nil)
 	r.Host = "127.0.0.1:10002"

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ceruleandb/cerulean/entity"
@@ -175,11 +176,38 @@ type ScanRequest struct {
 // records of the cancellation.
 type ScanResult struct {
 	Records []Record
-	Next    *Key
+	// Blocks are the buffers (from GetBlock) that the Encoded records' bags lie in, for
+	// a caller done with the records to hand back with PutBlocks; nil when there are none.
+	Blocks []*[]byte
+	Next   *Key
 	// Examined is how many stored records the scan read to produce Records (at least
 	// len(Records)): those a filter rejected and, in the pebble engine, expired ones
 	// too. Examined against returned is what tells a filter that does not use keys.
 	Examined int
+}
+
+// BlockSize is the capacity of the buffers GetBlock hands out: 32 KiB, the largest the Go
+// allocator still serves from its size classes, about thirty 1 KiB property bags.
+const BlockSize = 32 << 10
+
+var blockPool = sync.Pool{New: func() any { b := make([]byte, 0, BlockSize); return &b }}
+
+// GetBlock returns an empty buffer of capacity BlockSize for an Encoded scan's property
+// bags (ScanResult.Blocks), recycled when its last reader returned it with PutBlocks.
+func GetBlock() *[]byte {
+	bp := blockPool.Get().(*[]byte)
+	*bp = (*bp)[:0]
+	return bp
+}
+
+// PutBlocks recycles blocks. The caller must not use any record whose bag lies in them
+// afterwards: the next scan overwrites them.
+func PutBlocks(blocks []*[]byte) {
+	for _, bp := range blocks {
+		if cap(*bp) == BlockSize {
+			blockPool.Put(bp)
+		}
+	}
 }
 
 // RecordSize is a record's size for ScanRequest.MaxBytes: its keys plus its properties in

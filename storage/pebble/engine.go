@@ -1084,7 +1084,7 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 
 	var res storage.ScanResult
 	var dec keyDecoder
-	var arena []byte // Encoded records' bags, scanArena at a time
+	var arena []byte // Encoded records' bags, in blocks from storage.GetBlock
 	examined, size := 0, 0
 	now := e.clock.Now()
 	for it.First(); it.Valid(); it.Next() {
@@ -1140,7 +1140,13 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 				return storage.ScanResult{}, fmt.Errorf("scan: value: %w", err)
 			}
 			if len(arena)+len(enc) > cap(arena) {
-				arena = make([]byte, 0, max(scanArena, len(enc)))
+				if len(enc) <= storage.BlockSize {
+					bp := storage.GetBlock()
+					res.Blocks = append(res.Blocks, bp)
+					arena = *bp
+				} else {
+					arena = make([]byte, 0, len(enc)) // a bag larger than a block: its own
+				}
 			}
 			at := len(arena)
 			arena = append(arena, enc...)
@@ -1179,12 +1185,6 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 	res.Examined = examined
 	return res, nil
 }
-
-// scanArena is the size of the blocks an Encoded scan copies stored property bags into:
-// one allocation for many records (about 30 of 1 KiB), the largest the allocator still
-// serves from its size classes (larger ones cost a span each), and small enough that a
-// page's memory is released block by block as its records are written out.
-const scanArena = 32 << 10
 
 func expired(ctx context.Context, deadline time.Time) bool {
 	return ctx.Err() != nil || (!deadline.IsZero() && !time.Now().Before(deadline))
