@@ -850,9 +850,15 @@ func (d *decoder) str() ([]byte, error) {
 	start := d.i + 1
 	i := start
 	for i < len(b) {
+		for i+16 <= len(b) && plain16(load8(b, i), load8(b, i+8)) {
+			i += 16
+		}
 		if i+8 <= len(b) && plain8(load8(b, i)) {
 			i += 8
 			continue
+		}
+		if i >= len(b) {
+			break
 		}
 		c := b[i]
 		if strPlain[c] {

@@ -100,10 +100,49 @@ type TableOptions struct {
 // Values that no valid entity holds (a Guid that is not 16 bytes, an unknown type) are
 // written as null, so the output is always valid JSON.
 func AppendEntity(dst []byte, e *entity.Entity, version int64, opts EntityOptions) []byte {
+	dst = appendEntityStart(dst, e.PartitionKey, e.RowKey, version, opts)
+	w := newPropWriter(opts)
+	for i := range e.Props {
+		p := &e.Props[i]
+		dst = w.add(dst, p.Name, &p.Value)
+	}
+	return w.end(dst)
+}
+
+// AppendRecord appends rec exactly as AppendEntity appends rec.Entity at rec.Version,
+// whether its properties are decoded (Entity.Props) or still in the stored form
+// (storage.Record.Encoded): those are written straight from the stored bytes, with no
+// value decoded or allocated.
+func AppendRecord(dst []byte, rec *storage.Record, opts EntityOptions) []byte {
+	if rec.Encoded == nil {
+		return AppendEntity(dst, &rec.Entity, rec.Version, opts)
+	}
+	dst = appendEntityStart(dst, rec.Entity.PartitionKey, rec.Entity.RowKey, rec.Version, opts)
+	w := newPropWriter(opts)
+	r := entity.NewPropReader(rec.Encoded)
+	for r.Next() {
+		if r.Plain() {
+			// Stored as needing no escape (entity's plainString): copied as it is.
+			dst = w.addPlain(dst, r.Name(), r.Value().Str)
+			continue
+		}
+		dst = w.add(dst, r.Name(), r.Value())
+	}
+	return w.end(dst)
+}
+
+// appendEntityStart opens an entity's object and writes its metadata and system
+// properties (AppendEntity's order), the Timestamp formatted once for the ETag and itself.
+func appendEntityStart(dst []byte, pk, rk string, version int64, opts EntityOptions) []byte {
 	dst = append(dst, '{')
 	root := trimSlash(opts.ServiceRoot)
 	sel := opts.Select
 	all := sel == nil
+	var tsBuf [28]byte
+	var ts []byte // version's Timestamp text, when in the range appendTicks formats
+	if version >= entity.MinDateTime && version <= entity.MaxDateTime {
+		ts = appendTicks(tsBuf[:0], version)
+	}
 	if opts.Level != NoMetadata {
 		if opts.Element {
 			dst = append(dst, `"odata.metadata":"`...)
@@ -121,28 +160,32 @@ func AppendEntity(dst []byte, e *entity.Entity, version int64, opts EntityOption
 			dst = append(dst, `","odata.id":"`...)
 			dst = appendStringContent(dst, root)
 			dst = append(dst, '/')
-			dst = appendEntityPath(dst, opts.Table, e)
+			dst = appendEntityPath(dst, opts.Table, pk, rk)
 			dst = append(dst, '"')
 		}
 		dst = comma(dst)
 		dst = append(dst, `"odata.etag":"`...)
-		dst = appendETagContent(dst, version)
+		if ts != nil {
+			dst = appendETagTicks(dst, ts)
+		} else {
+			dst = appendETagContent(dst, version)
+		}
 		dst = append(dst, '"')
 		if opts.Level == FullMetadata {
 			dst = append(dst, `,"odata.editLink":"`...)
-			dst = appendEntityPath(dst, opts.Table, e)
+			dst = appendEntityPath(dst, opts.Table, pk, rk)
 			dst = append(dst, '"')
 		}
 	}
 	if all || sel.pk {
 		dst = comma(dst)
 		dst = append(dst, `"PartitionKey":`...)
-		dst = AppendString(dst, e.PartitionKey)
+		dst = AppendString(dst, pk)
 	}
 	if all || sel.rk {
 		dst = comma(dst)
 		dst = append(dst, `"RowKey":`...)
-		dst = AppendString(dst, e.RowKey)
+		dst = AppendString(dst, rk)
 	}
 	if all || sel.ts {
 		dst = comma(dst)
@@ -150,41 +193,86 @@ func AppendEntity(dst []byte, e *entity.Entity, version int64, opts EntityOption
 			dst = append(dst, `"Timestamp@odata.type":"Edm.DateTime",`...)
 		}
 		dst = append(dst, `"Timestamp":"`...)
-		dst = appendTicks(dst, version)
+		if ts != nil {
+			dst = append(dst, ts...)
+		} else {
+			dst = appendTicks(dst, version)
+		}
 		dst = append(dst, '"')
 	}
-	if all {
-		for i := range e.Props {
-			p := &e.Props[i]
-			dst = comma(dst)
-			dst = appendProperty(dst, p.Name, &p.Value, opts.Level != NoMetadata)
+	return dst
+}
+
+// propWriter writes an entity's custom properties in stored order, keeping to the
+// $select list if there is one, then closes the object (end).
+type propWriter struct {
+	sel      *Selection
+	annotate bool
+	// small and big mark which selected names the entity had, one bit each: small, on
+	// the stack, serves any list odata.ParseSelect allows.
+	small [4]uint64
+	big   []uint64
+}
+
+func newPropWriter(opts EntityOptions) propWriter {
+	w := propWriter{sel: opts.Select, annotate: opts.Level != NoMetadata}
+	if w.sel != nil {
+		if n := (len(w.sel.names) + 63) / 64; n > len(w.small) {
+			w.big = make([]uint64, n)
 		}
-		return append(dst, '}')
 	}
-	// Which selected names the entity had, one bit each: on the stack for any list
-	// odata.ParseSelect allows.
-	var small [4]uint64
-	written := small[:]
-	if n := (len(sel.names) + 63) / 64; n > len(small) {
-		written = make([]uint64, n)
+	return w
+}
+
+// bits is the word of the written marks that holds bit j.
+func (w *propWriter) bits(j int) *uint64 {
+	if w.big != nil {
+		return &w.big[j/64]
 	}
-	for i := range e.Props {
-		p := &e.Props[i]
-		j, ok := sel.index[p.Name]
+	return &w.small[j/64]
+}
+
+func (w *propWriter) add(dst []byte, name string, v *entity.Value) []byte {
+	if w.sel != nil {
+		j, ok := w.sel.index[name]
 		if !ok {
-			continue
+			return dst
 		}
-		written[j/64] |= 1 << (j % 64)
-		dst = comma(dst)
-		dst = appendProperty(dst, p.Name, &p.Value, opts.Level != NoMetadata)
+		*w.bits(j) |= 1 << (j % 64)
 	}
-	for j, name := range sel.names {
-		if written[j/64]&(1<<(j%64)) != 0 {
-			continue
+	dst = comma(dst)
+	return appendProperty(dst, name, v, w.annotate)
+}
+
+// addPlain is add for a String value that needs no JSON escaping (Strings are never
+// annotated).
+func (w *propWriter) addPlain(dst []byte, name, str string) []byte {
+	if w.sel != nil {
+		j, ok := w.sel.index[name]
+		if !ok {
+			return dst
 		}
-		dst = comma(dst)
-		dst = AppendString(dst, name)
-		dst = append(dst, ":null"...)
+		*w.bits(j) |= 1 << (j % 64)
+	}
+	dst = comma(dst)
+	dst = AppendString(dst, name)
+	dst = append(dst, ':', '"')
+	dst = append(dst, str...)
+	return append(dst, '"')
+}
+
+// end writes every selected name the entity lacked as null, in the list's order, and
+// closes the object.
+func (w *propWriter) end(dst []byte) []byte {
+	if w.sel != nil {
+		for j, name := range w.sel.names {
+			if *w.bits(j)&(1<<(j%64)) != 0 {
+				continue
+			}
+			dst = comma(dst)
+			dst = AppendString(dst, name)
+			dst = append(dst, ":null"...)
+		}
 	}
 	return append(dst, '}')
 }
@@ -328,12 +416,12 @@ func selectableCustom(name string) bool {
 
 // appendEntityPath appends <table>(PartitionKey='<pk>',RowKey='<rk>') with the keys
 // escaped as the Go SDK does (quotes doubled, then url.PathEscape), as JSON string content.
-func appendEntityPath(dst []byte, table string, e *entity.Entity) []byte {
+func appendEntityPath(dst []byte, table, pk, rk string) []byte {
 	dst = appendKeyEscaped(dst, table)
 	dst = append(dst, `(PartitionKey='`...)
-	dst = appendKeyEscaped(dst, e.PartitionKey)
+	dst = appendKeyEscaped(dst, pk)
 	dst = append(dst, `',RowKey='`...)
-	dst = appendKeyEscaped(dst, e.RowKey)
+	dst = appendKeyEscaped(dst, rk)
 	return append(dst, `')`...)
 }
 
@@ -490,9 +578,16 @@ func appendStringContent(dst []byte, s string) []byte {
 	const hexl = "0123456789abcdef"
 	start := 0
 	for i := 0; i < len(s); {
+		// Runs of plain bytes, the bulk of most strings, sixteen at a time.
+		for i+16 <= len(s) && plain16(load8(s, i), load8(s, i+8)) {
+			i += 16
+		}
 		if i+8 <= len(s) && plain8(load8(s, i)) {
 			i += 8
 			continue
+		}
+		if i >= len(s) {
+			break
 		}
 		c := s[i]
 		if c < utf8.RuneSelf {
@@ -537,73 +632,10 @@ func appendStringContent(dst []byte, s string) []byte {
 	return append(dst, s[start:]...)
 }
 
-// appendTicks is entity.AppendTicks (UTC, seven fraction digits, "Z") without going
-// through time.Time formatting, which costs more than the rest of a typical entity's
-// non-string values. Years outside 1601..9999, which no valid value has, use
-// entity.AppendTicks.
+// appendTicks is entity.AppendTicks (UTC, seven fraction digits, "Z"), which formats
+// every valid value without time.Time.
 func appendTicks(dst []byte, ticks int64) []byte {
-	if ticks < entity.MinDateTime || ticks > entity.MaxDateTime {
-		return entity.AppendTicks(dst, ticks)
-	}
-	secs := ticks / 10_000_000
-	frac := ticks % 10_000_000
-	if frac < 0 {
-		secs--
-		frac += 10_000_000
-	}
-	days := secs / 86400
-	sod := secs % 86400
-	if sod < 0 {
-		days--
-		sod += 86400
-	}
-	y, m, d := civilFromDays(days)
-	var b [28]byte
-	put := func(i int, v int64, n int) {
-		for k := i + n - 1; k >= i; k-- {
-			b[k] = byte('0' + v%10)
-			v /= 10
-		}
-	}
-	put(0, y, 4)
-	b[4] = '-'
-	put(5, m, 2)
-	b[7] = '-'
-	put(8, d, 2)
-	b[10] = 'T'
-	put(11, sod/3600, 2)
-	b[13] = ':'
-	put(14, sod/60%60, 2)
-	b[16] = ':'
-	put(17, sod%60, 2)
-	b[19] = '.'
-	put(20, frac, 7)
-	b[27] = 'Z'
-	return append(dst, b[:]...)
-}
-
-// civilFromDays is the inverse of daysFromCivil (H. Hinnant's algorithm).
-func civilFromDays(z int64) (y, m, d int64) {
-	z += 719468
-	era := z / 146097
-	if z < 0 && z%146097 != 0 {
-		era--
-	}
-	doe := z - era*146097
-	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
-	y = yoe + era*400
-	doy := doe - (365*yoe + yoe/4 - yoe/100)
-	mp := (5*doy + 2) / 153
-	d = doy - (153*mp+2)/5 + 1
-	if mp < 10 {
-		m = mp + 3
-	} else {
-		m = mp - 9
-	}
-	if m <= 2 {
-		y++
-	}
-	return y, m, d
+	return entity.AppendTicks(dst, ticks)
 }
 
 // appendETagContent appends entity.AppendETag(version) as JSON string content:
@@ -620,7 +652,11 @@ func appendETagContent(dst []byte, version int64) []byte {
 		return dst
 	}
 	var buf [28]byte
-	ts := appendTicks(buf[:0], version)
+	return appendETagTicks(dst, appendTicks(buf[:0], version))
+}
+
+// appendETagTicks is appendETagContent for a version already formatted by appendTicks.
+func appendETagTicks(dst, ts []byte) []byte {
 	dst = append(dst, `W/\"datetime'`...)
 	dst = append(dst, ts[:13]...)
 	dst = append(dst, "%3A"...)

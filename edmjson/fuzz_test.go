@@ -219,6 +219,10 @@ func FuzzAppendEntitySelect(f *testing.F) {
 		if want := naiveSelect(&e, names); string(got) != string(want) {
 			t.Fatalf("select %q of %q:\n got %s\nwant %s", list, props, got, want)
 		}
+		rec := storage.Record{Entity: entity.Entity{PartitionKey: "p", RowKey: "r"}, Version: 1, Encoded: entity.AppendProps(nil, e.Props)}
+		if stored := AppendRecord(nil, &rec, o); string(stored) != string(got) {
+			t.Fatalf("select %q of %q from the stored form:\n got %s\nwant %s", list, props, stored, got)
+		}
 	})
 }
 

@@ -38,6 +38,35 @@ func TestPlain8MatchesTable(t *testing.T) {
 	}
 }
 
+// TestPlain16MatchesTable checks the sixteen-byte test against the table: every byte
+// value at every position, and random mixes mostly of plain bytes.
+func TestPlain16MatchesTable(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		for pos := 0; pos < 16; pos++ {
+			w := []byte("abcdefghijklmnop")
+			w[pos] = byte(c)
+			if got := plain16(load8(w, 0), load8(w, 8)); got != strPlain[c] {
+				t.Fatalf("byte %#x at %d: plain16 %v, table %v", c, pos, got, strPlain[c])
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(17, 18))
+	for i := 0; i < 1_000_000; i++ {
+		var w [16]byte
+		want := true
+		for j := range w {
+			w[j] = byte(0x20 + r.IntN(0x60))
+			if r.IntN(16) == 0 {
+				w[j] = byte(r.Uint32())
+			}
+			want = want && strPlain[w[j]]
+		}
+		if got := plain16(load8(w[:], 0), load8(w[:], 8)); got != want {
+			t.Fatalf("%q: plain16 %v, want %v", w, got, want)
+		}
+	}
+}
+
 func TestAppendTicksAgrees(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	span := entity.MaxDateTime - entity.MinDateTime

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/storage"
 )
 
 // randString returns valid UTF-8 mixing ASCII, JSON-special characters, control
@@ -240,6 +241,69 @@ func TestAppendDoesNotAllocate(t *testing.T) {
 		o.Element = true
 		if n := testing.AllocsPerRun(100, func() { buf = AppendEntity(buf[:0], &e, ver, o) }); n != 0 {
 			t.Errorf("AppendEntity at %s: %v allocs", l, n)
+		}
+	}
+}
+
+// TestAppendRecordMatchesAppendEntity checks that a record whose properties are still in
+// the stored form is written byte for byte as its decoded entity: random entities, every
+// metadata level, with and without $select lists (names present, absent and repeated),
+// versions in and out of the formatted range.
+func TestAppendRecordMatchesAppendEntity(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	var want, got []byte
+	// Strings stored JSON-plain (copied as they are) and not, side by side.
+	fixed := []entity.Entity{{PartitionKey: "p", RowKey: "r", Props: []entity.Property{
+		{Name: "Payload", Value: entity.StringValue(strings.Repeat("0123456789abcdefghijklmnopqrstuvwxyz", 30))},
+		{Name: "Empty", Value: entity.StringValue("")},
+		{Name: "Quoted", Value: entity.StringValue(`say "hi"`)},
+		{Name: "Del", Value: entity.StringValue("\x7f")},
+		{Name: "Line", Value: entity.StringValue("a b")},
+		{Name: "Näme", Value: entity.StringValue("plain")},
+	}}}
+	for i := 0; i < 3000; i++ {
+		e := randEntity(r)
+		if i < len(fixed) {
+			e = fixed[i]
+		}
+		ver := entity.MinDateTime + r.Int64N(entity.MaxDateTime-entity.MinDateTime)
+		if i%100 == 0 {
+			ver = entity.MaxDateTime + int64(i)
+		}
+		rec := storage.Record{Entity: entity.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey}, Version: ver, Encoded: entity.AppendProps(nil, e.Props)}
+		var sel *Selection
+		if i%3 > 0 && len(e.Props) > 0 {
+			names := []string{e.Props[r.IntN(len(e.Props))].Name, "Absent", "RowKey"}
+			if i%3 == 2 {
+				names = append(names, "Timestamp", names[0])
+			}
+			sel = NewSelection(names)
+		}
+		for _, l := range []Level{NoMetadata, MinimalMetadata, FullMetadata} {
+			o := opts(l)
+			o.Element = r.IntN(2) == 0
+			o.Select = sel
+			want = AppendEntity(want[:0], &e, ver, o)
+			got = AppendRecord(got[:0], &rec, o)
+			if string(got) != string(want) {
+				t.Fatalf("%s at %s:\nAppendRecord %s\nAppendEntity %s", describe(&e), l, got, want)
+			}
+			decoded := storage.Record{Entity: e, Version: ver}
+			if got = AppendRecord(got[:0], &decoded, o); string(got) != string(want) {
+				t.Fatalf("decoded %s at %s:\nAppendRecord %s\nAppendEntity %s", describe(&e), l, got, want)
+			}
+		}
+	}
+}
+
+func TestAppendRecordDoesNotAllocate(t *testing.T) {
+	e := benchEntity()
+	rec := storage.Record{Entity: entity.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey}, Version: testVersion(t), Encoded: entity.AppendProps(nil, e.Props)}
+	buf := make([]byte, 0, 8192)
+	for _, l := range []Level{NoMetadata, MinimalMetadata, FullMetadata} {
+		o := opts(l)
+		if n := testing.AllocsPerRun(100, func() { buf = AppendRecord(buf[:0], &rec, o) }); n != 0 {
+			t.Errorf("AppendRecord at %s: %v allocs", l, n)
 		}
 	}
 }

@@ -28,3 +28,14 @@ func plain8(x uint64) bool {
 	m |= (b - lsb) &^ b & msb
 	return m == 0
 }
+
+// plain16 is plain8(x) && plain8(y), with one test for the pair.
+func plain16(x, y uint64) bool {
+	m := (x | y) & msb
+	m |= ((x - 0x20*lsb) &^ x) | ((y - 0x20*lsb) &^ y)
+	qx, qy := x^('"'*lsb), y^('"'*lsb)
+	m |= ((qx - lsb) &^ qx) | ((qy - lsb) &^ qy)
+	bx, by := x^('\\'*lsb), y^('\\'*lsb)
+	m |= ((bx - lsb) &^ bx) | ((by - lsb) &^ by)
+	return m&msb == 0
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"unsafe"
 )
 
 // The property codec: how engines store a property bag. Layout:
@@ -15,6 +16,13 @@ import (
 // DateTime and Double eight bytes big-endian (Double as its IEEE bits); GUID sixteen bytes.
 // Every payload's length is known from its type or prefix, so a reader can skip to one
 // property without decoding the others (see FindProperty).
+//
+// A String is tagged plainString instead of its type byte when every byte of it is
+// printable ASCII other than '"' and '\' (jsonPlain): its JSON form is then its bytes
+// between quotes, which a response writer copies without examining them (PropReader.Plain).
+// The tag is a property of the bytes only, so it costs the writer one pass over the
+// string and nothing else changes: readers treat both tags as String, and bags written
+// before the tag existed (String tags only) read exactly as before.
 
 // ErrCorrupt reports stored bytes that do not decode.
 var ErrCorrupt = errors.New("entity: corrupt encoding")
@@ -61,9 +69,24 @@ func uvarintLen(x uint64) int {
 	return n
 }
 
+// plainString is the type byte of a String whose bytes are all JSON-plain (see above).
+const plainString = 0x80 | byte(String)
+
+// tagType is the Type a stored type byte stands for.
+func tagType(tag byte) Type {
+	if tag == plainString {
+		return String
+	}
+	return Type(tag)
+}
+
 // AppendValue appends one value's type byte and payload.
 func AppendValue(dst []byte, v Value) []byte {
-	dst = append(dst, byte(v.Type))
+	if v.Type == String && jsonPlain(v.Str) {
+		dst = append(dst, plainString)
+	} else {
+		dst = append(dst, byte(v.Type))
+	}
 	switch v.Type {
 	case String:
 		dst = binary.AppendUvarint(dst, uint64(len(v.Str)))
@@ -159,7 +182,7 @@ func skipValue(b []byte) ([]byte, error) {
 	if len(b) == 0 {
 		return nil, ErrCorrupt
 	}
-	t := Type(b[0])
+	t := tagType(b[0])
 	b = b[1:]
 	if t == String || t == Binary {
 		_, rest, err := readBytes(b)
@@ -176,7 +199,7 @@ func decodeValue(b []byte) (Value, []byte, error) {
 	if len(b) == 0 {
 		return Value{}, nil, ErrCorrupt
 	}
-	v := Value{Type: Type(b[0])}
+	v := Value{Type: tagType(b[0])}
 	b = b[1:]
 	switch v.Type {
 	case String:
@@ -209,4 +232,167 @@ func decodeValue(b []byte) (Value, []byte, error) {
 		v.Bytes = append([]byte{}, b[:16]...)
 	}
 	return v, b[n:], nil
+}
+
+// CheckProps reports whether b is a well-formed property bag, exactly when DecodeProps
+// would succeed on it, without decoding or allocating. A reader that checks a bag once
+// may then walk it with a PropReader, which assumes a well-formed bag.
+func CheckProps(b []byte) error {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return ErrCorrupt
+	}
+	b = b[k:]
+	for i := uint64(0); i < n; i++ {
+		_, rest, err := readBytes(b)
+		if err != nil {
+			return err
+		}
+		if len(rest) == 0 {
+			return ErrCorrupt
+		}
+		switch t := tagType(rest[0]); t {
+		case String, Binary, Boolean, Int32, Int64, DateTime, Double, GUID:
+		default:
+			return ErrCorrupt
+		}
+		if b, err = skipValue(rest); err != nil {
+			return err
+		}
+	}
+	if len(b) != 0 {
+		return ErrCorrupt
+	}
+	return nil
+}
+
+// PropReader walks an encoded property bag in stored order without copying: the name and
+// the value it yields alias the bag (strings point into its bytes), so they are valid only
+// while the bag's bytes are neither modified nor reused. It is how a response is written
+// straight from stored bytes, with no allocation per property. The bag must be well formed
+// (CheckProps); on malformed bytes Next stops early rather than panicking.
+type PropReader struct {
+	b     []byte
+	n     uint64
+	name  string
+	val   Value
+	plain bool
+}
+
+// NewPropReader starts a walk over bag b.
+func NewPropReader(b []byte) PropReader {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return PropReader{}
+	}
+	return PropReader{b: b[k:], n: n}
+}
+
+// Next moves to the next property and reports whether there is one.
+func (r *PropReader) Next() bool {
+	if r.n == 0 {
+		return false
+	}
+	r.n--
+	name, rest, err := readBytes(r.b)
+	if err != nil || len(rest) == 0 {
+		r.n = 0
+		return false
+	}
+	r.name = unsafeString(name)
+	r.plain = rest[0] == plainString
+	v := Value{Type: tagType(rest[0])}
+	rest = rest[1:]
+	switch v.Type {
+	case String, Binary:
+		s, tail, err := readBytes(rest)
+		if err != nil {
+			r.n = 0
+			return false
+		}
+		if v.Type == String {
+			v.Str = unsafeString(s)
+		} else {
+			v.Bytes = s[:len(s):len(s)]
+		}
+		rest = tail
+	default:
+		n := fixedLen(v.Type)
+		if n < 0 || len(rest) < n {
+			r.n = 0
+			return false
+		}
+		switch v.Type {
+		case Boolean:
+			v.Int = int64(rest[0] & 1)
+		case Int32, Int64, DateTime:
+			v.Int = int64(binary.BigEndian.Uint64(rest))
+		case Double:
+			v.Float = math.Float64frombits(binary.BigEndian.Uint64(rest))
+		case GUID:
+			v.Bytes = rest[:16:16]
+		}
+		rest = rest[n:]
+	}
+	r.val = v
+	r.b = rest
+	return true
+}
+
+// Name is the current property's name (aliasing the bag).
+func (r *PropReader) Name() string { return r.name }
+
+// Value is the current property's value (aliasing the bag).
+func (r *PropReader) Value() *Value { return &r.val }
+
+// Plain reports that the current property is a String stored as JSON-plain: every byte
+// printable ASCII other than '"' and '\', so its JSON string is its bytes in quotes.
+func (r *PropReader) Plain() bool { return r.plain }
+
+// jsonPlain reports whether every byte of s is printable ASCII (0x20–0x7E) other than
+// '"' and '\': the strings JSON writes verbatim. Sixteen bytes at a time, as most are.
+func jsonPlain(s string) bool {
+	i := 0
+	for ; i+16 <= len(s); i += 16 {
+		if !plainWords(load64(s, i), load64(s, i+8)) {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// load64 reads s[i:i+8] little-endian; the compiler turns it into one load.
+func load64(s string, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
+// plainWords reports whether all sixteen bytes of x and y are JSON-plain. Each term is
+// the exact "has a byte below n" (or "equal to n") test: a byte ≥ 0x80, < 0x20, '"',
+// '\' or 0x7F sets a high bit.
+func plainWords(x, y uint64) bool {
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	m := x | y
+	m |= ((x - 0x20*lsb) &^ x) | ((y - 0x20*lsb) &^ y)
+	qx, qy := x^('"'*lsb), y^('"'*lsb)
+	m |= ((qx - lsb) &^ qx) | ((qy - lsb) &^ qy)
+	bx, by := x^('\\'*lsb), y^('\\'*lsb)
+	m |= ((bx - lsb) &^ bx) | ((by - lsb) &^ by)
+	dx, dy := x^(0x7f*lsb), y^(0x7f*lsb)
+	m |= ((dx - lsb) &^ dx) | ((dy - lsb) &^ dy)
+	return m&msb == 0
+}
+
+// unsafeString views b as a string without copying; b must not change while it is used.
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }

@@ -15,7 +15,16 @@ func ETag(version int64) string {
 func AppendETag(dst []byte, version int64) []byte {
 	dst = append(dst, `W/"datetime'`...)
 	var buf [32]byte
-	for _, c := range AppendTicks(buf[:0], version) {
+	ts := AppendTicks(buf[:0], version)
+	if version >= MinDateTime && version <= MaxDateTime { // yyyy-mm-ddThh:mm:ss.fffffffZ
+		dst = append(dst, ts[:13]...)
+		dst = append(dst, "%3A"...)
+		dst = append(dst, ts[14:16]...)
+		dst = append(dst, "%3A"...)
+		dst = append(dst, ts[17:]...)
+		return append(dst, `'"`...)
+	}
+	for _, c := range ts {
 		if c == ':' {
 			dst = append(dst, "%3A"...)
 		} else {

@@ -25,10 +25,18 @@ const (
 	MaxEntityBytes = 1 << 20
 )
 
-// utf16Len counts UTF-16 code units without allocating.
+// utf16Len counts UTF-16 code units without allocating. ASCII, which most strings are
+// entirely, is one unit a byte and is counted sixteen bytes at a time; the rest rune by
+// rune (an invalid byte counts one, as range decodes it to U+FFFD).
 func utf16Len(s string) int {
-	n := 0
-	for _, r := range s {
+	i := 0
+	for ; i+16 <= len(s); i += 16 {
+		if (load64(s, i)|load64(s, i+8))&0x8080808080808080 != 0 {
+			break
+		}
+	}
+	n := i
+	for _, r := range s[i:] {
 		if utf16.RuneLen(r) == 2 {
 			n += 2
 		} else {

@@ -93,21 +93,39 @@ func (s *Server) postBatch(rq *request) error {
 	}
 	rq.obs.EntitiesWritten = len(ops)
 	results := make([]batch.Result, len(ops))
+	// The sub-responses' header values share one backing array and one text buffer, so
+	// an operation's headers cost its map and two strings (its ETag and its URL).
+	tokens := []string{token}
+	vals := make([]string, 0, 4*len(ops))
+	value := func(v string) []string {
+		vals = append(vals, v)
+		return vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	var text []byte
 	for i := range ops {
 		o := &ops[i]
-		h := http.Header{}
+		h := make(http.Header, 6)
 		res := batch.Result{Status: o.status, Header: h, ContentID: req.Operations[i].ContentID}
 		e := &o.op.Entity
-		h[headerSessionToken] = []string{token}
+		h[headerSessionToken] = tokens
 		if o.op.Op != storage.Delete {
-			h["ETag"] = []string{entity.ETag(applied.Versions[i])}
+			text = entity.AppendETag(text[:0], applied.Versions[i])
+			h["ETag"] = value(string(text))
 		}
 		if o.op.Op == storage.Insert {
-			loc := rq.root + "/" + tableName + "(PartitionKey='" + escapeKey(e.PartitionKey) + "',RowKey='" + escapeKey(e.RowKey) + "')"
-			h["Location"] = []string{loc}
-			h["DataServiceId"] = []string{loc}
+			text = append(text[:0], rq.root...)
+			text = append(text, '/')
+			text = append(text, tableName...)
+			text = append(text, "(PartitionKey='"...)
+			text = appendKeyEscaped(text, e.PartitionKey)
+			text = append(text, "',RowKey='"...)
+			text = appendKeyEscaped(text, e.RowKey)
+			text = append(text, "')"...)
+			loc := value(string(text))
+			h["Location"] = loc
+			h["DataServiceId"] = loc
 			if o.pref != "" {
-				h["Preference-Applied"] = []string{o.pref}
+				h["Preference-Applied"] = value(o.pref)
 			}
 			if o.status == http.StatusCreated {
 				h["Content-Type"] = []string{edmjson.ContentType(rq.level)}
@@ -117,13 +135,24 @@ func (s *Server) postBatch(rq *request) error {
 		}
 		results[i] = res
 	}
-	var buf bytes.Buffer
-	ct, err := batch.WriteResponse(&buf, results)
+	// The response is gathered in a pooled buffer (a 100-operation one is tens of KiB).
+	bp := bufPool.Get().(*[]byte)
+	defer putBuf(bp)
+	*bp = (*bp)[:0]
+	ct, err := batch.WriteResponse(appendWriter{bp}, results)
 	if err != nil {
 		return err
 	}
-	rq.send(http.StatusAccepted, ct, buf.Bytes())
+	rq.send(http.StatusAccepted, ct, *bp)
 	return nil
+}
+
+// appendWriter is an io.Writer that appends to a byte slice.
+type appendWriter struct{ b *[]byte }
+
+func (w appendWriter) Write(p []byte) (int, error) {
+	*w.b = append(*w.b, p...)
+	return len(p), nil
 }
 
 // decodeBatchOp turns one parsed sub-request into a table operation and returns the

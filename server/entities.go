@@ -35,6 +35,34 @@ func escapeKey(k string) string {
 	return url.PathEscape(strings.ReplaceAll(k, "'", "''"))
 }
 
+// appendKeyEscaped appends escapeKey(k) without building intermediate strings.
+func appendKeyEscaped(dst []byte, k string) []byte {
+	const hexu = "0123456789ABCDEF"
+	for i := 0; i < len(k); i++ {
+		switch c := k[i]; {
+		case pathKeep[c]:
+			dst = append(dst, c)
+		case c == '\'':
+			dst = append(dst, "%27%27"...)
+		default:
+			dst = append(dst, '%', hexu[c>>4], hexu[c&15])
+		}
+	}
+	return dst
+}
+
+// pathKeep marks the bytes url.PathEscape leaves as they are: unreserved characters and
+// the sub-delimiters a path segment allows ($ & + : = @).
+var pathKeep = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	}
+	for _, c := range "-_.~$&+:=@" {
+		t[c] = true
+	}
+	return t
+}()
+
 func (s *Server) decodeEntity(rq *request) (entity.Entity, edmjson.Keys, error) {
 	if err := checkContentType(rq.r); err != nil {
 		return entity.Entity{}, edmjson.Keys{}, err
@@ -199,6 +227,8 @@ func (s *Server) queryEntities(rq *request) error {
 		Top:              top,
 		NextPartitionKey: q.Get("NextPartitionKey"),
 		NextRowKey:       q.Get("NextRowKey"),
+		// The page is only written out: its properties may stay in the stored form.
+		Encoded: true,
 	}
 	if query.Filter, err = odata.Parse(q.Get("$filter")); err != nil {
 		return err
@@ -236,6 +266,7 @@ func (s *Server) queryEntities(rq *request) error {
 	opts := s.entityOptions(rq, false, edmjson.NewSelection(sel))
 	rq.odataHeaders()
 	s.sendPage(rq, page.Records, opts)
+	page.Release() // written out: the stored bags' buffers serve the next query
 	return nil
 }
 
@@ -295,7 +326,7 @@ func (s *Server) sendPage(rq *request, recs []storage.Record, opts edmjson.Entit
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = edmjson.AppendEntity(b, &recs[i].Entity, recs[i].Version, opts)
+		b = edmjson.AppendRecord(b, &recs[i], opts)
 		recs[i] = storage.Record{}
 		if i%64 == 63 && ctx.Err() != nil {
 			*bp = b

@@ -497,11 +497,13 @@ func checkContentType(r *http.Request) error {
 // preference reads Prefer: "return-no-content", "return-content", or "" when absent.
 func preference(r *http.Request) string {
 	for _, v := range r.Header.Values("Prefer") {
-		for _, p := range strings.Split(v, ",") {
-			switch strings.ToLower(strings.TrimSpace(p)) {
-			case "return-no-content":
+		for v != "" {
+			var p string
+			p, v, _ = strings.Cut(v, ",")
+			switch p = strings.TrimSpace(p); {
+			case strings.EqualFold(p, "return-no-content"):
 				return "return-no-content"
-			case "return-content":
+			case strings.EqualFold(p, "return-content"):
 				return "return-content"
 			}
 		}

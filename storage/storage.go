@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ceruleandb/cerulean/entity"
@@ -96,6 +97,13 @@ type Mutation struct {
 type Record struct {
 	Entity  entity.Entity
 	Version int64
+	// Encoded, when non-nil, holds the properties in their stored entity.AppendProps form
+	// instead of Entity.Props (which is then nil): what a scan asked for Encoded records
+	// returns from an engine that stores that form, so a reader that only writes the
+	// properties out (a query response) skips decoding them into values. The bag has been
+	// checked (entity.CheckProps); it may share memory with other records of the page and
+	// is read-only.
+	Encoded []byte
 }
 
 // Applied is what a committed Apply reports: each mutation's new version (0 for Delete),
@@ -148,6 +156,12 @@ type ScanRequest struct {
 	// uses Filter. Callers set both, and they must agree. An error means the stored bag is
 	// corrupt and fails the scan.
 	EncodedFilter func(pk, rk string, version int64, props []byte) (bool, error)
+	// Encoded lets the engine return records with their properties still in the stored
+	// entity.AppendProps form (Record.Encoded) rather than decoded, when it keeps that
+	// form; an engine that does not returns decoded records as usual. Callers that set it
+	// must accept both. The engine checks each returned bag (entity.CheckProps), so a
+	// corrupt one fails the scan as a decoding error would.
+	Encoded bool
 }
 
 // ScanResult is one page of a scan. Next, when non-nil, is the key to resume from
@@ -162,17 +176,47 @@ type ScanRequest struct {
 // records of the cancellation.
 type ScanResult struct {
 	Records []Record
-	Next    *Key
+	// Blocks are the buffers (from GetBlock) that the Encoded records' bags lie in, for
+	// a caller done with the records to hand back with PutBlocks; nil when there are none.
+	Blocks []*[]byte
+	Next   *Key
 	// Examined is how many stored records the scan read to produce Records (at least
 	// len(Records)): those a filter rejected and, in the pebble engine, expired ones
 	// too. Examined against returned is what tells a filter that does not use keys.
 	Examined int
 }
 
+// BlockSize is the capacity of the buffers GetBlock hands out: 32 KiB, the largest the Go
+// allocator still serves from its size classes, about thirty 1 KiB property bags.
+const BlockSize = 32 << 10
+
+var blockPool = sync.Pool{New: func() any { b := make([]byte, 0, BlockSize); return &b }}
+
+// GetBlock returns an empty buffer of capacity BlockSize for an Encoded scan's property
+// bags (ScanResult.Blocks), recycled when its last reader returned it with PutBlocks.
+func GetBlock() *[]byte {
+	bp := blockPool.Get().(*[]byte)
+	*bp = (*bp)[:0]
+	return bp
+}
+
+// PutBlocks recycles blocks. The caller must not use any record whose bag lies in them
+// afterwards: the next scan overwrites them.
+func PutBlocks(blocks []*[]byte) {
+	for _, bp := range blocks {
+		if cap(*bp) == BlockSize {
+			blockPool.Put(bp)
+		}
+	}
+}
+
 // RecordSize is a record's size for ScanRequest.MaxBytes: its keys plus its properties in
 // the entity.AppendProps encoding, which is how both engines store them. It tracks the
 // memory the record takes once read (decoded strings and bytes are about as long).
 func RecordSize(r *Record) int {
+	if r.Encoded != nil {
+		return len(r.Entity.PartitionKey) + len(r.Entity.RowKey) + len(r.Encoded)
+	}
 	return len(r.Entity.PartitionKey) + len(r.Entity.RowKey) + entity.EncodedSize(r.Entity.Props)
 }
 

@@ -52,6 +52,10 @@ type Query struct {
 	// Read is how the page is read (consistency level and session token); the page also
 	// sees at least the position its continuation token carries, at every level.
 	Read Read
+	// Encoded lets the page's records carry their properties in the stored form
+	// (storage.Record.Encoded) where the engine keeps it: for a caller that only writes
+	// them out, such as a query response (edmjson.AppendRecord takes both forms).
+	Encoded bool
 }
 
 // Page is one page of query results. NextPartitionKey/NextRowKey are both non-empty when
@@ -67,6 +71,18 @@ type Page struct {
 	Scanned int
 	// Cut is whether PageBudget ended the page before it was full or its ranges done.
 	Cut bool
+	// blocks hold the Encoded records' bags (storage.ScanResult.Blocks).
+	blocks []*[]byte
+}
+
+// Release hands the buffers of the page's Encoded records back for reuse by later
+// scans and empties the page. Call it once the records are written out, and use none of
+// them after; a page never released costs only its buffers' recycling.
+func (p *Page) Release() {
+	clear(p.Records)
+	p.Records = nil
+	storage.PutBlocks(p.blocks)
+	p.blocks = nil
 }
 
 // QueryEntities returns one page of q's results in (PartitionKey, RowKey) order.
@@ -156,6 +172,7 @@ func (s *Service) queryPage(ctx context.Context, rd storage.Reader, account, tab
 			MaxBytes: PageBytes - size,
 			Deadline: deadline,
 			Filter:   residual,
+			Encoded:  q.Encoded,
 
 			EncodedFilter: encoded,
 		})
@@ -163,6 +180,7 @@ func (s *Service) queryPage(ctx context.Context, rd storage.Reader, account, tab
 			return Page{}, s.mapErr(err, entityScope)
 		}
 		p.Scanned += res.Examined
+		p.blocks = append(p.blocks, res.Blocks...)
 		for j := range res.Records {
 			size += storage.RecordSize(&res.Records[j])
 		}

@@ -102,6 +102,7 @@ func Run(t *testing.T, h Harness) {
 		{"Scan/Deadline", testScanDeadline},
 		{"Scan/MaxBytes", testScanMaxBytes},
 		{"Scan/Cancel", testScanCancel},
+		{"Scan/Encoded", testScanEncoded},
 		{"Types/RoundTrip", testTypesRoundTrip},
 		{"Concurrency/CompareAndSet", testCompareAndSet},
 		{"Concurrency/Partitions", testConcurrentPartitions},

@@ -1084,6 +1084,7 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 
 	var res storage.ScanResult
 	var dec keyDecoder
+	var arena []byte // Encoded records' bags, in blocks from storage.GetBlock
 	examined, size := 0, 0
 	now := e.clock.Now()
 	for it.First(); it.Valid(); it.Next() {
@@ -1131,6 +1132,34 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 		if full && accepted {
 			res.Next = &storage.Key{PartitionKey: pk, RowKey: rk}
 			break
+		}
+		if req.Encoded && accepted && !full {
+			// Kept in the stored form: checked, then copied into the page's arena (the
+			// iterator's value is only valid until it moves).
+			if err := entity.CheckProps(enc); err != nil {
+				return storage.ScanResult{}, fmt.Errorf("scan: value: %w", err)
+			}
+			if len(arena)+len(enc) > cap(arena) {
+				if len(enc) <= storage.BlockSize {
+					bp := storage.GetBlock()
+					res.Blocks = append(res.Blocks, bp)
+					arena = *bp
+				} else {
+					arena = make([]byte, 0, len(enc)) // a bag larger than a block: its own
+				}
+			}
+			at := len(arena)
+			arena = append(arena, enc...)
+			size += n
+			if res.Records == nil {
+				res.Records = make([]storage.Record, 0, min(req.Limit, 128))
+			}
+			res.Records = append(res.Records, storage.Record{
+				Entity:  entity.Entity{PartitionKey: pk, RowKey: rk},
+				Version: ver,
+				Encoded: arena[at:len(arena):len(arena)],
+			})
+			continue
 		}
 		props, err := entity.DecodeProps(enc)
 		if err != nil {

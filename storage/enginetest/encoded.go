@@ -1,0 +1,97 @@
+package enginetest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/storage"
+)
+
+// testScanEncoded checks ScanRequest.Encoded: a scan that allows the stored form returns
+// the same records, pages and resume keys as one that does not, whether the engine keeps
+// bags encoded (each one well formed and decoding to the record's properties) or
+// decodes them, with and without a size bound and a filter.
+func testScanEncoded(t *testing.T, x *env) {
+	tbl := x.createTable("Encoded")
+	var muts []storage.Mutation
+	for i := 0; i < 150; i++ {
+		muts = append(muts, mut(storage.Insert, fmt.Sprintf("r%03d", i),
+			str("S", fmt.Sprintf("text \"%d\" é\u2028 %s", i, string(make([]byte, i%7)))),
+			prop("B", entity.BinaryValue([]byte{byte(i), 0, 0xff})),
+			prop("T", entity.BoolValue(i%2 == 0)),
+			prop("I", entity.Int32Value(int32(-i))),
+			i64("N", int64(i)),
+			prop("D", entity.DoubleValue(float64(i)/3)),
+			prop("W", entity.TimeValue(time.Unix(int64(i), 100).UTC())),
+			prop("G", entity.GUIDValue([16]byte{byte(i), 1, 2, 3})),
+			str("", "")))
+		if len(muts) == 100 {
+			x.apply(tbl, "p", muts...)
+			muts = nil
+		}
+	}
+	x.apply(tbl, "p", muts...)
+	odd := func(r *storage.Record) bool { n, _ := r.Entity.Get("N"); return n.Int%2 == 1 }
+	oddEncoded := func(_, _ string, _ int64, props []byte) (bool, error) {
+		v, _, err := entity.FindProperty(props, "N")
+		return v.Int%2 == 1, err
+	}
+	for _, c := range []struct {
+		name     string
+		maxBytes int
+		limit    int
+		filter   bool
+	}{
+		{"whole", 0, 1000, false},
+		{"limit", 0, 7, false},
+		{"bytes", 5_000, 1000, false},
+		{"filter", 0, 1000, true},
+		{"filter bytes", 3_000, 11, true},
+	} {
+		var pages [2][]storage.ScanResult
+		for k, encoded := range []bool{false, true} {
+			start := storage.Key{}
+			for {
+				req := storage.ScanRequest{Start: start, Limit: c.limit, MaxBytes: c.maxBytes, Encoded: encoded}
+				if c.filter {
+					req.Filter, req.EncodedFilter = odd, oddEncoded
+				}
+				res, err := x.e.Scan(x.ctx, x.acct, tbl, req)
+				if err != nil {
+					t.Fatalf("%s: Scan (encoded %v): %v", c.name, encoded, err)
+				}
+				pages[k] = append(pages[k], res)
+				if res.Next == nil {
+					break
+				}
+				start = *res.Next
+			}
+		}
+		if len(pages[0]) != len(pages[1]) {
+			t.Fatalf("%s: %d pages decoded, %d encoded", c.name, len(pages[0]), len(pages[1]))
+		}
+		for i := range pages[0] {
+			d, e := pages[0][i], pages[1][i]
+			if (d.Next == nil) != (e.Next == nil) || d.Next != nil && *d.Next != *e.Next {
+				t.Fatalf("%s: page %d resumes at %v decoded, %v encoded", c.name, i, d.Next, e.Next)
+			}
+			for j := range e.Records {
+				r := &e.Records[j]
+				if r.Encoded == nil {
+					continue
+				}
+				if r.Entity.Props != nil {
+					t.Fatalf("%s: record %q has both Props and Encoded", c.name, keyOf(r))
+				}
+				props, err := entity.DecodeProps(r.Encoded)
+				if err != nil {
+					t.Fatalf("%s: record %q: Encoded does not decode: %v", c.name, keyOf(r), err)
+				}
+				r.Entity.Props, r.Encoded = props, nil
+			}
+			x.sameRecords(fmt.Sprintf("%s page %d", c.name, i), e.Records, d.Records)
+		}
+	}
+}
