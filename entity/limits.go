@@ -25,10 +25,22 @@ const (
 	MaxEntityBytes = 1 << 20
 )
 
-// utf16Len counts UTF-16 code units without allocating.
+// utf16Len counts UTF-16 code units without allocating. An ASCII prefix (most text) is
+// one unit a byte, counted eight bytes at a time; the rest is read rune by rune.
 func utf16Len(s string) int {
-	n := 0
-	for _, r := range s {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if w&0x8080808080808080 != 0 {
+			break
+		}
+	}
+	for i < len(s) && s[i] < utf8.RuneSelf {
+		i++
+	}
+	n := i
+	for _, r := range s[i:] {
 		if utf16.RuneLen(r) == 2 {
 			n += 2
 		} else {

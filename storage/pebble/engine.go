@@ -203,6 +203,9 @@ type Engine struct {
 	// committed is the highest position (sequence number) of a batch whose commit has
 	// returned; every write at or below it is visible to reads.
 	committed atomic.Uint64
+	// latest is the view of a read that asks for no position (ReadView), shared by all
+	// of them: it holds nothing but the engine.
+	latest *view
 	// expiryVisited counts the keys expiry passes have read (index keys, listed and
 	// checked again under the row locks; a pass reads no row), so a test can check that
 	// a pass costs what expired, not the table.
@@ -322,6 +325,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		expiryInterval: opts.ExpiryInterval,
 		positionWait:   opts.PositionWait,
 	}
+	e.latest = &view{Engine: e}
 	if err := e.load(); err != nil {
 		space.close()
 		db.Close()
@@ -1017,6 +1021,10 @@ func (e *Engine) loadRows(rows []row, needProps bool, now int64) error {
 	return nil
 }
 
+// keyPool recycles the key buffers of point reads (keys are at most about 2 KiB: two
+// 1 KiB keys, escaped, so no buffer in it grows large).
+var keyPool = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }}
+
 // Get reads one entity; an expired one is not found.
 func (e *Engine) Get(ctx context.Context, account, tableName, pk, rk string) (storage.Record, error) {
 	if err := e.enter(); err != nil {
@@ -1027,7 +1035,10 @@ func (e *Engine) Get(ctx context.Context, account, tableName, pk, rk string) (st
 	if err != nil {
 		return storage.Record{}, err
 	}
-	v, closer, err := e.db.Get(dataKey(t.id, pk, rk))
+	kb := keyPool.Get().(*[]byte)
+	defer keyPool.Put(kb) // after closer.Close: the read may hold the key until then
+	*kb = appendDataKey((*kb)[:0], t.id, pk, rk)
+	v, closer, err := e.db.Get(*kb)
 	if errors.Is(err, pebbledb.ErrNotFound) {
 		return storage.Record{}, storage.ErrNotFound
 	}
