@@ -199,10 +199,10 @@ func BenchmarkInsertEntityParallel(b *testing.B) {
 // loadBench inserts n bench entities (partition "p", row keys 0..n-1) through the server
 // and, when flushed, reopens the engine so that they are read from sstables (Pebble
 // flushes the replayed log on open) rather than the memtable.
-func loadBench(b *testing.B, n int, flushed bool) *Server {
+func loadBench(b *testing.B, n int, flushed bool, opts pebble.Options) *Server {
 	b.Helper()
 	dir := b.TempDir()
-	eng, err := pebble.Open(dir, pebble.Options{})
+	eng, err := pebble.Open(dir, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func loadBench(b *testing.B, n int, flushed bool) *Server {
 		if err := eng.Close(); err != nil {
 			b.Fatal(err)
 		}
-		if eng, err = pebble.Open(dir, pebble.Options{}); err != nil {
+		if eng, err = pebble.Open(dir, opts); err != nil {
 			b.Fatal(err)
 		}
 		if srv, err = New(Options{Engine: eng, Accounts: []auth.Account{auth.DevAccount()}}); err != nil {
@@ -284,21 +284,27 @@ func getBench(b *testing.B, srv *Server, n int, parallel bool) {
 // BenchmarkGetEntityBench reads the bench's 1 KiB entities: from the memtable (5,000
 // entities, within the 16 MiB memtable), and from sstables (20,000 entities, about 20
 // MiB: Bloom filters, the block cache and blob files are on the path), one at a time and
-// from 32 concurrent requests.
+// from 32 concurrent requests. The "inline" cases keep values in the sstables (value
+// separation off), to weigh what separation (pebble.DefaultValueSeparationMinSize) costs
+// a read against what it saves sustained writes.
 func BenchmarkGetEntityBench(b *testing.B) {
+	inline := pebble.Options{ValueSeparationMinSize: -1}
 	for _, c := range []struct {
 		name     string
 		n        int
 		flushed  bool
 		parallel bool
+		opts     pebble.Options
 	}{
-		{"memtable", 5000, false, false},
-		{"memtable/parallel", 5000, false, true},
-		{"sst", 20000, true, false},
-		{"sst/parallel", 20000, true, true},
+		{"memtable", 5000, false, false, pebble.Options{}},
+		{"memtable/parallel", 5000, false, true, pebble.Options{}},
+		{"sst", 20000, true, false, pebble.Options{}},
+		{"sst/parallel", 20000, true, true, pebble.Options{}},
+		{"sst-inline", 20000, true, false, inline},
+		{"sst-inline/parallel", 20000, true, true, inline},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			getBench(b, loadBench(b, c.n, c.flushed), c.n, c.parallel)
+			getBench(b, loadBench(b, c.n, c.flushed, c.opts), c.n, c.parallel)
 		})
 	}
 }
