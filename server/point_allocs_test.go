@@ -20,7 +20,7 @@ func TestPointAllocs(t *testing.T) {
 	srv, _ := pebbleServer(t, "bench")
 	in := newInserter(srv, insertTemplate(t), 1)
 	insert := testing.AllocsPerRun(200, func() { in.insert(t) })
-	const insertBudget = 20 // 17 today
+	const insertBudget = 18 // 15 today
 	if insert > insertBudget {
 		t.Errorf("Insert Entity allocates %.1f times, budget %d", insert, insertBudget)
 	}
