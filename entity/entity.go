@@ -210,8 +210,69 @@ func FormatTicks(ticks int64) string {
 	return string(AppendTicks(nil, ticks))
 }
 
-// AppendTicks appends FormatTicks(ticks) to dst.
+// AppendTicks appends FormatTicks(ticks) to dst. Every ETag and Timestamp is one of
+// these, so the service's range (MinDateTime to MaxDateTime) is formatted by hand, without
+// time.Time's general layout machinery; other values go through time.Time.
 func AppendTicks(dst []byte, ticks int64) []byte {
+	if ticks >= MinDateTime && ticks <= MaxDateTime {
+		return appendTicksFast(dst, ticks)
+	}
+	return appendTicksTime(dst, ticks)
+}
+
+// appendTicksFast is AppendTicks for a value in the service's range (years 1601 to 9999,
+// four digits): the civil date from days since the Unix epoch (Howard Hinnant's
+// days_from_civil, inverted), then fixed-width digits.
+func appendTicksFast(dst []byte, ticks int64) []byte {
+	secs, frac := ticks/ticksPerSecond, ticks%ticksPerSecond
+	if frac < 0 {
+		secs--
+		frac += ticksPerSecond
+	}
+	days, sod := secs/86400, secs%86400
+	if sod < 0 {
+		days--
+		sod += 86400
+	}
+	z := days + 719468 // days since 0000-03-01; positive from 1601 on
+	era := z / 146097
+	doe := z - era*146097
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	y := yoe + era*400
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	d := doy - (153*mp+2)/5 + 1
+	m := mp + 3
+	if mp >= 10 {
+		m = mp - 9
+		y++
+	}
+	var b [28]byte
+	put := func(i int, v int64, n int) {
+		for k := i + n - 1; k >= i; k-- {
+			b[k] = byte('0' + v%10)
+			v /= 10
+		}
+	}
+	put(0, y, 4)
+	b[4] = '-'
+	put(5, m, 2)
+	b[7] = '-'
+	put(8, d, 2)
+	b[10] = 'T'
+	put(11, sod/3600, 2)
+	b[13] = ':'
+	put(14, sod/60%60, 2)
+	b[16] = ':'
+	put(17, sod%60, 2)
+	b[19] = '.'
+	put(20, frac, 7)
+	b[27] = 'Z'
+	return append(dst, b[:]...)
+}
+
+// appendTicksTime is AppendTicks through time.Time, for any value.
+func appendTicksTime(dst []byte, ticks int64) []byte {
 	t := TicksToTime(ticks)
 	dst = t.AppendFormat(dst, "2006-01-02T15:04:05")
 	frac := ticks % ticksPerSecond
