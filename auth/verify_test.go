@@ -578,3 +578,39 @@ func BenchmarkAuthenticate(b *testing.B) {
 		}
 	})
 }
+
+// TestAuthenticateDateMemo checks that the memoised parse of the last request date (see
+// Verifier.lastDate) never carries a verdict: the same date header is judged against the
+// clock of each call, and a malformed date after a good one is still refused.
+func TestAuthenticateDateMemo(t *testing.T) {
+	now := testNow
+	v := NewVerifier([]Account{{Name: dev, Keys: [][]byte{key1}}}, func() time.Time { return now })
+	r := benchRequest(t)
+	for _, c := range []struct {
+		now    time.Time
+		detail string // "" for success
+	}{
+		{testNow, ""},
+		{testNow.Add(MaxClockSkew), ""},
+		{testNow.Add(MaxClockSkew + time.Second), "Request date header too old"},
+		{testNow.Add(-MaxClockSkew - time.Second), "Request date header too far in the future"},
+		{testNow, ""},
+	} {
+		now = c.now
+		err := v.Authenticate(r, dev)
+		if c.detail == "" {
+			if err != nil {
+				t.Errorf("at %v: %v", c.now, err)
+			}
+			continue
+		}
+		if e, ok := azerr.As(err); !ok || !strings.HasPrefix(e.Detail, c.detail) {
+			t.Errorf("at %v: %v, want detail %q", c.now, err, c.detail)
+		}
+	}
+	bad := benchRequest(t)
+	bad.Header.Set("x-ms-date", "Wed, 01 May 2024 10:00:00 XYZ")
+	if e, ok := azerr.As(v.Authenticate(bad, dev)); !ok || !strings.Contains(e.Detail, "not a valid RFC 1123 date") {
+		t.Errorf("malformed date after a good one: %v", e)
+	}
+}

@@ -295,3 +295,21 @@ func TestParseGUID(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAppendTicks checks the hand-made formatting of the service's DateTime range against
+// time.Time's.
+func FuzzAppendTicks(f *testing.F) {
+	for _, v := range []int64{MinDateTime, MaxDateTime, 0, -1, 1, 17640000000000000, 951782400 * ticksPerSecond, 951868800*ticksPerSecond - 1, MinDateTime - 1, MaxDateTime + 1} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, ticks int64) {
+		if got, want := string(AppendTicks(nil, ticks)), string(appendTicksTime(nil, ticks)); got != want {
+			t.Fatalf("AppendTicks(%d) = %s, want %s", ticks, got, want)
+		}
+		// Spread the fuzzer's small values over the whole range too.
+		spread := MinDateTime + int64(uint64(ticks)%uint64(MaxDateTime-MinDateTime+1))
+		if got, want := string(AppendTicks(nil, spread)), string(appendTicksTime(nil, spread)); got != want {
+			t.Fatalf("AppendTicks(%d) = %s, want %s", spread, got, want)
+		}
+	})
+}

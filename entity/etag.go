@@ -8,7 +8,8 @@ import (
 // ETag renders a version as the service's weak ETag: W/"datetime'<Timestamp>'" with the
 // colons of the timestamp percent-encoded (W/"datetime'2021-04-06T21%3A03%3A31.9231271Z'").
 func ETag(version int64) string {
-	return string(AppendETag(nil, version))
+	var b [64]byte // the tag is 40 bytes for any year up to 9999
+	return string(AppendETag(b[:0], version))
 }
 
 // AppendETag appends ETag(version) to dst.

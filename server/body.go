@@ -182,7 +182,8 @@ func (s *Server) readBody(rq *request, limit int64) ([]byte, error) {
 	br := s.startBody(rq)
 	defer s.endBody(br)
 
-	var chunks []*[]byte
+	var first [1]*[]byte // most bodies fit one chunk
+	chunks := first[:0]
 	defer func() {
 		for _, c := range chunks {
 			chunkPool.Put(c)

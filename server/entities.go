@@ -87,7 +87,7 @@ func (s *Server) insertEntity(rq *request) error {
 	}
 	pref := preference(rq.r)
 	if pref != "" {
-		rq.w.Header()["Preference-Applied"] = []string{pref}
+		rq.w.Header()["Preference-Applied"] = rq.hdr(pref)
 	}
 	rq.obs.PartitionKey = e.PartitionKey
 	if err := s.gate(rq, rq.res.Table, e.PartitionKey, 1); err != nil {
@@ -100,10 +100,10 @@ func (s *Server) insertEntity(rq *request) error {
 	rq.obs.EntitiesWritten = 1
 	h := rq.w.Header()
 	loc := entityLocation(rq, e.PartitionKey, e.RowKey)
-	h["Etag"] = []string{entity.ETag(c.Version)}
+	h["Etag"] = rq.hdr(entity.ETag(c.Version))
 	s.setSessionToken(h, c.Position)
-	h["Location"] = []string{loc}
-	h["Dataserviceid"] = []string{loc}
+	h["Location"] = rq.hdr(loc)
+	h["Dataserviceid"] = rq.hdr(loc)
 	if pref == "return-no-content" {
 		rq.noContent()
 		return nil
@@ -154,7 +154,7 @@ func (s *Server) writeEntity(rq *request, mode table.Mode) error {
 	}
 	rq.obs.EntitiesWritten = 1
 	h := rq.w.Header()
-	h["Etag"] = []string{entity.ETag(c.Version)}
+	h["Etag"] = rq.hdr(entity.ETag(c.Version))
 	s.setSessionToken(h, c.Position)
 	rq.noContent()
 	return nil
@@ -207,7 +207,7 @@ func (s *Server) getEntity(rq *request) error {
 		return err
 	}
 	rq.obs.EntitiesRead = 1
-	rq.w.Header()["Etag"] = []string{entity.ETag(rec.Version)}
+	rq.w.Header()["Etag"] = rq.hdr(entity.ETag(rec.Version))
 	s.setServed(rq.w.Header(), sv)
 	rq.odataHeaders()
 	bp := bufPool.Get().(*[]byte)

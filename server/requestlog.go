@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -153,11 +154,17 @@ func (s *Server) operation(rq *request) string {
 	if res.Kind == KindTable && method == http.MethodGet {
 		return "QueryTable"
 	}
-	if res.Kind == KindEntities && r.URL.Query().Get("comp") == compBulk {
+	// The URL's own query: authenticate removed the SAS parameters from rq.query. Parsed
+	// once, and not at all without a query string (most entity operations).
+	var q url.Values
+	if r.URL.RawQuery != "" {
+		q = r.URL.Query()
+	}
+	if res.Kind == KindEntities && q.Get("comp") == compBulk {
 		return "BulkWrite" // Cerulean's own: no Storage Analytics name
 	}
 	cond, _ := ifMatch(r) // a malformed If-Match is still a conditional write
-	if name, ok := operationNames[sasOperation(res, method, r.URL.Query(), cond)]; ok {
+	if name, ok := operationNames[sasOperation(res, method, q, cond)]; ok {
 		return name
 	}
 	return "Unknown"

@@ -118,6 +118,10 @@ func parseLiteral(s string) (string, string, error) {
 	if !strings.HasPrefix(s, "'") {
 		return "", "", badKey()
 	}
+	// Most keys hold no quote: the value is then a substring of s.
+	if i := strings.IndexByte(s[1:], '\''); i >= 0 && !strings.HasPrefix(s[i+2:], "'") {
+		return s[1 : i+1], s[i+2:], nil
+	}
 	var b strings.Builder
 	for i := 1; i < len(s); i++ {
 		if s[i] != '\'' {

@@ -79,3 +79,38 @@ func FuzzParseResource(f *testing.F) {
 func quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
+
+// FuzzParseLiteral checks parseLiteral (whose quote-free keys are substrings of the
+// path) against the plain character-by-character reading of an OData string literal.
+func FuzzParseLiteral(f *testing.F) {
+	for _, s := range []string{"'a'", "'a''b'", "''", "''''", "'a',RowKey='b'", "'a''", "'", "a", "'x)'"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		val, rest, err := parseLiteral(s)
+		wantVal, wantRest, ok := readLiteral(s)
+		if (err == nil) != ok || val != wantVal || rest != wantRest {
+			t.Fatalf("parseLiteral(%q) = %q, %q, %v; want %q, %q, ok %v", s, val, rest, err, wantVal, wantRest, ok)
+		}
+	})
+}
+
+// readLiteral is the reference reading of an OData string literal at the start of s.
+func readLiteral(s string) (val, rest string, ok bool) {
+	if s == "" || s[0] != '\'' {
+		return "", "", false
+	}
+	var b []byte
+	for i := 1; i < len(s); i++ {
+		switch {
+		case s[i] != '\'':
+			b = append(b, s[i])
+		case i+1 < len(s) && s[i+1] == '\'':
+			b = append(b, '\'')
+			i++
+		default:
+			return string(b), s[i+1:], true
+		}
+	}
+	return "", "", false
+}

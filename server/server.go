@@ -154,6 +154,7 @@ type request struct {
 	w         http.ResponseWriter
 	rw        responseWriter
 	rc        *http.ResponseController
+	rcv       http.ResponseController // what rc points to (no allocation of its own)
 	id        string
 	account   string
 	secondary bool
@@ -194,6 +195,24 @@ type request struct {
 	resetAfter bool
 	cutPage    bool
 	reset      bool
+
+	// hv backs the value slices of the response headers the request sets (see hdr), so
+	// that setting one costs no allocation.
+	hv  [16]string
+	nhv int
+}
+
+// hdr is a response header value for rq: a one-element slice backed by rq.hv while it
+// lasts. Its capacity is one, so an append to it (Header.Add) copies instead of writing
+// into the next header's value.
+func (rq *request) hdr(v string) []string {
+	if rq.nhv == len(rq.hv) {
+		return []string{v}
+	}
+	i := rq.nhv
+	rq.nhv++
+	rq.hv[i] = v
+	return rq.hv[i : i+1 : i+1]
 }
 
 // nowFunc is the clock for the times in error messages.
@@ -215,8 +234,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s.active.Add(1)
 	defer s.active.Add(-1)
-	rq := &request{r: r, id: s.nextRequestID(), level: edmjson.MinimalMetadata, query: url.Values{}}
-	rq.rc = http.NewResponseController(w)
+	rq := &request{r: r, id: s.nextRequestID(), level: edmjson.MinimalMetadata}
+	rq.rcv = *http.NewResponseController(w)
+	rq.rc = &rq.rcv
 	rq.rw = responseWriter{ResponseWriter: w, s: s, rq: rq}
 	rq.w = &rq.rw
 	// A write deadline left from the connection's previous request must not fail this one
@@ -227,18 +247,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer s.observeRequest(rq, start)
 	}
 	defer s.releaseBody(rq)
+	// rq.query stays nil (an empty url.Values to read) without a query string.
 	if r.URL.RawQuery != "" {
 		rq.query = r.URL.Query()
 	}
 	h := w.Header()
-	h["X-Ms-Request-Id"] = []string{rq.id}
-	h["X-Ms-Version"] = []string{DefaultVersion}
-	if v := r.Header.Get("x-ms-client-request-id"); v != "" && len(v) <= 1024 {
-		h["X-Ms-Client-Request-Id"] = []string{v}
+	h["X-Ms-Request-Id"] = rq.hdr(rq.id)
+	h["X-Ms-Version"] = rq.hdr(DefaultVersion)
+	if v := first(r.Header["X-Ms-Client-Request-Id"]); v != "" && len(v) <= 1024 {
+		h["X-Ms-Client-Request-Id"] = rq.hdr(v)
 	}
-	h["Cache-Control"] = []string{"no-cache"}
-	h["X-Content-Type-Options"] = []string{"nosniff"}
-	h["Server"] = []string{"Cerulean"}
+	h["Cache-Control"] = rq.hdr("no-cache")
+	h["X-Content-Type-Options"] = rq.hdr("nosniff")
+	h["Server"] = rq.hdr("Cerulean")
 	rq.pathStyle = s.address(rq)
 	if r.Method == http.MethodOptions {
 		// CORS preflight is unauthenticated by design: browsers send no credentials, and
@@ -248,7 +269,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if origin := r.Header.Get("Origin"); origin != "" {
+	if origin := first(r.Header["Origin"]); origin != "" {
 		// CORS headers go on every response to a browser, errors included, as the
 		// service does; the rules are public to any origin that asks by preflight.
 		s.addCORS(rq, origin)
@@ -273,19 +294,14 @@ func (s *Server) serve(rq *request) error {
 	if err != nil {
 		return err
 	}
-	rq.w.Header()["X-Ms-Version"] = []string{version}
+	if version != DefaultVersion {
+		rq.w.Header()["X-Ms-Version"] = rq.hdr(version)
+	}
 	sas, err := s.authenticate(rq)
 	if err != nil {
 		return err
 	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	rq.root = scheme + "://" + r.Host
-	if pathStyle {
-		rq.root += "/" + firstSegment(r.URL.Path)
-	}
+	rq.root = serviceRoot(r, pathStyle)
 	res, err := ParseResource(s.resourcePath(rq, pathStyle))
 	if err != nil {
 		return err
@@ -407,6 +423,34 @@ func (s *Server) resourcePath(rq *request, pathStyle bool) string {
 	return p
 }
 
+// serviceRoot is the service root URL as the client addressed it: scheme, host, and for a
+// path-style request the account segment (built in one allocation).
+func serviceRoot(r *http.Request, pathStyle bool) string {
+	var b [128]byte
+	root := b[:0]
+	if r.TLS != nil {
+		root = append(root, "https://"...)
+	} else {
+		root = append(root, "http://"...)
+	}
+	root = append(root, r.Host...)
+	if pathStyle {
+		root = append(root, '/')
+		root = append(root, firstSegment(r.URL.Path)...)
+	}
+	return string(root)
+}
+
+// first is the first of a header's values, "" without one. Request header maps from
+// net/http have canonical keys, which callers index directly (no canonicalisation per
+// lookup, which allocates for a key not already canonical).
+func first(vs []string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
+}
+
 func firstSegment(p string) string {
 	p = strings.TrimPrefix(p, "/")
 	seg, _, _ := strings.Cut(p, "/")
@@ -416,7 +460,7 @@ func firstSegment(p string) string {
 // effectiveMethod applies X-HTTP-Method tunnelling: only with POST, exactly once, and
 // only to MERGE, PUT or DELETE.
 func effectiveMethod(r *http.Request) (string, error) {
-	xs := r.Header.Values("X-HTTP-Method")
+	xs := r.Header["X-Http-Method"] // X-HTTP-Method
 	if len(xs) == 0 {
 		return r.Method, nil
 	}
@@ -438,7 +482,7 @@ func effectiveMethod(r *http.Request) (string, error) {
 // only for anything else (text/html...) is 415 MediaTypeNotSupported, the service's answer
 // when no acceptable media type is offered (azure-sdk-for-python#13514).
 func negotiate(r *http.Request, q url.Values) (edmjson.Level, error) {
-	format, accept := q.Get("$format"), r.Header.Get("Accept")
+	format, accept := q.Get("$format"), first(r.Header["Accept"])
 	lvl, ok := edmjson.NegotiateLevel(format, accept)
 	if !ok {
 		asked := accept
@@ -484,7 +528,11 @@ func (s *Server) nextRequestID() string {
 
 // checkContentType refuses XML/Atom entity payloads with a clear 415.
 func checkContentType(r *http.Request) error {
-	ct := strings.ToLower(r.Header.Get("Content-Type"))
+	ct := first(r.Header["Content-Type"])
+	if ct == "application/json" {
+		return nil // what the SDKs send
+	}
+	ct = strings.ToLower(ct)
 	if strings.Contains(ct, "xml") {
 		return azerr.New(azerr.AtomFormatNotSupported)
 	}
@@ -496,7 +544,7 @@ func checkContentType(r *http.Request) error {
 
 // preference reads Prefer: "return-no-content", "return-content", or "" when absent.
 func preference(r *http.Request) string {
-	for _, v := range r.Header.Values("Prefer") {
+	for _, v := range r.Header["Prefer"] {
 		for v != "" {
 			var p string
 			p, v, _ = strings.Cut(v, ",")
@@ -514,8 +562,8 @@ func preference(r *http.Request) string {
 // send writes a complete response with a body.
 func (rq *request) send(status int, contentType string, body []byte) {
 	h := rq.w.Header()
-	h["Content-Type"] = []string{contentType}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["Content-Type"] = rq.hdr(contentType)
+	h["Content-Length"] = rq.hdr(strconv.Itoa(len(body)))
 	rq.w.WriteHeader(status)
 	if rq.r.Method != http.MethodHead {
 		_, _ = rq.w.Write(body)
@@ -529,7 +577,7 @@ func (rq *request) noContent() {
 
 // odataHeaders adds the headers of an OData JSON response.
 func (rq *request) odataHeaders() {
-	rq.w.Header()["Dataserviceversion"] = []string{"3.0;"}
+	rq.w.Header()["Dataserviceversion"] = rq.hdr("3.0;")
 }
 
 // writeError renders err as the service does: x-ms-error-code, and a one-line JSON

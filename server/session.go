@@ -2,7 +2,7 @@ package server
 
 import (
 	"net/http"
-	"strconv"
+	"net/textproto"
 	"strings"
 
 	"github.com/ceruleandb/cerulean/azerr"
@@ -42,6 +42,7 @@ const (
 
 	// consistencyLevelName is the request header that asks for a consistency level.
 	consistencyLevelName = "x-ms-consistency-level"
+
 	// headerReadSource and headerReadPosition are the response headers that say where a
 	// read was served and at what position (canonical form), readSourceName and
 	// readPositionName their spelling in Access-Control-Expose-Headers.
@@ -49,6 +50,13 @@ const (
 	headerReadPosition = "X-Cerulean-Read-Position"
 	readSourceName     = "x-cerulean-read-source"
 	readPositionName   = "x-cerulean-read-position"
+)
+
+// headerConsistencyLevel and headerDataverseToken are the request headers' map keys
+// (canonical form), so reads index the map instead of canonicalising per request.
+var (
+	headerConsistencyLevel = textproto.CanonicalMIMEHeaderKey(consistencyLevelName)
+	headerDataverseToken   = textproto.CanonicalMIMEHeaderKey(dataverseTokenName)
 )
 
 // readExposed are the headers a read answers, which CORS exposes.
@@ -79,10 +87,17 @@ func (s *Server) setTableWriteToken(rq *request) {
 
 // setServed answers where a read was served and at what position, and the session token
 // of that position.
+//
+// The three values share one backing array (each slice's capacity is one, so appending to
+// one copies it), and the position is the token's own decimal tail: two allocations.
 func (s *Server) setServed(h http.Header, sv table.Served) {
-	h[headerSessionToken] = []string{s.tables.Token(sv.Position)}
-	h[headerReadSource] = []string{sv.Source}
-	h[headerReadPosition] = []string{strconv.FormatUint(uint64(sv.Position), 10)}
+	tok := s.tables.Token(sv.Position)
+	pos := tok[strings.LastIndexByte(tok, ':')+1:]
+	vs := make([]string, 3)
+	vs[0], vs[1], vs[2] = tok, sv.Source, pos
+	h[headerSessionToken] = vs[0:1:1]
+	h[headerReadSource] = vs[1:2:2]
+	h[headerReadPosition] = vs[2:3:3]
 	exposeHeaders(h, readExposed[:]...)
 }
 
@@ -122,7 +137,7 @@ next:
 // (several header lines included) is 400 InvalidHeaderValue naming the header.
 func (s *Server) readRequest(h http.Header) (table.Read, error) {
 	rd := table.Read{Consistency: s.consistency}
-	if vs := h.Values(consistencyLevelName); len(vs) > 0 {
+	if vs := h[headerConsistencyLevel]; len(vs) > 0 {
 		c, ok := storage.ParseConsistency(vs[0])
 		if !ok || len(vs) > 1 {
 			e := azerr.InvalidHeader(consistencyLevelName, quoteValue(strings.Join(vs, ",")))
@@ -154,8 +169,11 @@ func quoteValue(v string) string {
 // 400 InvalidHeaderValue naming the header it came in.
 func (s *Server) readPosition(h http.Header) (storage.Position, error) {
 	var at storage.Position
-	for _, name := range [...]string{sessionTokenName, dataverseTokenName} {
-		vs := h.Values(name)
+	for _, hd := range [...]struct{ key, name string }{
+		{headerSessionToken, sessionTokenName},
+		{headerDataverseToken, dataverseTokenName},
+	} {
+		name, vs := hd.name, h[hd.key]
 		if len(vs) == 0 {
 			continue
 		}

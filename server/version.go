@@ -47,13 +47,13 @@ var serviceVersions = map[string]bool{
 // Azure Storage service versions", https://learn.microsoft.com/rest/api/storageservices/previous-azure-storage-service-versions);
 // an sv Cerulean does not know is the signature's problem, for authentication to report.
 func requestVersion(r *http.Request, q url.Values) (string, error) {
-	if r.Header.Get("Authorization") == "" && q.Has("sig") {
+	if first(r.Header["Authorization"]) == "" && q.Has("sig") {
 		if sv := q.Get("sv"); serviceVersions[sv] {
 			return sv, nil
 		}
 		return DefaultVersion, nil
 	}
-	vs := r.Header.Values("x-ms-version")
+	vs := r.Header["X-Ms-Version"] // x-ms-version
 	switch {
 	case len(vs) == 0 || len(vs) == 1 && vs[0] == "":
 		return DefaultVersion, nil

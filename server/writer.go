@@ -37,9 +37,10 @@ func (w *responseWriter) WriteHeader(code int) {
 	w.rq.afterOperation()
 	w.status = code
 	w.s.beforeHeader(w.rq)
-	w.deadline = time.Now().Add(w.s.limits.WriteTimeout)
+	now := time.Now()
+	w.deadline = now.Add(w.s.limits.WriteTimeout)
 	w.armedAt = time.Time{}
-	w.armWrite()
+	w.armWriteAt(now)
 	w.ResponseWriter.WriteHeader(code)
 }
 
@@ -71,8 +72,10 @@ func (w *responseWriter) Flush() {
 // armWrite gives the next write the stall allowance, within the response's deadline. Many
 // small writes in a row (a streamed page) move the deadline only every quarter of the
 // allowance, so a client gets between ¾ and all of --stall-timeout to make progress.
-func (w *responseWriter) armWrite() {
-	now := time.Now()
+func (w *responseWriter) armWrite() { w.armWriteAt(time.Now()) }
+
+// armWriteAt is armWrite at now, the time the caller has just read.
+func (w *responseWriter) armWriteAt(now time.Time) {
 	stall := w.s.limits.StallTimeout
 	if !w.armedAt.IsZero() && now.Sub(w.armedAt) < stall/4 {
 		return

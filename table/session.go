@@ -19,8 +19,13 @@ import (
 const tokenPrefix = "1:"
 
 // FormatToken is the session token of position p on the named engine.
+// It is built in one allocation: every write and read answers one.
 func FormatToken(engine string, p storage.Position) string {
-	return tokenPrefix + engine + ":" + strconv.FormatUint(uint64(p), 10)
+	var b [64]byte
+	t := append(b[:0], tokenPrefix...)
+	t = append(t, engine...)
+	t = append(t, ':')
+	return string(strconv.AppendUint(t, uint64(p), 10))
 }
 
 // ParseToken reads a session token header value for the named engine: one token, or a

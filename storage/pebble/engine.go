@@ -203,6 +203,9 @@ type Engine struct {
 	// committed is the highest position (sequence number) of a batch whose commit has
 	// returned; every write at or below it is visible to reads.
 	committed atomic.Uint64
+	// latest is the view of a read that asks for no position (ReadView), shared by all
+	// of them: it holds nothing but the engine.
+	latest *view
 	// expiryVisited counts the keys expiry passes have read (index keys, listed and
 	// checked again under the row locks; a pass reads no row), so a test can check that
 	// a pass costs what expired, not the table.
@@ -322,6 +325,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		expiryInterval: opts.ExpiryInterval,
 		positionWait:   opts.PositionWait,
 	}
+	e.latest = &view{Engine: e}
 	if err := e.load(); err != nil {
 		space.close()
 		db.Close()
@@ -871,8 +875,17 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 		}
 	}
 
-	rows := make([]row, 0, len(muts))
-	rowOf := make([]int, len(muts))
+	// A single write (nearly every Apply) keeps its row on the stack; the rows' keys share
+	// one pooled buffer, which no key outlives (the batch copies what it is given).
+	var oneRow [1]row
+	var oneOf [1]int
+	rows, rowOf := oneRow[:0], oneOf[:]
+	if len(muts) > 1 {
+		rows, rowOf = make([]row, 0, len(muts)), make([]int, len(muts))
+	}
+	kb := keyPool.Get().(*[]byte)
+	defer putBuf(&keyPool, kb)
+	keys := (*kb)[:0]
 	var byRK map[string]int
 	if len(muts) > 1 {
 		byRK = make(map[string]int, len(muts))
@@ -887,9 +900,13 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 			byRK[rk] = len(rows)
 		}
 		rowOf[i] = len(rows)
-		key := dataKey(t.id, pk, rk)
+		// An append that grows keys leaves the earlier keys in the old array, intact.
+		start := len(keys)
+		keys = appendDataKey(keys, t.id, pk, rk)
+		key := keys[start:len(keys):len(keys)]
 		rows = append(rows, row{key: key, rk: rk, stripe: uint32(maphash.Bytes(e.seed, key) % lockStripes)})
 	}
+	*kb = keys
 
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -897,7 +914,7 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 		return nil, 0, storage.ErrTableNotFound
 	}
 	settings := *t.settings.Load()
-	defer e.lockRows(rows)()
+	defer e.lockRows(rows).unlock()
 
 	if err := e.loadRows(rows, needProps, e.clock.Now()); err != nil {
 		return nil, 0, err
@@ -919,7 +936,10 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 
 	b := e.db.NewBatch()
 	defer b.Close()
-	var buf []byte
+	vb := valuePool.Get().(*[]byte)
+	defer putBuf(&valuePool, vb)
+	buf := (*vb)[:0]
+	defer func() { *vb = buf }()
 	for j := range rows {
 		r := &rows[j]
 		if !r.Dirty {
@@ -955,12 +975,12 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 }
 
 // lockRows locks the rows' stripes in ascending order, each once, so two Applies with
-// overlapping rows cannot deadlock, and returns the unlock function.
-func (e *Engine) lockRows(rows []row) func() {
+// overlapping rows cannot deadlock, and returns the locks to unlock.
+func (e *Engine) lockRows(rows []row) rowLocks {
 	if len(rows) == 1 {
 		m := &e.stripes[rows[0].stripe]
 		m.Lock()
-		return m.Unlock
+		return rowLocks{one: m}
 	}
 	s := make([]uint32, len(rows))
 	for i := range rows {
@@ -971,12 +991,40 @@ func (e *Engine) lockRows(rows []row) func() {
 	for _, i := range s {
 		e.stripes[i].Lock()
 	}
-	return func() {
-		for _, i := range s {
-			e.stripes[i].Unlock()
-		}
+	return rowLocks{e: e, many: s}
+}
+
+// rowLocks are the stripes lockRows locked: one, or many (ascending) of e's. A value, so
+// that a single row's lock costs no allocation.
+type rowLocks struct {
+	one  *sync.Mutex
+	e    *Engine
+	many []uint32
+}
+
+func (l rowLocks) unlock() {
+	if l.one != nil {
+		l.one.Unlock()
+		return
+	}
+	for _, i := range l.many {
+		l.e.stripes[i].Unlock()
 	}
 }
+
+// valuePool recycles the buffers Apply encodes rows into (the batch copies them).
+var valuePool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// putBuf returns a buffer to its pool unless it grew past 64 KiB (a large entity's), so
+// the pools never pin big allocations.
+func putBuf(p *sync.Pool, b *[]byte) {
+	if cap(*b) <= 64<<10 {
+		p.Put(b)
+	}
+}
+
+// l6Filters are the options of loadRows's iterator (NewIter copies them).
+var l6Filters = pebbledb.IterOptions{UseL6Filters: true}
 
 // loadRows reads the rows' stored versions (and properties when a merge may need them)
 // through one iterator that consults the Bloom filters of every level, L6 included
@@ -986,7 +1034,7 @@ func (e *Engine) lockRows(rows []row) func() {
 // A row expired at now is stored but does not exist; its version stays, so the next one
 // exceeds it.
 func (e *Engine) loadRows(rows []row, needProps bool, now int64) error {
-	it, err := e.db.NewIter(&pebbledb.IterOptions{UseL6Filters: true})
+	it, err := e.db.NewIter(&l6Filters)
 	if err != nil {
 		return fmt.Errorf("read entity: %w", err)
 	}
@@ -1017,6 +1065,10 @@ func (e *Engine) loadRows(rows []row, needProps bool, now int64) error {
 	return nil
 }
 
+// keyPool recycles the key buffers of point reads (keys are at most about 2 KiB: two
+// 1 KiB keys, escaped, so no buffer in it grows large).
+var keyPool = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }}
+
 // Get reads one entity; an expired one is not found.
 func (e *Engine) Get(ctx context.Context, account, tableName, pk, rk string) (storage.Record, error) {
 	if err := e.enter(); err != nil {
@@ -1027,7 +1079,10 @@ func (e *Engine) Get(ctx context.Context, account, tableName, pk, rk string) (st
 	if err != nil {
 		return storage.Record{}, err
 	}
-	v, closer, err := e.db.Get(dataKey(t.id, pk, rk))
+	kb := keyPool.Get().(*[]byte)
+	defer putBuf(&keyPool, kb) // after closer.Close: the read may hold the key until then
+	*kb = appendDataKey((*kb)[:0], t.id, pk, rk)
+	v, closer, err := e.db.Get(*kb)
 	if errors.Is(err, pebbledb.ErrNotFound) {
 		return storage.Record{}, storage.ErrNotFound
 	}

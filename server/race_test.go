@@ -1,0 +1,7 @@
+//go:build race
+
+package server
+
+// raceEnabled: the race detector makes sync.Pool drop objects at random, so allocation
+// counts are meaningless under -race.
+const raceEnabled = true
