@@ -354,9 +354,9 @@ func AppendTableInfo(dst []byte, t storage.TableInfo, opts TableOptions) []byte 
 			dst = append(dst, `.Tables","odata.id":"`...)
 			dst = appendStringContent(dst, root)
 			dst = append(dst, `/Tables('`...)
-			dst = appendKeyEscaped(dst, name)
+			dst = AppendKeyEscaped(dst, name)
 			dst = append(dst, `')","odata.editLink":"Tables('`...)
-			dst = appendKeyEscaped(dst, name)
+			dst = AppendKeyEscaped(dst, name)
 			dst = append(dst, `')"`...)
 		}
 	}
@@ -417,11 +417,11 @@ func selectableCustom(name string) bool {
 // appendEntityPath appends <table>(PartitionKey='<pk>',RowKey='<rk>') with the keys
 // escaped as the Go SDK does (quotes doubled, then url.PathEscape), as JSON string content.
 func appendEntityPath(dst []byte, table, pk, rk string) []byte {
-	dst = appendKeyEscaped(dst, table)
+	dst = AppendKeyEscaped(dst, table)
 	dst = append(dst, `(PartitionKey='`...)
-	dst = appendKeyEscaped(dst, pk)
+	dst = AppendKeyEscaped(dst, pk)
 	dst = append(dst, `',RowKey='`...)
-	dst = appendKeyEscaped(dst, rk)
+	dst = AppendKeyEscaped(dst, rk)
 	return append(dst, `')`...)
 }
 
@@ -438,9 +438,10 @@ var pathKeep = func() (t [256]bool) {
 	return t
 }()
 
-// appendKeyEscaped appends k with every single quote doubled, then escaped exactly as
-// url.PathEscape escapes a path segment.
-func appendKeyEscaped(dst []byte, k string) []byte {
+// AppendKeyEscaped appends k as it stands in an entity's URL — every single quote doubled,
+// then escaped exactly as url.PathEscape escapes a path segment — without building
+// intermediate strings (odata.id and editLink here, Location in responses).
+func AppendKeyEscaped(dst []byte, k string) []byte {
 	const hexu = "0123456789ABCDEF"
 	for i := 0; i < len(k); i++ {
 		c := k[i]

@@ -259,8 +259,8 @@ func TestEntityURLKeyEscaping(t *testing.T) {
 		all.WriteByte(byte(c))
 	}
 	for _, k := range []string{all.String(), "", "'", "''", "日本語", "a b+c"} {
-		if got, want := string(appendKeyEscaped(nil, k)), url.PathEscape(strings.ReplaceAll(k, "'", "''")); got != want {
-			t.Errorf("appendKeyEscaped(%q) = %q, want %q", k, got, want)
+		if got, want := string(AppendKeyEscaped(nil, k)), url.PathEscape(strings.ReplaceAll(k, "'", "''")); got != want {
+			t.Errorf("AppendKeyEscaped(%q) = %q, want %q", k, got, want)
 		}
 	}
 }

@@ -117,9 +117,9 @@ func (s *Server) postBatch(rq *request) error {
 			text = append(text, '/')
 			text = append(text, tableName...)
 			text = append(text, "(PartitionKey='"...)
-			text = appendKeyEscaped(text, e.PartitionKey)
+			text = edmjson.AppendKeyEscaped(text, e.PartitionKey)
 			text = append(text, "',RowKey='"...)
-			text = appendKeyEscaped(text, e.RowKey)
+			text = edmjson.AppendKeyEscaped(text, e.RowKey)
 			text = append(text, "')"...)
 			loc := value(string(text))
 			h["Location"] = loc

@@ -35,34 +35,6 @@ func escapeKey(k string) string {
 	return url.PathEscape(strings.ReplaceAll(k, "'", "''"))
 }
 
-// appendKeyEscaped appends escapeKey(k) without building intermediate strings.
-func appendKeyEscaped(dst []byte, k string) []byte {
-	const hexu = "0123456789ABCDEF"
-	for i := 0; i < len(k); i++ {
-		switch c := k[i]; {
-		case pathKeep[c]:
-			dst = append(dst, c)
-		case c == '\'':
-			dst = append(dst, "%27%27"...)
-		default:
-			dst = append(dst, '%', hexu[c>>4], hexu[c&15])
-		}
-	}
-	return dst
-}
-
-// pathKeep marks the bytes url.PathEscape leaves as they are: unreserved characters and
-// the sub-delimiters a path segment allows ($ & + : = @).
-var pathKeep = func() (t [256]bool) {
-	for c := 0; c < 256; c++ {
-		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-	}
-	for _, c := range "-_.~$&+:=@" {
-		t[c] = true
-	}
-	return t
-}()
-
 func (s *Server) decodeEntity(rq *request) (entity.Entity, edmjson.Keys, error) {
 	if err := checkContentType(rq.r); err != nil {
 		return entity.Entity{}, edmjson.Keys{}, err

@@ -3,6 +3,8 @@ package server
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/ceruleandb/cerulean/edmjson"
 )
 
 // TestAppendKeyEscapedMatchesEscapeKey holds the batch response's key escaping to
@@ -23,8 +25,8 @@ func TestAppendKeyEscapedMatchesEscapeKey(t *testing.T) {
 		keys = append(keys, string(b))
 	}
 	for _, k := range keys {
-		if got, want := string(appendKeyEscaped(nil, k)), escapeKey(k); got != want {
-			t.Fatalf("appendKeyEscaped(%q) = %q, escapeKey %q", k, got, want)
+		if got, want := string(edmjson.AppendKeyEscaped(nil, k)), escapeKey(k); got != want {
+			t.Fatalf("edmjson.AppendKeyEscaped(%q) = %q, escapeKey %q", k, got, want)
 		}
 	}
 }
