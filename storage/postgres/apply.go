@@ -149,9 +149,10 @@ func (e *Engine) applyOnce(ctx context.Context, a *applyArgs) (storage.Applied, 
 			if err != nil {
 				return storage.Applied{}, err
 			}
-			res, err := e.applySingle(ctx, &b, &b.muts[0], ttls[0])
-			var ae *storage.ApplyError
-			if errors.As(err, &ae) && errors.Is(ae.Err, storage.ErrExists) {
+			res, written, err := e.applySingle(ctx, &b, &b.muts[0], ttls[0])
+			if err == nil && !written {
+				// The entity exists (or the cache was stale, or the table is gone):
+				// the merge path reads what is there and the current settings.
 				return e.applyRMW(ctx, a)
 			}
 			return res, err
@@ -160,7 +161,11 @@ func (e *Engine) applyOnce(ctx context.Context, a *applyArgs) (storage.Applied, 
 			if err != nil {
 				return storage.Applied{}, e.invalid(ctx, a, err)
 			}
-			return e.applySingle(ctx, a, m, ttls[0])
+			res, written, err := e.applySingle(ctx, a, m, ttls[0])
+			if err == nil && !written {
+				return storage.Applied{}, e.diagnose(ctx, a)
+			}
+			return res, err
 		}
 	}
 	seen := make(map[string]struct{}, len(a.muts))
@@ -185,60 +190,52 @@ func (e *Engine) invalid(ctx context.Context, a *applyArgs, err error) error {
 	return err
 }
 
-// applySingle runs one non-merge mutation as one statement, m's time-to-live being ttl.
-func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutation, ttl int64) (storage.Applied, error) {
+// applySingle runs one non-merge mutation as one statement, m's time-to-live being ttl,
+// on the table id of the front end's cache. It reports false, having written nothing,
+// when the statement wrote no row: a failed precondition, or a cache entry gone stale
+// (the table deleted, created again or given new settings). The caller finds out which,
+// off the fast path.
+func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutation, ttl int64) (storage.Applied, bool, error) {
+	if m.Op == storage.Delete {
+		// settings skips the cache for deletes (they compute no expiry); the
+		// statement still needs the id.
+		ent, err := e.entry(ctx, a.acct, a.key)
+		if err != nil {
+			return storage.Applied{}, false, err
+		}
+		a.ent = ent
+	}
 	pk, rk := []byte(a.pk), []byte(m.RowKey)
-	var (
-		tid, gen, ver, cur *int64
-		raw                []byte
-	)
-	st := stmt{dest: []any{&tid, &gen, &raw, &ver, &cur}}
+	var ver int64
+	st := stmt{dest: []any{&ver}}
 	switch m.Op {
 	case storage.Insert:
-		st.sql, st.args = e.q.insert1, []any{a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl}
+		st.sql, st.args = e.q.insert1, []any{a.ent.id, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl}
 	case storage.InsertOrReplace:
-		st.sql, st.args = e.q.upsert1, []any{a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl}
+		st.sql, st.args = e.q.upsert1, []any{a.ent.id, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl}
 	case storage.Replace:
-		st.sql, st.args = e.q.replace1, []any{a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl, m.IfMatch}
+		st.sql, st.args = e.q.replace1, []any{a.ent.id, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl, m.IfMatch}
 	case storage.Delete:
-		st.sql, st.args = e.q.delete1, []any{a.acct, a.key, pk, rk, m.IfMatch}
+		st.sql, st.args = e.q.delete1, []any{a.ent.id, a.acct, a.key, pk, rk, m.IfMatch}
 	default:
-		return storage.Applied{}, fmt.Errorf("applySingle: %v", m.Op)
+		return storage.Applied{}, false, fmt.Errorf("applySingle: %v", m.Op)
 	}
 	stmts := []stmt{st}
 	pos, err := e.exec(ctx, stmts)
 	if err != nil {
-		return storage.Applied{}, err
+		return storage.Applied{}, false, err
 	}
-	if stmts[0].rows != 1 {
-		return storage.Applied{}, fmt.Errorf("apply: %d result rows", stmts[0].rows)
+	switch stmts[0].rows {
+	case 0:
+		return storage.Applied{}, false, nil
+	case 1:
+	default:
+		return storage.Applied{}, false, fmt.Errorf("apply: %d result rows", stmts[0].rows)
 	}
-	switch {
-	case tid == nil:
-		e.cache.drop(a.ref())
-		return storage.Applied{}, storage.ErrTableNotFound
-	case a.needGen && gen != nil && *gen != a.ent.gen:
-		// Nothing was written: the statement resolved no table at the cached generation.
-		return storage.Applied{}, e.refresh(a.acct, a.key, *gen, raw)
-	case ver != nil && m.Op == storage.Delete:
-		return storage.Applied{Versions: []int64{0}, Position: pos}, nil
-	case ver != nil:
-		return storage.Applied{Versions: []int64{*ver}, Position: pos}, nil
+	if m.Op == storage.Delete {
+		ver = 0
 	}
-	switch m.Op {
-	case storage.Insert:
-		return storage.Applied{}, &storage.ApplyError{Index: 0, Err: storage.ErrExists}
-	case storage.Replace, storage.Delete:
-		// cur is the live version in the statement's snapshot. Missing (or expired),
-		// or present with If-Match * (then it was deleted while the statement waited for
-		// its lock): not found. Present with a version: it differed, or was changed
-		// while we waited; either way the expected version is no longer there.
-		if cur == nil || m.IfMatch == 0 {
-			return storage.Applied{}, &storage.ApplyError{Index: 0, Err: storage.ErrNotFound}
-		}
-		return storage.Applied{}, &storage.ApplyError{Index: 0, Err: storage.ErrVersionMismatch}
-	}
-	return storage.Applied{}, fmt.Errorf("apply %v: no row written", m.Op)
+	return storage.Applied{Versions: []int64{ver}, Position: pos}, true, nil
 }
 
 // isRaised reports the error raise() produces for a statement that changed no row.
@@ -365,7 +362,7 @@ func (e *Engine) diagnose(ctx context.Context, a *applyArgs) error {
 	if err != nil {
 		return err
 	}
-	if a.needGen && st.gen != a.ent.gen {
+	if (a.ent.id != 0 && st.tableID != a.ent.id) || (a.needGen && st.gen != a.ent.gen) {
 		return errStale // readRows refreshed the cache
 	}
 	for i := range a.muts {
@@ -474,7 +471,7 @@ func (e *Engine) readRows(ctx context.Context, a *applyArgs, withProps bool) (*r
 	if st.settings, err = storage.UnmarshalSettings(rawSettings); err != nil {
 		return nil, err
 	}
-	e.cache.put(a.ref(), tableEntry{gen: st.gen, settings: st.settings})
+	e.cache.put(a.ref(), tableEntry{id: st.tableID, gen: st.gen, settings: st.settings})
 	for rk, s := range found {
 		r := rowState{stored: true, storedV: s.ver, Row: storage.Row{Version: s.ver}}
 		if !storage.Expired(s.expiry, st.now) {
