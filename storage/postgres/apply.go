@@ -220,17 +220,16 @@ func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutat
 	default:
 		return storage.Applied{}, false, fmt.Errorf("applySingle: %v", m.Op)
 	}
-	stmts := []stmt{st}
-	pos, err := e.exec(ctx, stmts)
+	pos, err := e.singles.do(ctx, &st, a.ent.id, pk, rk)
 	if err != nil {
 		return storage.Applied{}, false, err
 	}
-	switch stmts[0].rows {
+	switch st.rows {
 	case 0:
 		return storage.Applied{}, false, nil
 	case 1:
 	default:
-		return storage.Applied{}, false, fmt.Errorf("apply: %d result rows", stmts[0].rows)
+		return storage.Applied{}, false, fmt.Errorf("apply: %d result rows", st.rows)
 	}
 	if m.Op == storage.Delete {
 		ver = 0
