@@ -4,10 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"slices"
-	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -61,6 +60,9 @@ type coalescer struct {
 	mu       sync.Mutex
 	queue    []*single
 	inflight int
+
+	// shared counts the writes committed in a group of more than one.
+	shared atomic.Int64
 }
 
 // do runs st (a statement of applySingle, on table tid and row pk, rk) in a group and
@@ -194,6 +196,9 @@ func (c *coalescer) run(ctx context.Context, group []*single, own bool) {
 		}
 		return
 	}
+	if err == nil {
+		c.shared.Add(int64(len(group)))
+	}
 	for i, s := range group {
 		s.pos, s.err = pos, err
 		c.finish(s, &stmts[i])
@@ -220,8 +225,5 @@ func cmpInt(a, b int64) int {
 // of poolSize connections: a quarter of them (at least one), so that under load writes
 // queue and share commits, while reads and batches keep connections of their own.
 func singleSlots(poolSize int) int {
-	if v, err := strconv.Atoi(os.Getenv("CERULEAN_PG_SLOTS")); err == nil && v > 0 {
-		return v
-	}
 	return max(1, poolSize/4)
 }

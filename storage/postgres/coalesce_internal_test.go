@@ -1,0 +1,121 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/storage"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// TestCoalescedSingles runs many single writes at once through one group slot, so that
+// they share commits, with duplicates among them (exactly one of each pair may win)
+// and statements that the database refuses in the middle of the groups: every write
+// gets its own answer, the refused statements fail alone, and every write that
+// succeeded is stored, at a position its Apply reported.
+func TestCoalescedSingles(t *testing.T) {
+	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
+	}
+	ctx := context.Background()
+	e, err := Open(ctx, url, Options{DisablePurger: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	e.singles.slots = 1
+	acct := fmt.Sprintf("co%016x", rand.Uint64())
+	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.DeleteTable(context.Background(), acct, "T")
+
+	// Phase 0: writes only (they must share commits); phase 1: with statements the
+	// database refuses among them.
+	phaseMsg := []string{"writes:", "writes and refused statements:"}
+	for phase, bad := range []int{0, 8} {
+		const writers = 96
+		type outcome struct {
+			rk  string
+			res storage.Applied
+			err error
+		}
+		out := make([]outcome, writers)
+		badErrs := make([]error, bad)
+		var wg sync.WaitGroup
+		for i := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rk := fmt.Sprintf("r%d-%03d", phase, i)
+				if i%4 == 0 {
+					rk = fmt.Sprintf("dup%d-%03d", phase, i/8) // i and i+4 write the same row
+				}
+				props := []entity.Property{{Name: "N", Value: entity.Int32Value(int32(i))}}
+				res, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: rk, Props: props}})
+				out[i] = outcome{rk, res, err}
+			}()
+		}
+		for i := range bad {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Fails when it runs, not when it is prepared.
+				st := stmt{sql: `SELECT 1 / ($1::BIGINT - $1::BIGINT)`, args: []any{int64(i)}}
+				_, badErrs[i] = e.singles.do(ctx, &st, 0, nil, nil)
+			}()
+		}
+		wg.Wait()
+
+		for i, err := range badErrs {
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "22012" {
+				t.Errorf(phaseMsg[phase]+" refused statement %d: %v, want division_by_zero", i, err)
+			}
+		}
+		won := map[string]int{}
+		var highest storage.Position
+		for i, o := range out {
+			var ae *storage.ApplyError
+			switch {
+			case o.err == nil:
+				won[o.rk]++
+				if len(o.res.Versions) != 1 || o.res.Versions[0] <= 0 || o.res.Position == 0 {
+					t.Errorf(phaseMsg[phase]+" write %d: %+v", i, o.res)
+				}
+				highest = max(highest, o.res.Position)
+				rec, err := e.Get(ctx, acct, "T", "p", o.rk)
+				if err != nil {
+					t.Errorf(phaseMsg[phase]+" write %d (%s) succeeded but reads %v", i, o.rk, err)
+				} else if rec.Version != o.res.Versions[0] && won[o.rk] == 1 && o.rk[0] == 'r' {
+					t.Errorf(phaseMsg[phase]+" write %d: version %d, stored %d", i, o.res.Versions[0], rec.Version)
+				}
+			case errors.As(o.err, &ae) && errors.Is(ae.Err, storage.ErrExists) && o.rk[0] == 'd':
+				won[o.rk] += 0
+			default:
+				t.Errorf(phaseMsg[phase]+" write %d (%s): %v", i, o.rk, o.err)
+			}
+		}
+		for rk, n := range won {
+			if n != 1 {
+				t.Errorf(phaseMsg[phase]+" %s: %d writes succeeded, want 1", rk, n)
+			}
+		}
+		if len(won) != writers-writers/8 {
+			t.Errorf(phaseMsg[phase]+" %d rows written, want %d", len(won), writers-writers/8)
+		}
+		if now, err := e.Position(ctx); err != nil || now < highest {
+			t.Errorf(phaseMsg[phase]+" position %d (%v), below a write's %d", now, err, highest)
+		}
+		if phase == 0 && e.singles.shared.Load() == 0 {
+			t.Error("no write shared a commit")
+		}
+	}
+}
