@@ -33,6 +33,10 @@ import (
 // answer and a write never fails for another's statement. A connection failure is every
 // write's failure, as it would have been alone.
 //
+// Point reads of the primary (Get) go the same way, through a coalescer of their own
+// without the commit position: concurrent ones share a round trip, a Sync and the
+// database's wake-up; each statement still reads its own snapshot, as it would alone.
+//
 // Nothing waits to fill a group: a write goes out at once when fewer than
 // coalescer.slots groups are in flight, and only otherwise joins the queue, which the
 // next group takes whole (up to maxGroup). So a lone write costs what it did before,
@@ -56,12 +60,16 @@ type single struct {
 type coalescer struct {
 	e     *Engine
 	slots int // most groups in flight
+	// commit: the statements write, and a group reads the commit position after its
+	// commit (exec). Without, they only read (Get), and no position is read.
+	commit bool
 
 	mu       sync.Mutex
 	queue    []*single
 	inflight int
 
-	// shared counts the writes committed in a group of more than one.
+	// shared counts the statements that ran, without error, in a group of more than
+	// one.
 	shared atomic.Int64
 }
 
@@ -168,7 +176,7 @@ func (c *coalescer) run(ctx context.Context, group []*single, own bool) {
 	if len(group) == 1 {
 		s := group[0]
 		one := []stmt{*s.st}
-		s.pos, s.err = c.e.exec(ctx, one)
+		s.pos, s.err = c.e.pipeline(ctx, one, c.commit)
 		c.finish(s, &one[0])
 		return
 	}
@@ -185,13 +193,13 @@ func (c *coalescer) run(ctx context.Context, group []*single, own bool) {
 	for i, s := range group {
 		stmts[i] = *s.st
 	}
-	pos, err := c.e.exec(ctx, stmts)
+	pos, err := c.e.pipeline(ctx, stmts, c.commit)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		// Rolled back: every write again, alone, for its own answer.
 		for _, s := range group {
 			one := []stmt{*s.st}
-			s.pos, s.err = c.e.exec(ctx, one)
+			s.pos, s.err = c.e.pipeline(ctx, one, c.commit)
 			c.finish(s, &one[0])
 		}
 		return

@@ -119,3 +119,69 @@ func TestCoalescedSingles(t *testing.T) {
 		}
 	}
 }
+
+// TestCoalescedGets reads many entities at once through one group slot, so that the
+// reads share round trips, among them reads of missing entities and of a missing table:
+// each gets its own answer.
+func TestCoalescedGets(t *testing.T) {
+	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
+	}
+	ctx := context.Background()
+	e, err := Open(ctx, url, Options{DisablePurger: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	acct := fmt.Sprintf("cg%016x", rand.Uint64())
+	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.DeleteTable(context.Background(), acct, "T")
+	const rows = 50
+	versions := make([]int64, rows)
+	for i := range rows {
+		props := []entity.Property{{Name: "N", Value: entity.Int32Value(int32(i))}}
+		res, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: fmt.Sprintf("r%03d", i), Props: props}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions[i] = res.Versions[0]
+	}
+	e.gets.slots = 1
+	before := e.gets.shared.Load()
+	var wg sync.WaitGroup
+	for round := range 4 {
+		for i := range rows + 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				switch {
+				case i >= rows+10: // a missing table
+					if _, err := e.Get(ctx, acct, "Missing", "p", "r000"); !errors.Is(err, storage.ErrTableNotFound) {
+						t.Errorf("round %d: get from a missing table: %v", round, err)
+					}
+				case i >= rows: // a missing entity
+					if _, err := e.Get(ctx, acct, "T", "p", fmt.Sprintf("x%03d", i)); !errors.Is(err, storage.ErrNotFound) {
+						t.Errorf("round %d: get of a missing entity: %v", round, err)
+					}
+				default:
+					rec, err := e.Get(ctx, acct, "T", "p", fmt.Sprintf("r%03d", i))
+					if err != nil {
+						t.Errorf("round %d: get %d: %v", round, i, err)
+						return
+					}
+					if rec.Version != versions[i] || rec.Entity.RowKey != fmt.Sprintf("r%03d", i) || len(rec.Entity.Props) != 1 ||
+						rec.Entity.Props[0].Value.Int != int64(i) {
+						t.Errorf("round %d: get %d: %+v, version %d", round, i, rec.Entity, rec.Version)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if e.gets.shared.Load() == before {
+		t.Error("no read shared a round trip")
+	}
+}

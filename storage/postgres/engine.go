@@ -154,9 +154,9 @@ type Engine struct {
 
 	// cache holds tables' settings for the write path (settings.go).
 	cache settingsCache
-	// singles groups concurrent single-mutation writes into shared commits
-	// (coalesce.go).
-	singles coalescer
+	// singles groups concurrent single-mutation writes into shared commits, and gets
+	// concurrent point reads of the primary into shared round trips (coalesce.go).
+	singles, gets coalescer
 	// highest is the highest commit position this front end has seen (positions.go).
 	highest atomic.Uint64
 	// replicas are the read replicas (replicas.go); nil without any.
@@ -288,7 +288,8 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 		purgeWake: make(chan struct{}, 1),
 		purgeStop: make(chan struct{}),
 	}
-	e.singles = coalescer{e: e, slots: singleSlots(opts.PoolSize)}
+	e.singles = coalescer{e: e, slots: singleSlots(opts.PoolSize), commit: true}
+	e.gets = coalescer{e: e, slots: singleSlots(opts.PoolSize)}
 	e.log.Debug("postgres engine open", "dialect", d.String(), "server", version)
 	if err := e.openReplicas(ctx, opts.ReplicaURLs, configure); err != nil {
 		close(e.purgeStop)
