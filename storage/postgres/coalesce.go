@@ -76,15 +76,17 @@ type coalescer struct {
 // do runs st (a statement of applySingle, on table tid and row pk, rk) in a group and
 // returns the group's commit position. st.rows and st.dest are set as if it ran alone.
 func (c *coalescer) do(ctx context.Context, st *stmt, tid int64, pk, rk []byte) (storage.Position, error) {
-	s := &single{st: st, tid: tid, pk: pk, rk: rk, done: make(chan struct{}), lead: make(chan struct{}, 1)}
 	c.mu.Lock()
 	if c.inflight < c.slots && len(c.queue) == 0 {
 		c.inflight++
 		c.mu.Unlock()
-		c.run(ctx, []*single{s}, true)
+		one := []stmt{*st}
+		pos, err := c.e.pipeline(ctx, one, c.commit)
+		st.rows = one[0].rows
 		c.next()
-		return s.pos, s.err
+		return pos, err
 	}
+	s := &single{st: st, tid: tid, pk: pk, rk: rk, done: make(chan struct{}), lead: make(chan struct{}, 1)}
 	s.queued = true
 	c.queue = append(c.queue, s)
 	c.mu.Unlock()
@@ -100,7 +102,7 @@ func (c *coalescer) do(ctx context.Context, st *stmt, tid int64, pk, rk []byte) 
 			group := c.take()
 			c.mu.Unlock()
 			if len(group) > 0 {
-				c.run(ctx, group, false)
+				c.run(ctx, group)
 			}
 			c.next()
 		case <-ctx.Done():
@@ -166,13 +168,11 @@ func (c *coalescer) next() {
 	c.inflight--
 }
 
-// run executes a group and finishes each of its writes. Only a caller running its own
-// write alone (own) runs it under its context: a caller that goes away must not fail
-// the others' writes.
-func (c *coalescer) run(ctx context.Context, group []*single, own bool) {
-	if !own {
-		ctx = context.WithoutCancel(ctx)
-	}
+// run executes a group and finishes each of its writes. It does not run under the
+// context of the caller that runs it: a caller that goes away must not fail the others'
+// writes (the statement timeout bounds them).
+func (c *coalescer) run(ctx context.Context, group []*single) {
+	ctx = context.WithoutCancel(ctx)
 	if len(group) == 1 {
 		s := group[0]
 		one := []stmt{*s.st}
