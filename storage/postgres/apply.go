@@ -16,9 +16,12 @@ import (
 // Apply runs the mutations on one partition atomically. There are three ways, chosen by
 // what the mutations need:
 //
-//   - One mutation without merge: one statement, one round trip. The statement checks
-//     the precondition (ON CONFLICT DO NOTHING for insert; version in the WHERE clause
-//     for replace and delete) and also answers why it failed, from the same snapshot.
+//   - One mutation without merge: one plain statement on the table id of the front
+//     end's cache, one round trip. The statement checks the precondition (ON CONFLICT …
+//     WHERE expired for insert; version in the WHERE clause for replace and delete) and
+//     the cached id and settings generation against the catalogue; when it writes
+//     nothing, one more read (diagnose) tells why. Concurrent ones share a transaction
+//     and its commit (coalesce.go).
 //   - Several mutations on distinct rows, none a merge (the common entity group
 //     transaction): one round trip. The statements are pipelined with a single Sync, so
 //     the database runs them as one implicit transaction; each raises an error when its
@@ -350,12 +353,12 @@ func (e *Engine) applyMany(ctx context.Context, a *applyArgs, order []int, ttls 
 	return storage.Applied{Versions: versions, Position: pos}, nil
 }
 
-// diagnose names the first mutation (in the caller's order) of a failed or refused
-// batch without merges that fails — its precondition, then its TTL property under the
-// table's current settings — by reading the rows and the settings. If the settings
-// changed since they were cached, the cache is refreshed and the Apply runs again
-// (errStale); if nothing fails now, a concurrent write caused the failure and the Apply
-// runs again too.
+// diagnose names the first mutation (in the caller's order) that fails of a failed or
+// refused batch without merges, or of a single write that wrote nothing: its
+// precondition, then its TTL property under the table's current settings, by reading
+// the rows and the settings. If the settings (or the table's id) changed since they
+// were cached, the cache is refreshed and the Apply runs again (errStale); if nothing
+// fails now, a concurrent write caused the failure and the Apply runs again too.
 func (e *Engine) diagnose(ctx context.Context, a *applyArgs) error {
 	st, err := e.readRows(ctx, a, false)
 	if err != nil {
