@@ -185,3 +185,92 @@ func TestCoalescedGets(t *testing.T) {
 		t.Error("no read shared a round trip")
 	}
 }
+
+// TestStaleTableID deletes and re-creates a table through one front end while another
+// holds the old table's id in its cache: every single write through the other lands in
+// the new table or fails as it would there, none under the old id, and a write to a
+// deleted table fails with ErrTableNotFound.
+func TestStaleTableID(t *testing.T) {
+	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
+	}
+	ctx := context.Background()
+	a, err := Open(ctx, url, Options{DisablePurger: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(ctx, url, Options{DisablePurger: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	acct := fmt.Sprintf("st%016x", rand.Uint64())
+	props := []entity.Property{{Name: "N", Value: entity.Int32Value(1)}}
+	apply := func(e *Engine, op storage.Op, rk string) error {
+		_, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: op, RowKey: rk, Props: props}})
+		return err
+	}
+	if err := a.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, rk := range []string{"old1", "old2", "old3"} {
+		if err := apply(a, storage.Insert, rk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, ok := a.cache.get(tableRef{acct, storage.TableKey("T")})
+	if !ok || old.id == 0 {
+		t.Fatalf("no cached id after writes: %+v", old)
+	}
+
+	// Deleted through b: a's writes find no table.
+	if err := b.DeleteTable(ctx, acct, "T"); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []storage.Op{storage.Insert, storage.InsertOrReplace, storage.Replace, storage.Delete} {
+		a.cache.put(tableRef{acct, storage.TableKey("T")}, old) // stale again
+		if err := apply(a, op, "old1"); !errors.Is(err, storage.ErrTableNotFound) {
+			t.Errorf("%v on a deleted table: %v, want ErrTableNotFound", op, err)
+		}
+	}
+
+	// Created again through b: a's writes go to the new table.
+	if err := b.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[storage.Op]error{storage.Replace: storage.ErrNotFound, storage.Delete: storage.ErrNotFound}
+	for i, op := range []storage.Op{storage.Insert, storage.InsertOrReplace, storage.Replace, storage.Delete} {
+		a.cache.put(tableRef{acct, storage.TableKey("T")}, old)
+		rk := fmt.Sprintf("old%d", i%3+1)
+		if op == storage.Insert || op == storage.InsertOrReplace {
+			rk = fmt.Sprintf("new%d", i)
+		}
+		err := apply(a, op, rk)
+		if w := want[op]; w != nil {
+			if !errors.Is(err, w) {
+				t.Errorf("%v of %s, only in the deleted table: %v, want %v", op, rk, err, w)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v of %s in the new table: %v", op, rk, err)
+			continue
+		}
+		if _, err := b.Get(ctx, acct, "T", "p", rk); err != nil {
+			t.Errorf("%v of %s through a: %v through b", op, rk, err)
+		}
+	}
+	var n int64
+	if err := a.pool.QueryRow(ctx, `SELECT count(*) FROM cerulean_entities WHERE table_id = $1 AND rk NOT IN ('old1', 'old2', 'old3')`, old.id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d rows written under the deleted table's id", n)
+	}
+	if err := b.DeleteTable(ctx, acct, "T"); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Purge(ctx)
+}
