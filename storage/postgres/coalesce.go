@@ -33,9 +33,11 @@ import (
 // answer and a write never fails for another's statement. A connection failure is every
 // write's failure, as it would have been alone.
 //
-// Point reads of the primary (Get) go the same way, through a coalescer of their own
-// without the commit position: concurrent ones share a round trip, a Sync and the
-// database's wake-up; each statement still reads its own snapshot, as it would alone.
+// Point reads of the primary (Get, the primary's views' Get) go the same way, through a
+// coalescer of their own: concurrent ones share a round trip, a Sync, the database's
+// wake-up and the position read after them. Each statement still reads its own
+// snapshot, as it would alone, and the position read after the group is an upper bound
+// of what each saw (views.go), as the one after a lone read is.
 //
 // Nothing waits to fill a group: a write goes out at once when fewer than
 // coalescer.slots groups are in flight, and only otherwise joins the queue, which the
@@ -60,9 +62,6 @@ type single struct {
 type coalescer struct {
 	e     *Engine
 	slots int // most groups in flight
-	// commit: the statements write, and a group reads the commit position after its
-	// commit (exec). Without, they only read (Get), and no position is read.
-	commit bool
 
 	mu       sync.Mutex
 	queue    []*single
@@ -81,7 +80,7 @@ func (c *coalescer) do(ctx context.Context, st *stmt, tid int64, pk, rk []byte) 
 		c.inflight++
 		c.mu.Unlock()
 		one := []stmt{*st}
-		pos, err := c.e.pipeline(ctx, one, c.commit)
+		pos, err := c.e.exec(ctx, one)
 		st.rows = one[0].rows
 		c.next()
 		return pos, err
@@ -176,7 +175,7 @@ func (c *coalescer) run(ctx context.Context, group []*single) {
 	if len(group) == 1 {
 		s := group[0]
 		one := []stmt{*s.st}
-		s.pos, s.err = c.e.pipeline(ctx, one, c.commit)
+		s.pos, s.err = c.e.exec(ctx, one)
 		c.finish(s, &one[0])
 		return
 	}
@@ -193,13 +192,13 @@ func (c *coalescer) run(ctx context.Context, group []*single) {
 	for i, s := range group {
 		stmts[i] = *s.st
 	}
-	pos, err := c.e.pipeline(ctx, stmts, c.commit)
+	pos, err := c.e.exec(ctx, stmts)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		// Rolled back: every write again, alone, for its own answer.
 		for _, s := range group {
 			one := []stmt{*s.st}
-			s.pos, s.err = c.e.pipeline(ctx, one, c.commit)
+			s.pos, s.err = c.e.exec(ctx, one)
 			c.finish(s, &one[0])
 		}
 		return

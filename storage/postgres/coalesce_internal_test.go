@@ -141,13 +141,14 @@ func TestCoalescedGets(t *testing.T) {
 	defer e.DeleteTable(context.Background(), acct, "T")
 	const rows = 50
 	versions := make([]int64, rows)
+	positions := make([]storage.Position, rows)
 	for i := range rows {
 		props := []entity.Property{{Name: "N", Value: entity.Int32Value(int32(i))}}
 		res, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: fmt.Sprintf("r%03d", i), Props: props}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		versions[i] = res.Versions[0]
+		versions[i], positions[i] = res.Versions[0], res.Position
 	}
 	e.gets.slots = 1
 	before := e.gets.shared.Load()
@@ -167,7 +168,23 @@ func TestCoalescedGets(t *testing.T) {
 						t.Errorf("round %d: get of a missing entity: %v", round, err)
 					}
 				default:
-					rec, err := e.Get(ctx, acct, "T", "p", fmt.Sprintf("r%03d", i))
+					// Odd rounds read through a view of the primary, as requests do:
+					// its position must cover the write it read.
+					var rec storage.Record
+					var err error
+					if round%2 == 1 {
+						v, verr := e.ReadView(ctx, storage.ReadOptions{Consistency: storage.Strong})
+						if verr != nil {
+							t.Error(verr)
+							return
+						}
+						rec, err = v.Get(ctx, acct, "T", "p", fmt.Sprintf("r%03d", i))
+						if err == nil && v.Position() < positions[i] {
+							t.Errorf("round %d: get %d: view at %d, below the write's %d", round, i, v.Position(), positions[i])
+						}
+					} else {
+						rec, err = e.Get(ctx, acct, "T", "p", fmt.Sprintf("r%03d", i))
+					}
 					if err != nil {
 						t.Errorf("round %d: get %d: %v", round, i, err)
 						return

@@ -288,7 +288,7 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 		purgeWake: make(chan struct{}, 1),
 		purgeStop: make(chan struct{}),
 	}
-	e.singles = coalescer{e: e, slots: singleSlots(opts.PoolSize), commit: true}
+	e.singles = coalescer{e: e, slots: singleSlots(opts.PoolSize)}
 	e.gets = coalescer{e: e, slots: singleSlots(opts.PoolSize)}
 	e.log.Debug("postgres engine open", "dialect", d.String(), "server", version)
 	if err := e.openReplicas(ctx, opts.ReplicaURLs, configure); err != nil {

@@ -38,9 +38,11 @@ type reads struct {
 	// once runs each read once, without the retries of transient failures: a replica's
 	// view falls back to the primary instead of waiting on a replica that fails.
 	once bool
-	// grouped: db is the primary's pool, and point reads go through Engine.gets, which
-	// sends concurrent ones together (coalesce.go).
+	// grouped: db is the primary's pool or a view of the primary (then view), and
+	// point reads go through Engine.gets, which sends concurrent ones together
+	// (coalesce.go).
 	grouped bool
+	view    *view
 }
 
 // primary reads the latest state through the pool.
@@ -100,8 +102,12 @@ func (r reads) Get(ctx context.Context, account, tableName, pk, rk string) (stor
 		acct, key := []byte(account), []byte(storage.TableKey(tableName))
 		if r.grouped {
 			st := stmt{sql: r.e.q.get, args: []any{acct, key, []byte(pk), []byte(rk)}, dest: []any{&tid, &ver, &blob}}
-			if _, err := r.e.gets.do(ctx, &st, 0, acct, key); err != nil {
+			pos, err := r.e.gets.do(ctx, &st, 0, acct, key)
+			if err != nil {
 				return err
+			}
+			if r.view != nil {
+				r.view.pos = max(r.view.pos, pos)
 			}
 			if st.rows == 0 {
 				return storage.ErrTableNotFound
