@@ -159,6 +159,12 @@ func TestCoalescedGets(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				switch {
+				case i == rows+19: // a statement the database refuses, in the group
+					st := stmt{sql: `SELECT 1 / ($1::BIGINT - $1::BIGINT)`, args: []any{int64(round)}}
+					var pe *pgconn.PgError
+					if _, err := e.gets.do(ctx, &st, 0, nil, nil); !errors.As(err, &pe) || pe.Code != "22012" {
+						t.Errorf("round %d: refused read: %v, want division_by_zero", round, err)
+					}
 				case i >= rows+10: // a missing table
 					if _, err := e.Get(ctx, acct, "Missing", "p", "r000"); !errors.Is(err, storage.ErrTableNotFound) {
 						t.Errorf("round %d: get from a missing table: %v", round, err)
