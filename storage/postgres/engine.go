@@ -10,6 +10,10 @@
 //     checking its own precondition in its WHERE or ON CONFLICT clause and raising an
 //     error when it fails, which aborts the transaction; statements run in RowKey order so
 //     two batches lock rows in the same order. See apply.go.
+//   - Concurrent single-entity writes share one transaction and one synced commit, in
+//     key order, each with its own statement and answer; concurrent point reads of the
+//     primary share a round trip. Nothing waits to fill a group: a lone call goes out at
+//     once. See coalesce.go.
 //   - Merges are read-modify-write with a compare-and-swap on the version (two round
 //     trips), because properties are an exact binary blob (entity.AppendProps) that SQL
 //     cannot take apart portably. See apply.go for why.
