@@ -47,7 +47,7 @@ import (
 // maxGroup bounds the writes of one group, so that one transaction stays short.
 const maxGroup = 64
 
-// single is one queued single write.
+// single is one queued statement (a single write, or a Get).
 type single struct {
 	st     *stmt
 	tid    int64
@@ -72,8 +72,11 @@ type coalescer struct {
 	shared atomic.Int64
 }
 
-// do runs st (a statement of applySingle, on table tid and row pk, rk) in a group and
-// returns the group's commit position. st.rows and st.dest are set as if it ran alone.
+// do runs st in a group and returns the position read after the group's transaction;
+// st.rows and st.dest are set as if it ran alone. st must not raise an error for an
+// answer (applySingle's statements and Get's do not): an error rolls the group back
+// and runs each of its statements again alone. tid, pk and rk order the group's
+// statements (a write's table id and row).
 func (c *coalescer) do(ctx context.Context, st *stmt, tid int64, pk, rk []byte) (storage.Position, error) {
 	c.mu.Lock()
 	if c.inflight < c.slots && len(c.queue) == 0 {
