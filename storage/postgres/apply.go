@@ -16,9 +16,12 @@ import (
 // Apply runs the mutations on one partition atomically. There are three ways, chosen by
 // what the mutations need:
 //
-//   - One mutation without merge: one statement, one round trip. The statement checks
-//     the precondition (ON CONFLICT DO NOTHING for insert; version in the WHERE clause
-//     for replace and delete) and also answers why it failed, from the same snapshot.
+//   - One mutation without merge: one plain statement on the table id of the front
+//     end's cache, one round trip. The statement checks the precondition (ON CONFLICT …
+//     WHERE expired for insert; version in the WHERE clause for replace and delete) and
+//     the cached id and settings generation against the catalogue; when it writes
+//     nothing, one more read (diagnose) tells why. Concurrent ones share a transaction
+//     and its commit (coalesce.go).
 //   - Several mutations on distinct rows, none a merge (the common entity group
 //     transaction): one round trip. The statements are pipelined with a single Sync, so
 //     the database runs them as one implicit transaction; each raises an error when its
@@ -149,9 +152,10 @@ func (e *Engine) applyOnce(ctx context.Context, a *applyArgs) (storage.Applied, 
 			if err != nil {
 				return storage.Applied{}, err
 			}
-			res, err := e.applySingle(ctx, &b, &b.muts[0], ttls[0])
-			var ae *storage.ApplyError
-			if errors.As(err, &ae) && errors.Is(ae.Err, storage.ErrExists) {
+			res, written, err := e.applySingle(ctx, &b, &b.muts[0], ttls[0])
+			if err == nil && !written {
+				// The entity exists (or the cache was stale, or the table is gone):
+				// the merge path reads what is there and the current settings.
 				return e.applyRMW(ctx, a)
 			}
 			return res, err
@@ -160,7 +164,11 @@ func (e *Engine) applyOnce(ctx context.Context, a *applyArgs) (storage.Applied, 
 			if err != nil {
 				return storage.Applied{}, e.invalid(ctx, a, err)
 			}
-			return e.applySingle(ctx, a, m, ttls[0])
+			res, written, err := e.applySingle(ctx, a, m, ttls[0])
+			if err == nil && !written {
+				return storage.Applied{}, e.diagnose(ctx, a)
+			}
+			return res, err
 		}
 	}
 	seen := make(map[string]struct{}, len(a.muts))
@@ -185,60 +193,51 @@ func (e *Engine) invalid(ctx context.Context, a *applyArgs, err error) error {
 	return err
 }
 
-// applySingle runs one non-merge mutation as one statement, m's time-to-live being ttl.
-func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutation, ttl int64) (storage.Applied, error) {
-	pk, rk := []byte(a.pk), []byte(m.RowKey)
-	var (
-		tid, gen, ver, cur *int64
-		raw                []byte
-	)
-	st := stmt{dest: []any{&tid, &gen, &raw, &ver, &cur}}
-	switch m.Op {
-	case storage.Insert:
-		st.sql, st.args = e.q.insert1, []any{a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl}
-	case storage.InsertOrReplace:
-		st.sql, st.args = e.q.upsert1, []any{a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl}
-	case storage.Replace:
-		st.sql, st.args = e.q.replace1, []any{a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl, m.IfMatch}
-	case storage.Delete:
-		st.sql, st.args = e.q.delete1, []any{a.acct, a.key, pk, rk, m.IfMatch}
-	default:
-		return storage.Applied{}, fmt.Errorf("applySingle: %v", m.Op)
-	}
-	stmts := []stmt{st}
-	pos, err := e.exec(ctx, stmts)
-	if err != nil {
-		return storage.Applied{}, err
-	}
-	if stmts[0].rows != 1 {
-		return storage.Applied{}, fmt.Errorf("apply: %d result rows", stmts[0].rows)
-	}
-	switch {
-	case tid == nil:
-		e.cache.drop(a.ref())
-		return storage.Applied{}, storage.ErrTableNotFound
-	case a.needGen && gen != nil && *gen != a.ent.gen:
-		// Nothing was written: the statement resolved no table at the cached generation.
-		return storage.Applied{}, e.refresh(a.acct, a.key, *gen, raw)
-	case ver != nil && m.Op == storage.Delete:
-		return storage.Applied{Versions: []int64{0}, Position: pos}, nil
-	case ver != nil:
-		return storage.Applied{Versions: []int64{*ver}, Position: pos}, nil
-	}
-	switch m.Op {
-	case storage.Insert:
-		return storage.Applied{}, &storage.ApplyError{Index: 0, Err: storage.ErrExists}
-	case storage.Replace, storage.Delete:
-		// cur is the live version in the statement's snapshot. Missing (or expired),
-		// or present with If-Match * (then it was deleted while the statement waited for
-		// its lock): not found. Present with a version: it differed, or was changed
-		// while we waited; either way the expected version is no longer there.
-		if cur == nil || m.IfMatch == 0 {
-			return storage.Applied{}, &storage.ApplyError{Index: 0, Err: storage.ErrNotFound}
+// applySingle runs one non-merge mutation as one statement, m's time-to-live being ttl,
+// on the table id of the front end's cache. It reports false, having written nothing,
+// when the statement wrote no row: a failed precondition, or a cache entry gone stale
+// (the table deleted, created again or given new settings). The caller finds out which,
+// off the fast path.
+func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutation, ttl int64) (storage.Applied, bool, error) {
+	if m.Op == storage.Delete {
+		// settings skips the cache for deletes (they compute no expiry); the
+		// statement still needs the id.
+		ent, err := e.entry(ctx, a.acct, a.key)
+		if err != nil {
+			return storage.Applied{}, false, err
 		}
-		return storage.Applied{}, &storage.ApplyError{Index: 0, Err: storage.ErrVersionMismatch}
+		a.ent = ent
 	}
-	return storage.Applied{}, fmt.Errorf("apply %v: no row written", m.Op)
+	pk, rk := []byte(a.pk), []byte(m.RowKey)
+	var ver int64
+	st := stmt{dest: []any{&ver}}
+	switch m.Op {
+	case storage.Insert:
+		st.sql, st.args = e.q.insert1, []any{a.ent.id, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl}
+	case storage.InsertOrReplace:
+		st.sql, st.args = e.q.upsert1, []any{a.ent.id, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl}
+	case storage.Replace:
+		st.sql, st.args = e.q.replace1, []any{a.ent.id, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl, m.IfMatch}
+	case storage.Delete:
+		st.sql, st.args = e.q.delete1, []any{a.ent.id, a.acct, a.key, pk, rk, m.IfMatch}
+	default:
+		return storage.Applied{}, false, fmt.Errorf("applySingle: %v", m.Op)
+	}
+	pos, err := e.singles.do(ctx, &st, a.ent.id, pk, rk)
+	if err != nil {
+		return storage.Applied{}, false, err
+	}
+	switch st.rows {
+	case 0:
+		return storage.Applied{}, false, nil
+	case 1:
+	default:
+		return storage.Applied{}, false, fmt.Errorf("apply: %d result rows", st.rows)
+	}
+	if m.Op == storage.Delete {
+		ver = 0
+	}
+	return storage.Applied{Versions: []int64{ver}, Position: pos}, true, nil
 }
 
 // isRaised reports the error raise() produces for a statement that changed no row.
@@ -354,18 +353,18 @@ func (e *Engine) applyMany(ctx context.Context, a *applyArgs, order []int, ttls 
 	return storage.Applied{Versions: versions, Position: pos}, nil
 }
 
-// diagnose names the first mutation (in the caller's order) of a failed or refused
-// batch without merges that fails — its precondition, then its TTL property under the
-// table's current settings — by reading the rows and the settings. If the settings
-// changed since they were cached, the cache is refreshed and the Apply runs again
-// (errStale); if nothing fails now, a concurrent write caused the failure and the Apply
-// runs again too.
+// diagnose names the first mutation (in the caller's order) that fails of a failed or
+// refused batch without merges, or of a single write that wrote nothing: its
+// precondition, then its TTL property under the table's current settings, by reading
+// the rows and the settings. If the settings (or the table's id) changed since they
+// were cached, the cache is refreshed and the Apply runs again (errStale); if nothing
+// fails now, a concurrent write caused the failure and the Apply runs again too.
 func (e *Engine) diagnose(ctx context.Context, a *applyArgs) error {
 	st, err := e.readRows(ctx, a, false)
 	if err != nil {
 		return err
 	}
-	if a.needGen && st.gen != a.ent.gen {
+	if (a.ent.id != 0 && st.tableID != a.ent.id) || (a.needGen && st.gen != a.ent.gen) {
 		return errStale // readRows refreshed the cache
 	}
 	for i := range a.muts {
@@ -474,7 +473,7 @@ func (e *Engine) readRows(ctx context.Context, a *applyArgs, withProps bool) (*r
 	if st.settings, err = storage.UnmarshalSettings(rawSettings); err != nil {
 		return nil, err
 	}
-	e.cache.put(a.ref(), tableEntry{gen: st.gen, settings: st.settings})
+	e.cache.put(a.ref(), tableEntry{id: st.tableID, gen: st.gen, settings: st.settings})
 	for rk, s := range found {
 		r := rowState{stored: true, storedV: s.ver, Row: storage.Row{Version: s.ver}}
 		if !storage.Expired(s.expiry, st.now) {

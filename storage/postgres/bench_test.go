@@ -68,6 +68,35 @@ func BenchmarkInsert(b *testing.B) {
 	})
 }
 
+// BenchmarkInsertSerial is one caller inserting: what a lone write costs, which
+// coalescing (coalesce.go) must leave as it was (the write goes out at once).
+func BenchmarkInsertSerial(b *testing.B) {
+	e, acct := benchEngine(b)
+	ctx := context.Background()
+	start := time.Now()
+	for i := 0; b.Loop(); i++ {
+		muts := []storage.Mutation{{Op: storage.Insert, RowKey: fmt.Sprintf("r%08d", i), Props: benchProps(i)}}
+		if _, err := e.Apply(ctx, acct, "T", "serial", muts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "entities/s")
+}
+
+// BenchmarkUpsertHot is 32 callers replacing 16 entities of one partition: groups of
+// single writes (coalesce.go) that often hold one row twice.
+func BenchmarkUpsertHot(b *testing.B) {
+	e, acct := benchEngine(b)
+	ctx := context.Background()
+	parallel32(b, func(w int64, i int) int {
+		muts := []storage.Mutation{{Op: storage.InsertOrReplace, RowKey: fmt.Sprintf("r%02d", (int(w)+i)%16), Props: benchProps(i)}}
+		if _, err := e.Apply(ctx, acct, "T", "hot", muts); err != nil {
+			b.Error(err)
+		}
+		return 1
+	})
+}
+
 func BenchmarkGet(b *testing.B) {
 	e, acct := benchEngine(b)
 	ctx := context.Background()

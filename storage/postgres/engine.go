@@ -10,6 +10,10 @@
 //     checking its own precondition in its WHERE or ON CONFLICT clause and raising an
 //     error when it fails, which aborts the transaction; statements run in RowKey order so
 //     two batches lock rows in the same order. See apply.go.
+//   - Concurrent single-entity writes share one transaction and one synced commit, in
+//     key order, each with its own statement and answer; concurrent point reads of the
+//     primary share a round trip. Nothing waits to fill a group: a lone call goes out at
+//     once. See coalesce.go.
 //   - Merges are read-modify-write with a compare-and-swap on the version (two round
 //     trips), because properties are an exact binary blob (entity.AppendProps) that SQL
 //     cannot take apart portably. See apply.go for why.
@@ -154,6 +158,9 @@ type Engine struct {
 
 	// cache holds tables' settings for the write path (settings.go).
 	cache settingsCache
+	// singles groups concurrent single-mutation writes into shared commits, and gets
+	// concurrent point reads of the primary into shared round trips (coalesce.go).
+	singles, gets coalescer
 	// highest is the highest commit position this front end has seen (positions.go).
 	highest atomic.Uint64
 	// replicas are the read replicas (replicas.go); nil without any.
@@ -285,6 +292,8 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 		purgeWake: make(chan struct{}, 1),
 		purgeStop: make(chan struct{}),
 	}
+	e.singles = coalescer{e: e, slots: singleSlots(opts.PoolSize)}
+	e.gets = coalescer{e: e, slots: singleSlots(opts.PoolSize)}
 	e.log.Debug("postgres engine open", "dialect", d.String(), "server", version)
 	if err := e.openReplicas(ctx, opts.ReplicaURLs, configure); err != nil {
 		close(e.purgeStop)

@@ -57,12 +57,9 @@ func BenchmarkPositionCost(b *testing.B) {
 				w := worker.Add(1)
 				pk := []byte(fmt.Sprintf("r%d-w%03d", r, w))
 				for i := 0; pb.Next(); i++ {
-					args := []any{[]byte(acct), key, pk, []byte(fmt.Sprintf("%08d", i)), props, en.gen, int64(0)}
-					var (
-						tid, gen, ver, cur *int64
-						raw                []byte
-					)
-					dest := []any{&tid, &gen, &raw, &ver, &cur}
+					args := []any{en.id, []byte(acct), key, pk, []byte(fmt.Sprintf("%08d", i)), props, en.gen, int64(0)}
+					var ver *int64
+					dest := []any{&ver}
 					var err error
 					switch mode {
 					case "queryrow":

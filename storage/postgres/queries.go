@@ -10,11 +10,16 @@ import "fmt"
 // caller computed expiry with (the statement writes nothing unless the catalogue row
 // still has it, see settings.go) and $7 the time-to-live in ticks (0: never expires).
 type queries struct {
-	// Single-mutation Apply: one statement each, answering (table id, settings
-	// generation, settings if the generation is not $6, new version, version before the
-	// statement) so that a failed precondition or a stale settings cache is explained
-	// without another round trip. A NULL table id means no such table; a NULL new version
-	// means nothing was written.
+	// Single-mutation Apply: one plain statement each, keyed on the table id of the
+	// front end's cache (settings.go), answering the new version (the old one for a
+	// delete), or no row when it wrote nothing. Parameters: $1 the cached table id, $2
+	// account, $3 table key, $4 PartitionKey, $5 RowKey; insert1, upsert1 and replace1
+	// then take $6 the properties, $7 the cached settings generation, $8 the
+	// time-to-live in ticks, and replace1 $9 the expected version (0: any); delete1
+	// takes $6 the expected version. Each writes only while the catalogue row
+	// (account, key) still has that id (and generation): a table deleted, re-created or
+	// given new settings since the cache was filled writes nothing. Why nothing was
+	// written is then read in a second round trip (diagnose), off the fast path.
 	insert1, upsert1, replace1, delete1 string
 	// Batch Apply: the same writes, but writing no row raises division_by_zero (22012),
 	// which aborts the implicit transaction of the pipeline and so every statement of the
@@ -114,25 +119,31 @@ func buildQueries(d dialect) queries {
 			WHERE e.table_id = ` + tableID + ` AND e.pk = $3::BYTEA AND e.rk = $4::BYTEA
 			AND ($5::BIGINT = 0 OR e.version = $5::BIGINT) AND ` + live + `
 			RETURNING e.version`
-		current = `(SELECT e.version FROM cerulean_entities e WHERE e.table_id = (SELECT id FROM t)
-			AND e.pk = $3::BYTEA AND e.rk = $4::BYTEA AND ` + live + `)`
 	)
-	single := func(dml string, withGen, withCurrent bool) string {
-		gen, settings, cur := "NULL::BIGINT", "NULL::BYTEA", "NULL::BIGINT"
-		if withGen {
-			gen, settings = "(SELECT gen FROM t)", "(SELECT settings FROM t WHERE gen <> $6::BIGINT)"
-		}
-		if withCurrent {
-			cur = current
-		}
-		return `WITH t AS (SELECT id, COALESCE(gen, 0) AS gen, settings FROM cerulean_tables WHERE account = $1 AND key = $2),
-			w AS (` + dml + `)
-			SELECT (SELECT id FROM t), ` + gen + `, ` + settings + `, (SELECT version FROM w), ` + cur
-	}
-	q.insert1 = single(insertDML, true, false)
-	q.upsert1 = single(upsertDML, true, false)
-	q.replace1 = single(replaceDML, true, true)
-	q.delete1 = single(deleteDML, false, true)
+	// The single statements. The catalogue check is an uncorrelated EXISTS: the
+	// planner runs it once, as a one-time filter before the row's own index probe, so
+	// a statement costs the database two index probes and a small plan to start.
+	const (
+		atID      = `EXISTS (SELECT 1 FROM cerulean_tables WHERE account = $2 AND key = $3 AND id = $1::BIGINT)`
+		atIDGen   = `EXISTS (SELECT 1 FROM cerulean_tables WHERE account = $2 AND key = $3 AND id = $1::BIGINT AND COALESCE(gen, 0) = $7::BIGINT)`
+		single1Hd = `INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
+			SELECT $1::BIGINT, $4::BYTEA, $5::BYTEA, n.v, $6::BYTEA, n.v + NULLIF($8::BIGINT, 0) FROM ` + clock + `
+			WHERE ` + atIDGen + `
+			ON CONFLICT (table_id, pk, rk) DO UPDATE SET `
+	)
+	q.insert1 = single1Hd + setInsert + ` RETURNING e.version`
+	q.upsert1 = single1Hd + setUpsert + ` RETURNING e.version`
+	q.replace1 = `UPDATE cerulean_entities AS e SET version = GREATEST(n.v, e.version + 1), props = $6::BYTEA,
+			expiry = GREATEST(n.v, e.version + 1) + NULLIF($8::BIGINT, 0)
+			FROM ` + clock + `
+			WHERE e.table_id = $1::BIGINT AND e.pk = $4::BYTEA AND e.rk = $5::BYTEA
+			AND ($9::BIGINT = 0 OR e.version = $9::BIGINT) AND (e.expiry IS NULL OR e.expiry > n.v) AND ` + atIDGen + `
+			RETURNING e.version`
+	// A delete computes no expiry, so it does not check the settings generation.
+	q.delete1 = `DELETE FROM cerulean_entities AS e
+			WHERE e.table_id = $1::BIGINT AND e.pk = $4::BYTEA AND e.rk = $5::BYTEA
+			AND ($6::BIGINT = 0 OR e.version = $6::BIGINT) AND ` + live + ` AND ` + atID + `
+			RETURNING e.version`
 	const many = `WITH w AS (INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
 			SELECT t.id, $3::BYTEA, u.rk, n.v, u.props, n.v + NULLIF(u.ttl, 0)
 			FROM cerulean_tables t, ` + clock + `, unnest($4::BYTEA[], $5::BYTEA[], $7::BIGINT[]) AS u (rk, props, ttl)
@@ -199,14 +210,14 @@ func buildQueries(d dialect) queries {
 	// table's settings at one time, across deletes and creates.
 	q.createTable = `INSERT INTO cerulean_tables (account, key, name, id, settings, gen)
 		VALUES ($1, $2, $3, nextval('cerulean_table_ids'), $4::BYTEA, nextval('cerulean_table_gens'))
-		ON CONFLICT (account, key) DO NOTHING RETURNING gen`
+		ON CONFLICT (account, key) DO NOTHING RETURNING id, gen`
 	q.getTable = `SELECT name, settings FROM cerulean_tables WHERE account = $1 AND key = $2`
 	q.listTables = `SELECT name, settings FROM cerulean_tables WHERE account = $1 AND key >= $2 ORDER BY key LIMIT $3`
-	q.loadTable = `SELECT COALESCE(gen, 0), settings FROM cerulean_tables WHERE account = $1 AND key = $2`
+	q.loadTable = `SELECT id, COALESCE(gen, 0), settings FROM cerulean_tables WHERE account = $1 AND key = $2`
 	// Like setACL, the update locks the catalogue row, so it orders with a concurrent
 	// DeleteTable and never attaches to a table created again.
 	q.setSettings = `UPDATE cerulean_tables SET settings = $3::BYTEA, gen = nextval('cerulean_table_gens')
-		WHERE account = $1 AND key = $2 RETURNING gen`
+		WHERE account = $1 AND key = $2 RETURNING id, gen`
 	// One statement: the catalogue row out and the purge entry in commit together.
 	q.deleteTable = `WITH d AS (DELETE FROM cerulean_tables WHERE account = $1 AND key = $2 RETURNING id)
 		INSERT INTO cerulean_purges (table_id) SELECT id FROM d`

@@ -38,10 +38,15 @@ type reads struct {
 	// once runs each read once, without the retries of transient failures: a replica's
 	// view falls back to the primary instead of waiting on a replica that fails.
 	once bool
+	// grouped: db is the primary's pool or a view of the primary (then view), and
+	// point reads go through Engine.gets, which sends concurrent ones together
+	// (coalesce.go).
+	grouped bool
+	view    *view
 }
 
 // primary reads the latest state through the pool.
-func (e *Engine) primary() reads { return reads{e: e, db: e.pool} }
+func (e *Engine) primary() reads { return reads{e: e, db: e.pool, grouped: true} }
 
 // retry is Engine.retry; with once, a single attempt whose error is returned as the
 // database gave it, for the view to judge (view.do maps it).
@@ -94,13 +99,27 @@ func (r reads) Get(ctx context.Context, account, tableName, pk, rk string) (stor
 			ver  *int64
 			blob []byte
 		)
-		err := r.db.QueryRow(ctx, r.e.q.get, []byte(account), []byte(storage.TableKey(tableName)), []byte(pk), []byte(rk)).
-			Scan(&tid, &ver, &blob)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return storage.ErrTableNotFound
-		}
-		if err != nil {
-			return err
+		acct, key := []byte(account), []byte(storage.TableKey(tableName))
+		if r.grouped {
+			st := stmt{sql: r.e.q.get, args: []any{acct, key, []byte(pk), []byte(rk)}, dest: []any{&tid, &ver, &blob}}
+			pos, err := r.e.gets.do(ctx, &st, 0, acct, key)
+			if err != nil {
+				return err
+			}
+			if r.view != nil {
+				r.view.pos = max(r.view.pos, pos)
+			}
+			if st.rows == 0 {
+				return storage.ErrTableNotFound
+			}
+		} else {
+			err := r.db.QueryRow(ctx, r.e.q.get, acct, key, []byte(pk), []byte(rk)).Scan(&tid, &ver, &blob)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return storage.ErrTableNotFound
+			}
+			if err != nil {
+				return err
+			}
 		}
 		if ver == nil {
 			return storage.ErrNotFound

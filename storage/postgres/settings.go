@@ -16,17 +16,24 @@ import (
 // before the statements are sent (it validates the entity's TTL property, and an invalid
 // one must fail the Apply before anything is written). Reading the settings first would
 // cost a round trip per write, so each front end caches them: (account, table key) →
-// (generation, settings). The generation is a new value of a sequence at every create
-// and settings change, kept in the catalogue row, and every write statement that stores
-// an expiry resolves the table with "and the generation is still the one I computed
-// with". A stale cache therefore writes nothing: the single statements answer the
-// current generation and settings in the same round trip, a failed batch's diagnosis
-// reads them, and the Apply runs again with them (errStale). So a SetTableSettings on
-// any front end applies to every write that starts after it returns, everywhere, and a
-// write costs no extra round trip unless the settings changed.
+// (table id, generation, settings). The generation is a new value of a sequence at every
+// create and settings change, kept in the catalogue row, and every write statement that
+// stores an expiry resolves the table with "and the generation is still the one I
+// computed with". A stale cache therefore writes nothing: a write that wrote nothing
+// reads the current catalogue row and the rows (diagnose), which refreshes the cache,
+// and the Apply runs again with it (errStale). So a SetTableSettings on any front end
+// applies to every write that starts after it returns, everywhere, and a write costs no
+// extra round trip unless the settings changed or its precondition failed.
 //
-// Deletes compute no expiry and do not check the generation; the read-modify-write path
-// reads the settings with the rows it reads anyway.
+// The single-mutation statements also take the table id from the cache, so they need
+// not look it up by name, and check it against the catalogue row in the same statement:
+// ids come from a sequence and are never reused, so a table deleted (and perhaps
+// created again, under a new id) since the entry was cached is never written under its
+// old id by a statement that starts after the delete committed (one already running
+// is the purge's grace period, Options.PurgeGrace, as before).
+//
+// Deletes compute no expiry and do not check the generation, only the id; the
+// read-modify-write path reads the settings with the rows it reads anyway.
 
 // errStale reports a write that found the table's settings changed since they were
 // cached; the cache has been refreshed and the Apply runs again at once.
@@ -37,8 +44,11 @@ const maxCachedTables = 100_000
 
 type tableRef struct{ account, key string }
 
-// tableEntry is a table's settings as of generation gen.
+// tableEntry is a table's id and its settings as of generation gen. The id lets the
+// single-mutation statements go straight to the entities' primary key; they check it
+// (and the generation) against the catalogue row, so a stale entry writes nothing.
 type tableEntry struct {
+	id       int64
 	gen      int64
 	settings storage.TableSettings
 }
@@ -91,7 +101,7 @@ func (e *Engine) entry(ctx context.Context, acct, key []byte) (tableEntry, error
 		en  tableEntry
 		raw []byte
 	)
-	err := e.pool.QueryRow(ctx, e.q.loadTable, acct, key).Scan(&en.gen, &raw)
+	err := e.pool.QueryRow(ctx, e.q.loadTable, acct, key).Scan(&en.id, &en.gen, &raw)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return tableEntry{}, storage.ErrTableNotFound
 	}
@@ -103,15 +113,4 @@ func (e *Engine) entry(ctx context.Context, acct, key []byte) (tableEntry, error
 	}
 	e.cache.put(r, en)
 	return en, nil
-}
-
-// refresh records settings a statement read with generation gen, which differs from the
-// cached one, and returns errStale (or the settings' decoding error).
-func (e *Engine) refresh(acct, key []byte, gen int64, raw []byte) error {
-	s, err := storage.UnmarshalSettings(raw)
-	if err != nil {
-		return err
-	}
-	e.cache.put(tableRef{string(acct), string(key)}, tableEntry{gen: gen, settings: s})
-	return errStale
 }

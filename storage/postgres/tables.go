@@ -16,15 +16,15 @@ import (
 func (e *Engine) CreateTable(ctx context.Context, account, name string, settings storage.TableSettings) error {
 	acct, key := []byte(account), []byte(storage.TableKey(name))
 	return e.retry(ctx, "create table", func() error {
-		var gen int64
-		err := e.pool.QueryRow(ctx, e.q.createTable, acct, key, name, storage.MarshalSettings(settings)).Scan(&gen)
+		var id, gen int64
+		err := e.pool.QueryRow(ctx, e.q.createTable, acct, key, name, storage.MarshalSettings(settings)).Scan(&id, &gen)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return storage.ErrTableExists
 		}
 		if err != nil {
 			return err
 		}
-		e.cache.put(tableRef{string(acct), string(key)}, tableEntry{gen: gen, settings: settings})
+		e.cache.put(tableRef{string(acct), string(key)}, tableEntry{id: id, gen: gen, settings: settings})
 		return nil
 	})
 }
@@ -54,8 +54,8 @@ func (r reads) GetTable(ctx context.Context, account, name string) (storage.Tabl
 func (e *Engine) SetTableSettings(ctx context.Context, account, name string, settings storage.TableSettings) error {
 	acct, key := []byte(account), []byte(storage.TableKey(name))
 	return e.retry(ctx, "set table settings", func() error {
-		var gen int64
-		err := e.pool.QueryRow(ctx, e.q.setSettings, acct, key, storage.MarshalSettings(settings)).Scan(&gen)
+		var id, gen int64
+		err := e.pool.QueryRow(ctx, e.q.setSettings, acct, key, storage.MarshalSettings(settings)).Scan(&id, &gen)
 		if errors.Is(err, pgx.ErrNoRows) {
 			e.cache.drop(tableRef{string(acct), string(key)})
 			return storage.ErrTableNotFound
@@ -63,7 +63,7 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 		if err != nil {
 			return err
 		}
-		e.cache.put(tableRef{string(acct), string(key)}, tableEntry{gen: gen, settings: settings})
+		e.cache.put(tableRef{string(acct), string(key)}, tableEntry{id: id, gen: gen, settings: settings})
 		return nil
 	})
 }

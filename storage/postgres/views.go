@@ -103,7 +103,7 @@ func (v *view) Position() storage.Position { return v.pos }
 func (v *view) do(ctx context.Context, read func(reads) error) error {
 	for {
 		v.err = nil
-		err := read(reads{e: v.e, db: v, once: v.rep != nil})
+		err := read(reads{e: v.e, db: v, once: v.rep != nil, grouped: v.rep == nil, view: v})
 		if err == nil {
 			err = v.err
 		}

@@ -1,0 +1,239 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ceruleandb/cerulean/storage"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Coalesced single writes.
+//
+// A synced commit is most of what a single-entity write costs the database: the
+// transaction's start and commit, the WAL flush and the wait for it, a Sync and its
+// flush to the client, the position query's own transaction. Concurrent single writes
+// (applySingle's statements, which never raise: a failed precondition or a stale cache
+// writes no row and answers none) therefore share them: the writes queued while the
+// connections allowed for single writes are busy go out together as one pipeline, one
+// implicit transaction, one commit and one position read. Each keeps its own statement
+// and its own answer, and each is still atomic; a commit covers all of them, and the
+// position read after it covers each.
+//
+// The statements of a group run in (table id, PartitionKey, RowKey) order, so two groups
+// take their row locks in the same order and cannot deadlock each other. Two writes of
+// one row in a group run one after the other, as they would on two connections.
+//
+// If the database refuses a statement, the group's transaction is rolled back and
+// nothing of it is committed; each write then runs again on its own, so it gets its own
+// answer and a write never fails for another's statement. A connection failure is every
+// write's failure, as it would have been alone.
+//
+// Point reads of the primary (Get, the primary's views' Get) go the same way, through a
+// coalescer of their own: concurrent ones share a round trip, a Sync, the database's
+// wake-up and the position read after them. Each statement still reads its own
+// snapshot, as it would alone, and the position read after the group is an upper bound
+// of what each saw (views.go), as the one after a lone read is.
+//
+// Nothing waits to fill a group: a write goes out at once when fewer than
+// coalescer.slots groups are in flight, and only otherwise joins the queue, which the
+// next group takes whole (up to maxGroup). So a lone write costs what it did before,
+// and under load the groups grow by themselves with the database's commit latency.
+
+// maxGroup bounds the writes of one group, so that one transaction stays short.
+const maxGroup = 64
+
+// single is one queued statement (a single write, or a Get).
+type single struct {
+	st     *stmt
+	tid    int64
+	pk, rk []byte
+	pos    storage.Position
+	err    error
+	done   chan struct{} // closed once pos and err are set
+	lead   chan struct{} // a token to run the queue as a group (buffered 1)
+	queued bool          // still in the queue (guarded by coalescer.mu)
+}
+
+type coalescer struct {
+	e     *Engine
+	slots int // most groups in flight
+
+	mu       sync.Mutex
+	queue    []*single
+	inflight int
+
+	// shared counts the statements that ran, without error, in a group of more than
+	// one.
+	shared atomic.Int64
+}
+
+// do runs st in a group and returns the position read after the group's transaction;
+// st.rows and st.dest are set as if it ran alone. st must not raise an error for an
+// answer (applySingle's statements and Get's do not): an error rolls the group back
+// and runs each of its statements again alone. tid, pk and rk order the group's
+// statements (a write's table id and row).
+func (c *coalescer) do(ctx context.Context, st *stmt, tid int64, pk, rk []byte) (storage.Position, error) {
+	c.mu.Lock()
+	if c.inflight < c.slots && len(c.queue) == 0 {
+		c.inflight++
+		c.mu.Unlock()
+		one := []stmt{*st}
+		pos, err := c.e.exec(ctx, one)
+		st.rows = one[0].rows
+		c.next()
+		return pos, err
+	}
+	s := &single{st: st, tid: tid, pk: pk, rk: rk, done: make(chan struct{}), lead: make(chan struct{}, 1)}
+	s.queued = true
+	c.queue = append(c.queue, s)
+	c.mu.Unlock()
+	for {
+		select {
+		case <-s.done:
+			c.pass(s)
+			return s.pos, s.err
+		case <-s.lead:
+			// A slot is free: run the queue (this write is in it, unless a group took it
+			// meanwhile).
+			c.mu.Lock()
+			group := c.take()
+			c.mu.Unlock()
+			if len(group) > 0 {
+				c.run(ctx, group)
+			}
+			c.next()
+		case <-ctx.Done():
+			c.mu.Lock()
+			if s.queued {
+				c.queue = slices.DeleteFunc(c.queue, func(x *single) bool { return x == s })
+				s.queued = false
+				c.mu.Unlock()
+				c.pass(s)
+				return 0, ctx.Err()
+			}
+			c.mu.Unlock()
+			// Taken by a group: its outcome is this write's. The group's statements are
+			// bounded by the statement timeout.
+			<-s.done
+			c.pass(s)
+			return s.pos, s.err
+		}
+	}
+}
+
+// take removes up to maxGroup writes from the head of the queue; c.mu is held. The
+// caller holds a slot.
+func (c *coalescer) take() []*single {
+	n := min(len(c.queue), maxGroup)
+	group := slices.Clone(c.queue[:n])
+	c.queue = slices.Delete(c.queue, 0, n)
+	for _, s := range group {
+		s.queued = false
+	}
+	return group
+}
+
+// pass hands on a slot that was offered to s (which is no longer queued, so no other
+// offer can come) and that s will not use.
+func (c *coalescer) pass(s *single) {
+	select {
+	case <-s.lead:
+		c.next()
+	default:
+	}
+}
+
+// next gives up the caller's slot, handing it to the first queued write if any.
+func (c *coalescer) next() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) > 0 {
+		select {
+		case c.queue[0].lead <- struct{}{}:
+			return // the slot passes on
+		default:
+			// It has a token already (and is about to use it): keep looking.
+		}
+		for _, s := range c.queue[1:] {
+			select {
+			case s.lead <- struct{}{}:
+				return
+			default:
+			}
+		}
+	}
+	c.inflight--
+}
+
+// run executes a group and finishes each of its writes. It does not run under the
+// context of the caller that runs it: a caller that goes away must not fail the others'
+// writes (the statement timeout bounds them).
+func (c *coalescer) run(ctx context.Context, group []*single) {
+	ctx = context.WithoutCancel(ctx)
+	if len(group) == 1 {
+		s := group[0]
+		one := []stmt{*s.st}
+		s.pos, s.err = c.e.exec(ctx, one)
+		c.finish(s, &one[0])
+		return
+	}
+	slices.SortStableFunc(group, func(x, y *single) int {
+		if x.tid != y.tid {
+			return cmpInt(x.tid, y.tid)
+		}
+		if d := bytes.Compare(x.pk, y.pk); d != 0 {
+			return d
+		}
+		return bytes.Compare(x.rk, y.rk)
+	})
+	stmts := make([]stmt, len(group))
+	for i, s := range group {
+		stmts[i] = *s.st
+	}
+	pos, err := c.e.exec(ctx, stmts)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// Rolled back: every write again, alone, for its own answer.
+		for _, s := range group {
+			one := []stmt{*s.st}
+			s.pos, s.err = c.e.exec(ctx, one)
+			c.finish(s, &one[0])
+		}
+		return
+	}
+	if err == nil {
+		c.shared.Add(int64(len(group)))
+	}
+	for i, s := range group {
+		s.pos, s.err = pos, err
+		c.finish(s, &stmts[i])
+	}
+}
+
+// finish copies the row count of the statement as it ran and wakes the write's caller.
+func (c *coalescer) finish(s *single, ran *stmt) {
+	s.st.rows = ran.rows
+	close(s.done)
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// singleSlots is how many groups of single writes may be in flight at once for a pool
+// of poolSize connections: a quarter of them (at least one), so that under load writes
+// queue and share commits, while reads and batches keep connections of their own.
+func singleSlots(poolSize int) int {
+	return max(1, poolSize/4)
+}

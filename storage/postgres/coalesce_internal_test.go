@@ -1,0 +1,299 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/storage"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// TestCoalescedSingles runs many single writes at once through one group slot, so that
+// they share commits, with duplicates among them (exactly one of each pair may win)
+// and statements that the database refuses in the middle of the groups: every write
+// gets its own answer, the refused statements fail alone, and every write that
+// succeeded is stored, at a position its Apply reported.
+func TestCoalescedSingles(t *testing.T) {
+	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
+	}
+	ctx := context.Background()
+	e, err := Open(ctx, url, Options{DisablePurger: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	e.singles.slots = 1
+	acct := fmt.Sprintf("co%016x", rand.Uint64())
+	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.DeleteTable(context.Background(), acct, "T")
+
+	// Phase 0: writes only (they must share commits); phase 1: with statements the
+	// database refuses among them.
+	phaseMsg := []string{"writes:", "writes and refused statements:"}
+	for phase, bad := range []int{0, 8} {
+		const writers = 96
+		type outcome struct {
+			rk  string
+			res storage.Applied
+			err error
+		}
+		out := make([]outcome, writers)
+		badErrs := make([]error, bad)
+		var wg sync.WaitGroup
+		for i := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rk := fmt.Sprintf("r%d-%03d", phase, i)
+				if i%4 == 0 {
+					rk = fmt.Sprintf("dup%d-%03d", phase, i/8) // i and i+4 write the same row
+				}
+				props := []entity.Property{{Name: "N", Value: entity.Int32Value(int32(i))}}
+				res, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: rk, Props: props}})
+				out[i] = outcome{rk, res, err}
+			}()
+		}
+		for i := range bad {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Fails when it runs, not when it is prepared.
+				st := stmt{sql: `SELECT 1 / ($1::BIGINT - $1::BIGINT)`, args: []any{int64(i)}}
+				_, badErrs[i] = e.singles.do(ctx, &st, 0, nil, nil)
+			}()
+		}
+		wg.Wait()
+
+		for i, err := range badErrs {
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "22012" {
+				t.Errorf(phaseMsg[phase]+" refused statement %d: %v, want division_by_zero", i, err)
+			}
+		}
+		won := map[string]int{}
+		var highest storage.Position
+		for i, o := range out {
+			var ae *storage.ApplyError
+			switch {
+			case o.err == nil:
+				won[o.rk]++
+				if len(o.res.Versions) != 1 || o.res.Versions[0] <= 0 || o.res.Position == 0 {
+					t.Errorf(phaseMsg[phase]+" write %d: %+v", i, o.res)
+				}
+				highest = max(highest, o.res.Position)
+				rec, err := e.Get(ctx, acct, "T", "p", o.rk)
+				if err != nil {
+					t.Errorf(phaseMsg[phase]+" write %d (%s) succeeded but reads %v", i, o.rk, err)
+				} else if rec.Version != o.res.Versions[0] && won[o.rk] == 1 && o.rk[0] == 'r' {
+					t.Errorf(phaseMsg[phase]+" write %d: version %d, stored %d", i, o.res.Versions[0], rec.Version)
+				}
+			case errors.As(o.err, &ae) && errors.Is(ae.Err, storage.ErrExists) && o.rk[0] == 'd':
+				won[o.rk] += 0
+			default:
+				t.Errorf(phaseMsg[phase]+" write %d (%s): %v", i, o.rk, o.err)
+			}
+		}
+		for rk, n := range won {
+			if n != 1 {
+				t.Errorf(phaseMsg[phase]+" %s: %d writes succeeded, want 1", rk, n)
+			}
+		}
+		if len(won) != writers-writers/8 {
+			t.Errorf(phaseMsg[phase]+" %d rows written, want %d", len(won), writers-writers/8)
+		}
+		if now, err := e.Position(ctx); err != nil || now < highest {
+			t.Errorf(phaseMsg[phase]+" position %d (%v), below a write's %d", now, err, highest)
+		}
+		if phase == 0 && e.singles.shared.Load() == 0 {
+			t.Error("no write shared a commit")
+		}
+	}
+}
+
+// TestCoalescedGets reads many entities at once through one group slot, so that the
+// reads share round trips, among them reads of missing entities and of a missing table:
+// each gets its own answer.
+func TestCoalescedGets(t *testing.T) {
+	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
+	}
+	ctx := context.Background()
+	e, err := Open(ctx, url, Options{DisablePurger: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	acct := fmt.Sprintf("cg%016x", rand.Uint64())
+	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.DeleteTable(context.Background(), acct, "T")
+	const rows = 50
+	versions := make([]int64, rows)
+	positions := make([]storage.Position, rows)
+	for i := range rows {
+		props := []entity.Property{{Name: "N", Value: entity.Int32Value(int32(i))}}
+		res, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: fmt.Sprintf("r%03d", i), Props: props}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions[i], positions[i] = res.Versions[0], res.Position
+	}
+	e.gets.slots = 1
+	before := e.gets.shared.Load()
+	var wg sync.WaitGroup
+	for round := range 4 {
+		for i := range rows + 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				switch {
+				case i == rows+19: // a statement the database refuses, in the group
+					st := stmt{sql: `SELECT 1 / ($1::BIGINT - $1::BIGINT)`, args: []any{int64(round)}}
+					var pe *pgconn.PgError
+					if _, err := e.gets.do(ctx, &st, 0, nil, nil); !errors.As(err, &pe) || pe.Code != "22012" {
+						t.Errorf("round %d: refused read: %v, want division_by_zero", round, err)
+					}
+				case i >= rows+10: // a missing table
+					if _, err := e.Get(ctx, acct, "Missing", "p", "r000"); !errors.Is(err, storage.ErrTableNotFound) {
+						t.Errorf("round %d: get from a missing table: %v", round, err)
+					}
+				case i >= rows: // a missing entity
+					if _, err := e.Get(ctx, acct, "T", "p", fmt.Sprintf("x%03d", i)); !errors.Is(err, storage.ErrNotFound) {
+						t.Errorf("round %d: get of a missing entity: %v", round, err)
+					}
+				default:
+					// Odd rounds read through a view of the primary, as requests do:
+					// its position must cover the write it read.
+					var rec storage.Record
+					var err error
+					if round%2 == 1 {
+						v, verr := e.ReadView(ctx, storage.ReadOptions{Consistency: storage.Strong})
+						if verr != nil {
+							t.Error(verr)
+							return
+						}
+						rec, err = v.Get(ctx, acct, "T", "p", fmt.Sprintf("r%03d", i))
+						if err == nil && v.Position() < positions[i] {
+							t.Errorf("round %d: get %d: view at %d, below the write's %d", round, i, v.Position(), positions[i])
+						}
+					} else {
+						rec, err = e.Get(ctx, acct, "T", "p", fmt.Sprintf("r%03d", i))
+					}
+					if err != nil {
+						t.Errorf("round %d: get %d: %v", round, i, err)
+						return
+					}
+					if rec.Version != versions[i] || rec.Entity.RowKey != fmt.Sprintf("r%03d", i) || len(rec.Entity.Props) != 1 ||
+						rec.Entity.Props[0].Value.Int != int64(i) {
+						t.Errorf("round %d: get %d: %+v, version %d", round, i, rec.Entity, rec.Version)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if e.gets.shared.Load() == before {
+		t.Error("no read shared a round trip")
+	}
+}
+
+// TestStaleTableID deletes and re-creates a table through one front end while another
+// holds the old table's id in its cache: every single write through the other lands in
+// the new table or fails as it would there, none under the old id, and a write to a
+// deleted table fails with ErrTableNotFound.
+func TestStaleTableID(t *testing.T) {
+	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
+	}
+	ctx := context.Background()
+	a, err := Open(ctx, url, Options{DisablePurger: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(ctx, url, Options{DisablePurger: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	acct := fmt.Sprintf("st%016x", rand.Uint64())
+	props := []entity.Property{{Name: "N", Value: entity.Int32Value(1)}}
+	apply := func(e *Engine, op storage.Op, rk string) error {
+		_, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: op, RowKey: rk, Props: props}})
+		return err
+	}
+	if err := a.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, rk := range []string{"old1", "old2", "old3"} {
+		if err := apply(a, storage.Insert, rk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, ok := a.cache.get(tableRef{acct, storage.TableKey("T")})
+	if !ok || old.id == 0 {
+		t.Fatalf("no cached id after writes: %+v", old)
+	}
+
+	// Deleted through b: a's writes find no table.
+	if err := b.DeleteTable(ctx, acct, "T"); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []storage.Op{storage.Insert, storage.InsertOrReplace, storage.Replace, storage.Delete} {
+		a.cache.put(tableRef{acct, storage.TableKey("T")}, old) // stale again
+		if err := apply(a, op, "old1"); !errors.Is(err, storage.ErrTableNotFound) {
+			t.Errorf("%v on a deleted table: %v, want ErrTableNotFound", op, err)
+		}
+	}
+
+	// Created again through b: a's writes go to the new table.
+	if err := b.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[storage.Op]error{storage.Replace: storage.ErrNotFound, storage.Delete: storage.ErrNotFound}
+	for i, op := range []storage.Op{storage.Insert, storage.InsertOrReplace, storage.Replace, storage.Delete} {
+		a.cache.put(tableRef{acct, storage.TableKey("T")}, old)
+		rk := fmt.Sprintf("old%d", i%3+1)
+		if op == storage.Insert || op == storage.InsertOrReplace {
+			rk = fmt.Sprintf("new%d", i)
+		}
+		err := apply(a, op, rk)
+		if w := want[op]; w != nil {
+			if !errors.Is(err, w) {
+				t.Errorf("%v of %s, only in the deleted table: %v, want %v", op, rk, err, w)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v of %s in the new table: %v", op, rk, err)
+			continue
+		}
+		if _, err := b.Get(ctx, acct, "T", "p", rk); err != nil {
+			t.Errorf("%v of %s through a: %v through b", op, rk, err)
+		}
+	}
+	var n int64
+	if err := a.pool.QueryRow(ctx, `SELECT count(*) FROM cerulean_entities WHERE table_id = $1 AND rk NOT IN ('old1', 'old2', 'old3')`, old.id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d rows written under the deleted table's id", n)
+	}
+	if err := b.DeleteTable(ctx, acct, "T"); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Purge(ctx)
+}
