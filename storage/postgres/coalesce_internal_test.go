@@ -20,16 +20,8 @@ import (
 // gets its own answer, the refused statements fail alone, and every write that
 // succeeded is stored, at a position its Apply reported.
 func TestCoalescedSingles(t *testing.T) {
-	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
-	if url == "" {
-		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
-	}
 	ctx := context.Background()
-	e, err := Open(ctx, url, Options{DisablePurger: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := internalEngine(t)
 	e.singles.slots = 1
 	acct := fmt.Sprintf("co%016x", rand.Uint64())
 	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
@@ -124,16 +116,8 @@ func TestCoalescedSingles(t *testing.T) {
 // reads share round trips, among them reads of missing entities and of a missing table:
 // each gets its own answer.
 func TestCoalescedGets(t *testing.T) {
-	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
-	if url == "" {
-		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
-	}
 	ctx := context.Background()
-	e, err := Open(ctx, url, Options{DisablePurger: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := internalEngine(t)
 	acct := fmt.Sprintf("cg%016x", rand.Uint64())
 	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
 		t.Fatal(err)
@@ -214,21 +198,8 @@ func TestCoalescedGets(t *testing.T) {
 // the new table or fails as it would there, none under the old id, and a write to a
 // deleted table fails with ErrTableNotFound.
 func TestStaleTableID(t *testing.T) {
-	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
-	if url == "" {
-		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
-	}
 	ctx := context.Background()
-	a, err := Open(ctx, url, Options{DisablePurger: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := Open(ctx, url, Options{DisablePurger: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := internalEngine(t), internalEngine(t)
 	acct := fmt.Sprintf("st%016x", rand.Uint64())
 	props := []entity.Property{{Name: "N", Value: entity.Int32Value(1)}}
 	apply := func(e *Engine, op storage.Op, rk string) error {
@@ -296,4 +267,20 @@ func TestStaleTableID(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = b.Purge(ctx)
+}
+
+// internalEngine opens an engine on CERULEAN_TEST_POSTGRES_URL without the purger (the
+// test drives what it needs), closed when the test ends; without the URL the test skips.
+func internalEngine(t *testing.T) *Engine {
+	t.Helper()
+	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
+	}
+	e, err := Open(context.Background(), url, Options{DisablePurger: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
 }

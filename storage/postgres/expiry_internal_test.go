@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 )
@@ -13,16 +12,8 @@ import (
 // index (in expiry order, up to the first row not expired) and finds rows by primary
 // key, so that its cost follows the rows that expire, not the table.
 func TestPurgeExpiredPlan(t *testing.T) {
-	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
-	if url == "" {
-		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
-	}
 	ctx := context.Background()
-	e, err := Open(ctx, url, Options{DisablePurger: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := internalEngine(t)
 	if e.dialect != dialectPostgres {
 		t.Skip("plan shapes are PostgreSQL's")
 	}
