@@ -178,7 +178,7 @@ func (c *rawConn) do(ctx context.Context, r *request) error {
 
 	c.buildRequest(r)
 	var err error
-	if len(r.body) > 0 && len(r.body) > 16<<10 {
+	if len(r.body) > 16<<10 { // a large body goes out as it is, in one writev
 		bufs := net.Buffers{c.req, r.body}
 		_, err = bufs.WriteTo(c.nc)
 	} else {
@@ -186,7 +186,7 @@ func (c *rawConn) do(ctx context.Context, r *request) error {
 		_, err = c.nc.Write(c.req)
 	}
 	if err == nil {
-		record := r.key != "" && c.ep.rec != nil && !c.ep.rec.has(r.key)
+		record := r.key != "" && !c.ep.rec.has(r.key) // recKey: a key only when recording
 		err = c.readResponse(r.method == http.MethodHead, record)
 		if err == nil && record {
 			c.ep.rec.put(r.key, c.status, c.header, c.body)

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"net/textproto"
+	"strconv"
 	"strings"
 
 	"github.com/ceruleandb/cerulean/azerr"
@@ -89,12 +90,10 @@ func (s *Server) setTableWriteToken(rq *request) {
 // of that position.
 //
 // The three values share one backing array (each slice's capacity is one, so appending to
-// one copies it), and the position is the token's own decimal tail: two allocations.
+// one copies it).
 func (s *Server) setServed(h http.Header, sv table.Served) {
-	tok := s.tables.Token(sv.Position)
-	pos := tok[strings.LastIndexByte(tok, ':')+1:]
 	vs := make([]string, 3)
-	vs[0], vs[1], vs[2] = tok, sv.Source, pos
+	vs[0], vs[1], vs[2] = s.tables.Token(sv.Position), sv.Source, strconv.FormatUint(uint64(sv.Position), 10)
 	h[headerSessionToken] = vs[0:1:1]
 	h[headerReadSource] = vs[1:2:2]
 	h[headerReadPosition] = vs[2:3:3]

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -184,7 +185,7 @@ func (c *coalescer) run(ctx context.Context, group []*single) {
 	}
 	slices.SortStableFunc(group, func(x, y *single) int {
 		if x.tid != y.tid {
-			return cmpInt(x.tid, y.tid)
+			return cmp.Compare(x.tid, y.tid)
 		}
 		if d := bytes.Compare(x.pk, y.pk); d != 0 {
 			return d
@@ -219,16 +220,6 @@ func (c *coalescer) run(ctx context.Context, group []*single) {
 func (c *coalescer) finish(s *single, ran *stmt) {
 	s.st.rows = ran.rows
 	close(s.done)
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // singleSlots is how many groups of single writes may be in flight at once for a pool
