@@ -232,13 +232,22 @@ func (w *propWriter) bits(j int) *uint64 {
 	return &w.small[j/64]
 }
 
-func (w *propWriter) add(dst []byte, name string, v *entity.Value) []byte {
-	if w.sel != nil {
-		j, ok := w.sel.index[name]
-		if !ok {
-			return dst
-		}
+// keep reports whether property name is written (no $select, or selected), marking a
+// selected one as written.
+func (w *propWriter) keep(name string) bool {
+	if w.sel == nil {
+		return true
+	}
+	j, ok := w.sel.index[name]
+	if ok {
 		*w.bits(j) |= 1 << (j % 64)
+	}
+	return ok
+}
+
+func (w *propWriter) add(dst []byte, name string, v *entity.Value) []byte {
+	if !w.keep(name) {
+		return dst
 	}
 	dst = comma(dst)
 	return appendProperty(dst, name, v, w.annotate)
@@ -247,12 +256,8 @@ func (w *propWriter) add(dst []byte, name string, v *entity.Value) []byte {
 // addPlain is add for a String value that needs no JSON escaping (Strings are never
 // annotated).
 func (w *propWriter) addPlain(dst []byte, name, str string) []byte {
-	if w.sel != nil {
-		j, ok := w.sel.index[name]
-		if !ok {
-			return dst
-		}
-		*w.bits(j) |= 1 << (j % 64)
+	if !w.keep(name) {
+		return dst
 	}
 	dst = comma(dst)
 	dst = AppendString(dst, name)
