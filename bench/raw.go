@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ceruleandb/cerulean/client"
+	"github.com/ceruleandb/cerulean/edmjson"
 )
 
 // The raw client: the bench's own HTTP/1.1 client for --client raw.
@@ -394,9 +395,9 @@ func jsonErrorCode(body []byte) string {
 // keyPredicate appends the escaped "(PartitionKey='pk',RowKey='rk')" of an entity's URL.
 func keyPredicate(b []byte, pk, rk string) []byte {
 	b = append(b, "(PartitionKey='"...)
-	b = append(b, url.PathEscape(strings.ReplaceAll(pk, "'", "''"))...)
+	b = edmjson.AppendKeyEscaped(b, pk)
 	b = append(b, "',RowKey='"...)
-	b = append(b, url.PathEscape(strings.ReplaceAll(rk, "'", "''"))...)
+	b = edmjson.AppendKeyEscaped(b, rk)
 	return append(b, "')"...)
 }
 
