@@ -17,8 +17,8 @@
 // allows at all: each workload runs again against an in-process server that
 // replays the measured server's answers without doing any work (floor.go),
 // and each result carries its ratio to that floor. Options.Rounds repeats
-// each workload and reports the median; Options.LatencyAt adds a round paced
-// at a fraction of the measured rate, for latency at a given load.
+// each workload and reports the median; Options.LatencyAt adds as many rounds
+// paced at a fraction of the measured rate, for latency at a given load.
 //
 // Each workload runs for Options.Duration with Options.Workers goroutines
 // (scan: at most 4), each with one request in flight:

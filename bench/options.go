@@ -159,11 +159,11 @@ type Options struct {
 	// (by entities/s), with P50 and P99 the medians over rounds; with Floor the floor runs
 	// after each round of the server.
 	Rounds int
-	// LatencyAt, when in (0, 1], runs one more round of each workload but the loads paced
-	// at this fraction of the measured (median) rate, and reports that round's latencies:
-	// latency at a given load, e.g. 0.5 for half of the maximum rate. Latencies of paced
-	// rounds are measured from when each request was due, so queueing behind a stall
-	// counts. The load workloads are not paced.
+	// LatencyAt, when in (0, 1], runs Rounds more rounds of each workload but the loads
+	// paced at this fraction of the measured (median) rate, and reports their median
+	// latencies: latency at a given load, e.g. 0.5 for half of the maximum rate. Latencies
+	// of paced rounds are measured from when each request was due, so queueing behind a
+	// stall counts. The load workloads are not paced.
 	LatencyAt float64
 	// Progress, when non-nil, receives a carriage-return-updated progress
 	// line once a second (e.g. os.Stderr). It is never written to out.
@@ -316,7 +316,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	fs.StringVar(&o.Client, "client", ClientSDK, "how requests are sent: sdk (the official Go SDK, what applications see) or raw (the bench's light keep-alive HTTP client, SharedKeyLite or SAS signing, so the server's own capacity shows on a shared machine)")
 	fs.BoolVar(&o.Floor, "floor", false, "also run each workload against an in-process server that replays the measured server's answers without doing any work (the machine's HTTP floor) and print the ratio to it")
 	fs.IntVar(&o.Rounds, "rounds", 1, "run each workload this many times and report the median round")
-	fs.Float64Var(&o.LatencyAt, "latency-at", 0, "after the rounds, run each workload once more paced at this `fraction` of its measured rate (e.g. 0.5) and report that round's latencies")
+	fs.Float64Var(&o.LatencyAt, "latency-at", 0, "after the rounds, run each workload --rounds more times paced at this `fraction` of its measured rate (e.g. 0.5) and report the median latencies")
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON document with the options and all results")
 	if err := fs.Parse(args); err != nil {
 		return Options{}, err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,11 +79,12 @@ func TestFloorReplays(t *testing.T) {
 	}
 }
 
-// A paced round runs at the rate asked for, not flat out.
+// Paced rounds run at the rate asked for, not flat out, as many as the rounds, and report
+// the median of their p99s.
 func TestLatencyAtPaces(t *testing.T) {
 	_, cs := newFake(t)
 	o := quick(cs)
-	o.Client, o.Workloads, o.LatencyAt, o.Duration = ClientRaw, []string{WorkloadRead}, 0.25, 500*time.Millisecond
+	o.Client, o.Workloads, o.LatencyAt, o.Duration, o.Rounds = ClientRaw, []string{WorkloadRead}, 0.25, 300*time.Millisecond, 3
 	rs, err := Run(context.Background(), o, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +96,13 @@ func TestLatencyAtPaces(t *testing.T) {
 	}
 	if want := 0.25 * r.OpsPerSec(); p.TargetOpsPerSec != want || p.OpsPerSec > 1.1*want || p.OpsPerSec < 0.4*want {
 		t.Errorf("paced at %.0f ops/s, asked %.0f (a quarter of %.0f)", p.OpsPerSec, p.TargetOpsPerSec, r.OpsPerSec())
+	}
+	if len(p.RoundsP99) != 3 {
+		t.Fatalf("paced rounds' p99s: %v, want 3", p.RoundsP99)
+	}
+	sorted := slices.Sorted(slices.Values(p.RoundsP99))
+	if got := float64(p.P99) / float64(time.Millisecond); got != sorted[1] {
+		t.Errorf("paced p99 %.3f ms, want the median of %v", got, p.RoundsP99)
 	}
 }
 

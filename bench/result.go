@@ -51,14 +51,15 @@ type Result struct {
 	// (Options.Floor), and FloorRatio is EntitiesPerSec / FloorPerSec.
 	FloorPerSec float64 `json:"floor_entities_per_sec,omitempty"`
 	FloorRatio  float64 `json:"floor_ratio,omitempty"`
-	// Paced is the round paced at Options.LatencyAt of the measured rate.
+	// Paced is the rounds paced at Options.LatencyAt of the measured rate.
 	Paced *Paced `json:"paced,omitempty"`
 	// Notes carries workload-specific findings: the update workload's
 	// counter check, a skipped batch workload's reason, error breakdowns.
 	Notes string `json:"notes,omitempty"`
 }
 
-// Paced is a round run at a fixed rate below the maximum.
+// Paced is Options.Rounds rounds run at a fixed rate below the maximum: the median round
+// by rate, with P50 and P99 the medians over the rounds and Errors their sum.
 type Paced struct {
 	// Fraction is Options.LatencyAt; TargetOpsPerSec the rate asked for (Fraction × the
 	// measured ops/s) and OpsPerSec the rate achieved.
@@ -70,6 +71,8 @@ type Paced struct {
 	P50    time.Duration `json:"-"`
 	P99    time.Duration `json:"-"`
 	Errors int64         `json:"errors"`
+	// RoundsP99 is each paced round's p99 in milliseconds, in the order run.
+	RoundsP99 []float64 `json:"rounds_p99_ms,omitempty"`
 }
 
 // MarshalJSON renders P50 and P99 as fractional milliseconds.
@@ -152,8 +155,16 @@ func writeResultText(w io.Writer, r Result) {
 		fmt.Fprintf(w, "%sfloor %s entities/s: server/floor = %.2f\n", indent, commas(r.FloorPerSec), r.FloorRatio)
 	}
 	if p := r.Paced; p != nil {
-		fmt.Fprintf(w, "%spaced at %.0f%%: %s ops/s (asked %s), p50 %s, p99 %s, %s errors\n", indent, 100*p.Fraction,
-			commas(p.OpsPerSec), commas(p.TargetOpsPerSec), fmtLatency(p.P50), fmtLatency(p.P99), commas(float64(p.Errors)))
+		rounds := ""
+		if len(p.RoundsP99) > 1 {
+			each := make([]string, len(p.RoundsP99))
+			for i, v := range p.RoundsP99 {
+				each[i] = strconv.FormatFloat(v, 'f', 1, 64)
+			}
+			rounds = fmt.Sprintf(" (median of %d rounds: %s ms)", len(each), strings.Join(each, ", "))
+		}
+		fmt.Fprintf(w, "%spaced at %.0f%%: %s ops/s (asked %s), p50 %s, p99 %s%s, %s errors\n", indent, 100*p.Fraction,
+			commas(p.OpsPerSec), commas(p.TargetOpsPerSec), fmtLatency(p.P50), fmtLatency(p.P99), rounds, commas(float64(p.Errors)))
 	}
 	if r.Throttled > 0 || r.Retries > 0 {
 		fmt.Fprintf(w, "%sthrottled: %s answers 503 ServerBusy, %s retries\n", indent, commas(float64(r.Throttled)), commas(float64(r.Retries)))

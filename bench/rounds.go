@@ -10,8 +10,10 @@ import (
 
 // runRounds runs workload name Options.Rounds times against the server — each round, with
 // Options.Floor, followed by the same round against the floor — and then, with
-// Options.LatencyAt, once more paced at that fraction of the median rate. It returns the
-// median round's Result carrying the figures across rounds (see Result.RoundsPerSec).
+// Options.LatencyAt, Options.Rounds more rounds paced at that fraction of the median rate.
+// It returns the median round's Result carrying the figures across rounds (see
+// Result.RoundsPerSec and Result.Paced). Paced latencies are medians of rounds like the
+// rates: one background compaction on a shared machine moves a single round's p99.
 // Alternating server and floor rounds lets both see the same drift of a shared machine.
 func (b *bench) runRounds(ctx context.Context, name string) (Result, error) {
 	var runs []Result
@@ -54,11 +56,24 @@ func (b *bench) runRounds(ctx context.Context, name string) (Result, error) {
 	}
 	if f := b.opts.LatencyAt; f > 0 && paceable(name) && res.OpsPerSec() > 0 && ctx.Err() == nil {
 		rate := f * res.OpsPerSec()
-		p, err := b.runOnce(ctx, name, false, rate)
-		if err != nil {
-			errs = append(errs, err)
+		var paced []Result
+		for range b.opts.Rounds {
+			if ctx.Err() != nil {
+				break
+			}
+			p, err := b.runOnce(ctx, name, false, rate)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			paced = append(paced, p)
 		}
-		res.Paced = &Paced{Fraction: f, TargetOpsPerSec: rate, OpsPerSec: p.OpsPerSec(), P50: p.P50, P99: p.P99, Errors: p.Errors}
+		if len(paced) > 0 {
+			p := median(paced)
+			res.Paced = &Paced{Fraction: f, TargetOpsPerSec: rate, OpsPerSec: p.OpsPerSec(), P50: p.P50, P99: p.P99, Errors: p.Errors}
+			for _, r := range paced {
+				res.Paced.RoundsP99 = append(res.Paced.RoundsP99, ms(r.P99))
+			}
+		}
 	}
 	return res, errors.Join(errs...)
 }
