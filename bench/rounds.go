@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,15 +105,7 @@ func median(runs []Result) Result {
 		return runs[0]
 	}
 	byRate := slices.Clone(runs)
-	slices.SortStableFunc(byRate, func(a, b Result) int {
-		switch {
-		case a.EntitiesPerSec < b.EntitiesPerSec:
-			return -1
-		case a.EntitiesPerSec > b.EntitiesPerSec:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(byRate, func(a, b Result) int { return cmp.Compare(a.EntitiesPerSec, b.EntitiesPerSec) })
 	res := byRate[(len(byRate)-1)/2]
 	var p50s, p99s []time.Duration
 	var errs int64

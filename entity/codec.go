@@ -217,9 +217,23 @@ func decodeValue(b []byte) (Value, []byte, error) {
 		v.Bytes = append([]byte{}, s...)
 		return v, rest, nil
 	}
+	rest, ok := readFixed(&v, b)
+	if !ok {
+		return Value{}, nil, ErrCorrupt
+	}
+	if v.Type == GUID {
+		v.Bytes = append([]byte{}, v.Bytes...)
+	}
+	return v, rest, nil
+}
+
+// readFixed reads the fixed-size value of v.Type (every type but String and Binary) from
+// the front of b into v, a GUID's bytes aliasing b, and returns the rest of b; false if b
+// is too short or the type has no fixed size.
+func readFixed(v *Value, b []byte) ([]byte, bool) {
 	n := fixedLen(v.Type)
 	if n < 0 || len(b) < n {
-		return Value{}, nil, ErrCorrupt
+		return nil, false
 	}
 	switch v.Type {
 	case Boolean:
@@ -229,9 +243,9 @@ func decodeValue(b []byte) (Value, []byte, error) {
 	case Double:
 		v.Float = math.Float64frombits(binary.BigEndian.Uint64(b))
 	case GUID:
-		v.Bytes = append([]byte{}, b[:16]...)
+		v.Bytes = b[:16:16]
 	}
-	return v, b[n:], nil
+	return b[n:], true
 }
 
 // CheckProps reports whether b is a well-formed property bag, exactly when DecodeProps
@@ -317,22 +331,11 @@ func (r *PropReader) Next() bool {
 		}
 		rest = tail
 	default:
-		n := fixedLen(v.Type)
-		if n < 0 || len(rest) < n {
+		var ok bool
+		if rest, ok = readFixed(&v, rest); !ok {
 			r.n = 0
 			return false
 		}
-		switch v.Type {
-		case Boolean:
-			v.Int = int64(rest[0] & 1)
-		case Int32, Int64, DateTime:
-			v.Int = int64(binary.BigEndian.Uint64(rest))
-		case Double:
-			v.Float = math.Float64frombits(binary.BigEndian.Uint64(rest))
-		case GUID:
-			v.Bytes = rest[:16:16]
-		}
-		rest = rest[n:]
 	}
 	r.val = v
 	r.b = rest
