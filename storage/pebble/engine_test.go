@@ -686,3 +686,119 @@ func TestACLKeys(t *testing.T) {
 		t.Fatalf("SetServiceProperties after Close = %v, want ErrClosed", err)
 	}
 }
+
+// TestApplyReleasesRowsBeforeSync checks commitReleasing's contract with the WAL's syncs
+// held back: a write of a row whose previous write is visible but not yet synced goes
+// ahead at once (it does not wait out that sync holding the row's lock), and no write
+// is acknowledged before its sync.
+func TestApplyReleasesRowsBeforeSync(t *testing.T) {
+	ctx := context.Background()
+	gate := &walGate{FS: vfs.NewMem(), opened: make(chan struct{}), blocked: make(chan struct{}, 1)}
+	e := openTest(t, "db", Options{FS: gate})
+	if err := e.CreateTable(ctx, "a", "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	gate.close()
+	defer gate.open() // a failing test must not leave Close waiting on a sync
+	first := make(chan error, 1)
+	go func() {
+		_, err := e.Apply(ctx, "a", "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "r",
+			Props: []entity.Property{{Name: "N", Value: entity.Int64Value(1)}}}})
+		first <- err
+	}()
+	select {
+	case <-gate.blocked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first write never reached its WAL sync")
+	}
+	// The first write is visible (Pebble publishes before the sync) but not acknowledged.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := e.Get(ctx, "a", "T", "p", "r"); err == nil {
+			break
+		} else if !errors.Is(err, storage.ErrNotFound) || time.Now().After(deadline) {
+			t.Fatalf("Get of the unsynced write: %v", err)
+		}
+	}
+	second := make(chan error, 1)
+	go func() {
+		_, err := e.Apply(ctx, "a", "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "r"}})
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		if !errors.Is(err, storage.ErrExists) {
+			t.Fatalf("second insert of the row = %v, want ErrExists", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a write of the same row waited for the first write's WAL sync")
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the first write was acknowledged (%v) before its WAL sync", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	gate.open()
+	if err := <-first; err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+}
+
+// walGate is a vfs.FS whose WAL files' syncs block while the gate is closed, each
+// blocked sync signalling on blocked.
+type walGate struct {
+	vfs.FS
+	mu      sync.Mutex
+	shut    bool
+	opened  chan struct{}
+	blocked chan struct{}
+}
+
+func (g *walGate) close() { g.mu.Lock(); g.shut = true; g.mu.Unlock() }
+
+func (g *walGate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shut {
+		g.shut = false
+		close(g.opened)
+	}
+}
+
+func (g *walGate) wait() {
+	g.mu.Lock()
+	shut := g.shut
+	g.mu.Unlock()
+	if shut {
+		select {
+		case g.blocked <- struct{}{}:
+		default:
+		}
+		<-g.opened
+	}
+}
+
+func (g *walGate) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := g.FS.Create(name, c)
+	return g.wrap(name, f, err)
+}
+
+func (g *walGate) ReuseForWrite(old, name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := g.FS.ReuseForWrite(old, name, c)
+	return g.wrap(name, f, err)
+}
+
+func (g *walGate) wrap(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	return gatedFile{File: f, g: g}, nil
+}
+
+type gatedFile struct {
+	vfs.File
+	g *walGate
+}
+
+func (f gatedFile) Sync() error                  { f.g.wait(); return f.File.Sync() }
+func (f gatedFile) SyncData() error              { f.g.wait(); return f.File.SyncData() }
+func (f gatedFile) SyncTo(n int64) (bool, error) { f.g.wait(); return f.File.SyncTo(n) }

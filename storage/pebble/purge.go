@@ -150,7 +150,8 @@ func (e *Engine) expireBatch(ctx context.Context, from []byte, now int64) (int, 
 // next pass deletes them again). A later synced write — an Apply that writes one of the
 // rows again, say — syncs it too, since the WAL is written in order.
 func (e *Engine) deleteExpired(entries [][]byte, rows []row) (int, error) {
-	defer e.lockRows(rows).unlock()
+	locks := e.lockRows(rows)
+	defer locks.unlock()
 	// Created under the locks: its snapshot holds the index keys' latest state. The
 	// index keys were just listed, so their blocks are in the cache.
 	it, err := e.db.NewIter(nil)
