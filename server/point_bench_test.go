@@ -7,11 +7,11 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ceruleandb/cerulean/auth"
+	"github.com/ceruleandb/cerulean/internal/cputime"
 	"github.com/ceruleandb/cerulean/storage/pebble"
 )
 
@@ -21,13 +21,6 @@ import (
 // sends. They call ServeHTTP directly with a reusable ResponseWriter, so what they count
 // is the handler path (authentication to encoding), not net/http's.
 
-// cpuTime is the process's user and system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // measureCPU resets the benchmark's timer and starts counting the process's CPU time;
 // the function it returns stops the timer and reports that time per operation as
 // cpu-ns/op: what an operation costs the machine (Pebble's background work included),
@@ -35,10 +28,10 @@ func cpuTime() time.Duration {
 func measureCPU(b *testing.B) (stop func()) {
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := cpuTime()
+	start := cputime.Process()
 	return func() {
 		b.StopTimer()
-		b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(cputime.Process()-start)/float64(b.N), "cpu-ns/op")
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/ceruleandb/cerulean/auth"
 	"github.com/ceruleandb/cerulean/edmjson"
 	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/internal/cputime"
 	"github.com/ceruleandb/cerulean/storage/pebble"
 )
 
@@ -240,14 +241,14 @@ func benchBatch100(b *testing.B, parallel bool) {
 // process's goroutines: handler, engine, garbage collector) is the cost the server pays.
 type cpuClock struct {
 	b     *testing.B
-	start int64
+	start time.Duration
 }
 
-func startCPU(b *testing.B) cpuClock { return cpuClock{b, processCPU()} }
+func startCPU(b *testing.B) cpuClock { return cpuClock{b, cputime.Process()} }
 
 // report adds cpu-ns/entity, for entities per loop iteration.
 func (c cpuClock) report(entities int) {
-	if end := processCPU(); c.start >= 0 && end >= 0 && c.b.N > 0 {
+	if end := cputime.Process(); c.start >= 0 && end >= 0 && c.b.N > 0 {
 		c.b.ReportMetric(float64(end-c.start)/float64(c.b.N*entities), "cpu-ns/entity")
 	}
 }

@@ -62,6 +62,7 @@ import (
 	"github.com/ceruleandb/cerulean/storage"
 	pebbledb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -98,6 +99,17 @@ const (
 	// positionPoll is how often ReadView looks again for a position not reached yet.
 	positionPoll = 5 * time.Millisecond
 )
+
+// blockCompression compresses every level's sstable and blob file blocks: Pebble's
+// "fastest" profile, MinLZ (Snappy on arm64, where MinLZ has no assembly). Flushes and
+// compactions compress everything written, so on a small machine under sustained writes
+// their CPU is much of the server's; MinLZ compresses faster than Snappy (Pebble's
+// default) and at least as well. Under `cerulean bench --client raw` 100-entity batches
+// took 8 % less server CPU per entity (19.9–20.6 µs against 17.4–19.4 µs, three runs
+// each); BenchmarkApplyBatchCompression, whose random-letter values compress less,
+// shows about 2 %. Blocks written with Snappy stay readable: each block names its
+// algorithm.
+var blockCompression = sstable.FastestCompression
 
 // ErrClosed is returned by every method called after Close.
 var ErrClosed = fmt.Errorf("engine closed: %w", storage.ErrUnavailable)
@@ -292,6 +304,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 	// the sstables that cannot hold it.
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		po.Levels[i].Compression = func() *sstable.CompressionProfile { return blockCompression }
 	}
 	if opts.ValueSeparationMinSize == 0 {
 		opts.ValueSeparationMinSize = DefaultValueSeparationMinSize

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/storage/enginetest"
 	pebbledb "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -802,3 +804,42 @@ type gatedFile struct {
 func (f gatedFile) Sync() error                  { f.g.wait(); return f.File.Sync() }
 func (f gatedFile) SyncData() error              { f.g.wait(); return f.File.SyncData() }
 func (f gatedFile) SyncTo(n int64) (bool, error) { f.g.wait(); return f.File.SyncTo(n) }
+
+// TestCompressionChange checks that a store whose blocks were written with Snappy
+// (Pebble's default, and this engine's before blockCompression) reads back whole under
+// the current profile, before and after its data is compacted into new blocks.
+func TestCompressionChange(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	defer func(c *sstable.CompressionProfile) { blockCompression = c }(blockCompression)
+	blockCompression = sstable.SnappyCompression
+	e := openTest(t, dir, Options{})
+	if err := e.CreateTable(ctx, "bench", "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	load2(t, e, 2_000)
+	if err := e.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	blockCompression = sstable.FastestCompression
+	e = openTest(t, dir, Options{})
+	check := func(when string) {
+		t.Helper()
+		res, err := e.Scan(ctx, "bench", "T", storage.ScanRequest{Limit: 5_000})
+		if err != nil || len(res.Records) != 2_000 {
+			t.Fatalf("%s: scan = %d records, %v", when, len(res.Records), err)
+		}
+		r, err := e.Get(ctx, "bench", "T", "p000007", "r042")
+		if err != nil || !reflect.DeepEqual(r.Entity.Props, benchProps(742)) {
+			t.Fatalf("%s: Get = %v, %v", when, r.Entity.Props, err)
+		}
+	}
+	check("reopened")
+	if err := e.db.Compact(ctx, []byte{0}, []byte{0xff}, true); err != nil {
+		t.Fatal(err)
+	}
+	check("compacted")
+}
