@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -257,5 +258,42 @@ func TestMetricsBounded(t *testing.T) {
 		if !hot(s) && (strings.Contains(s, id) || strings.Contains(s, "acct")) {
 			t.Errorf("series %s names the client's data", s)
 		}
+	}
+}
+
+// TestGOMAXPROCSForPebble: a server on Pebble gives the Go scheduler two Ps more than its
+// default (pebble.BackgroundProcs), which go_sched_gomaxprocs_threads shows and the
+// debug log explains; a GOMAXPROCS in the environment is kept as it is; on PostgreSQL
+// (no background work in the process) nothing is raised.
+func TestGOMAXPROCSForPebble(t *testing.T) {
+	raised := regexp.MustCompile(`GOMAXPROCS raised for Pebble's background work" from=(\d+) to=(\d+)`)
+	start := func(env string) (procs int, m []string) {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		srv := startServer(t, withChildEnv(env), withArgs("--debug-addr", addr, "--log-level", "debug"))
+		procs = int(scrape(t, addr)["go_sched_gomaxprocs_threads"])
+		return procs, raised.FindStringSubmatch(srv.logs.Tail(1 << 20))
+	}
+	procs, m := start("GOMAXPROCS=") // unset
+	switch {
+	case onPostgres():
+		if m != nil {
+			t.Fatalf("GOMAXPROCS raised on PostgreSQL: %q", m[0])
+		}
+	case m == nil:
+		t.Fatalf("no GOMAXPROCS raise logged (go_sched_gomaxprocs_threads %d)", procs)
+	default:
+		from, _ := strconv.Atoi(m[1])
+		to, _ := strconv.Atoi(m[2])
+		if from < 1 || to != from+2 || procs != to {
+			t.Fatalf("GOMAXPROCS raised from %d to %d, metric %d; want from+2 on the metric", from, to, procs)
+		}
+	}
+	procs, m = start("GOMAXPROCS=1")
+	if m != nil || procs != 1 {
+		t.Fatalf("with GOMAXPROCS=1 in the environment: metric %d, log %q", procs, m)
 	}
 }

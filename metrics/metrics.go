@@ -8,6 +8,7 @@ package metrics
 
 import (
 	"net/http"
+	"regexp"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -177,7 +178,9 @@ func New(o Options) (*Metrics, error) {
 		m.requests, m.latency, m.bytesIn, m.bytesOut, m.read, m.written, m.scanned, m.pagesCut,
 		m.batchSize, m.authFailures, m.throttled, m.faults,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collectors.NewGoCollector(),
+		// GOMAXPROCS too: the server may raise it (cmd/cerulean's raiseProcs).
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/gomaxprocs:threads$`)})),
 	} {
 		if err := m.reg.Register(c); err != nil {
 			return nil, err

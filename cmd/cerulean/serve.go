@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -502,7 +503,22 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 	if err != nil {
 		return nil, "", err
 	}
+	raiseProcs(log)
 	return eng, o.data, nil
+}
+
+// raiseProcs gives the Go scheduler pebble.BackgroundProcs more Ps than its default
+// (the cores the process may use), so Pebble's flushes and compactions cannot take the
+// Ps requests need (see pebble.BackgroundProcs). A GOMAXPROCS in the environment is the
+// operator's choice and is kept. Setting it stops Go from following a changed CPU limit
+// of the container; a restart picks the new limit up.
+func raiseProcs(log *slog.Logger) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	n := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(n + pebble.BackgroundProcs)
+	log.Debug("GOMAXPROCS raised for Pebble's background work", "from", n, "to", n+pebble.BackgroundProcs)
 }
 
 func runServe(args []string) error {
