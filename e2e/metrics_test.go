@@ -297,3 +297,40 @@ func TestGOMAXPROCSForPebble(t *testing.T) {
 		t.Fatalf("with GOMAXPROCS=1 in the environment: metric %d, log %q", procs, m)
 	}
 }
+
+// TestGCHeapFloor: the server keeps 64 MiB of heap growth between collections
+// (internal/gcfloor) by raising GOGC, which go_gc_gogc_percent and go_gc_heap_goal_bytes
+// show — a goal of about the headroom on an idle server's few-MiB heap, not the default's
+// 4 MiB nor gigabytes; a GOGC in the environment is kept as it is.
+func TestGCHeapFloor(t *testing.T) {
+	start := func(env string) (percent, goal float64) {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		srv := startServer(t, withChildEnv(env), withArgs("--debug-addr", addr))
+		// Some requests first, so the heap is a serving server's.
+		svc := newServiceClient(t, srv)
+		name := tableName(t)
+		if _, err := svc.CreateTable(ctx(t), name, nil); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 100 {
+			e, _ := json.Marshal(map[string]any{"PartitionKey": "p", "RowKey": strconv.Itoa(i)})
+			if _, err := svc.NewClient(name).AddEntity(ctx(t), e, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := scrape(t, addr)
+		return m["go_gc_gogc_percent"], m["go_gc_heap_goal_bytes"]
+	}
+	percent, goal := start("GOGC=") // unset
+	if percent <= 100 || goal < 64<<20 || goal > 256<<20 {
+		t.Fatalf("GOGC unset: go_gc_gogc_percent %v, go_gc_heap_goal_bytes %v; want above 100 and a goal of 64–256 MiB", percent, goal)
+	}
+	percent, _ = start("GOGC=100")
+	if percent != 100 {
+		t.Fatalf("with GOGC=100 in the environment: go_gc_gogc_percent %v", percent)
+	}
+}

@@ -178,9 +178,10 @@ func New(o Options) (*Metrics, error) {
 		m.requests, m.latency, m.bytesIn, m.bytesOut, m.read, m.written, m.scanned, m.pagesCut,
 		m.batchSize, m.authFailures, m.throttled, m.faults,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		// GOMAXPROCS too: the server may raise it (cmd/cerulean's raiseProcs).
+		// GOMAXPROCS, GOGC and the heap goal too: the server may raise the first (cmd/cerulean's
+		// raiseProcs) and keeps a floor under the goal by raising the second (internal/gcfloor).
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
-			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/gomaxprocs:threads$`)})),
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/(sched/gomaxprocs:threads|gc/gogc:percent|gc/heap/goal:bytes)$`)})),
 	} {
 		if err := m.reg.Register(c); err != nil {
 			return nil, err

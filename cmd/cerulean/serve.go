@@ -30,6 +30,7 @@ import (
 	"github.com/ceruleandb/cerulean/console"
 	"github.com/ceruleandb/cerulean/faults"
 	"github.com/ceruleandb/cerulean/hotpart"
+	"github.com/ceruleandb/cerulean/internal/gcfloor"
 	"github.com/ceruleandb/cerulean/metrics"
 	"github.com/ceruleandb/cerulean/observe"
 	"github.com/ceruleandb/cerulean/server"
@@ -521,6 +522,17 @@ func raiseProcs(log *slog.Logger) {
 	log.Debug("GOMAXPROCS raised for Pebble's background work", "from", n, "to", n+pebble.BackgroundProcs)
 }
 
+// floorGC keeps gcfloor.DefaultHeadroom of heap growth between garbage collections, so a
+// small live heap does not make the collector run dozens of times a second under load
+// (see internal/gcfloor). A GOGC in the environment is the operator's choice and is kept.
+func floorGC(log *slog.Logger) {
+	if os.Getenv("GOGC") != "" {
+		return
+	}
+	gcfloor.Start(gcfloor.DefaultHeadroom)
+	log.Debug("GC heap floor set", "headroom", formatSize(gcfloor.DefaultHeadroom))
+}
+
 func runServe(args []string) error {
 	o, err := parseServe(args)
 	if err != nil {
@@ -531,6 +543,7 @@ func runServe(args []string) error {
 		return fmt.Errorf("log level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	floorGC(log)
 	accounts := []auth.Account{auth.DevAccount()}
 	if o.accounts != "" {
 		if accounts, err = auth.ParseAccounts(o.accounts); err != nil {
