@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -243,4 +244,38 @@ func TestCrashRecovery(t *testing.T) {
 	in.mu.Lock()
 	t.Logf("final: %d entities present, %d acknowledged, %d attempted", n, len(in.acked), len(in.attempted))
 	in.mu.Unlock()
+}
+
+// TestShutdownUnusedConnection: a connection that never sends a request (as Go's
+// http.Transport leaves one in its pool when another connection took the request it was
+// dialed for) does not hold up a graceful shutdown; net/http alone waits 5 s for it. It is
+// closed, and a connection with a request running is still served to the end.
+func TestShutdownUnusedConnection(t *testing.T) {
+	srv := startServer(t)
+	svc := newServiceClient(t, srv)
+	c, _ := newTable(t, svc)
+	if _, err := c.AddEntity(ctx(t), marshal(t, map[string]any{"PartitionKey": "p", "RowKey": "r"}), nil); err != nil {
+		t.Fatal(err)
+	}
+	unused, err := net.DialTimeout("tcp", srv.Addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unused.Close()
+	time.Sleep(200 * time.Millisecond) // accepted
+
+	began := time.Now()
+	exitErr, inTime := srv.terminate(10 * time.Second)
+	took := time.Since(began)
+	if !inTime || exitErr != nil {
+		t.Fatalf("exit after SIGTERM: %v (in time: %v)", exitErr, inTime)
+	}
+	if took > 3*time.Second {
+		t.Errorf("shutdown with an unused connection open took %v, want about a second", took)
+	}
+	_ = unused.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := unused.Read(make([]byte, 1)); err == nil {
+		t.Errorf("the unused connection read %d bytes after shutdown, want it closed", n)
+	}
+	t.Logf("shutdown with an unused connection open took %v", took.Round(time.Millisecond))
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -19,6 +20,53 @@ const readHeaderTimeout = 30 * time.Second
 // never reuses one the server is closing at that moment (Node's keepAliveTimeoutBuffer does
 // the same).
 const keepAliveSlack = time.Second
+
+// newConnGrace is how long, once shutdown has begun, a connection may stay open without
+// having begun a request. net/http's Shutdown waits up to 5 seconds for such a connection
+// (http.StateNew), in case its first request is on its way. But connections nobody will
+// use are common: when Go's http.Transport dials for a request and another connection
+// frees up first, the request goes there and the new connection waits unused in the
+// client's pool. A client that has just connected sends its request at once, so a second
+// is plenty.
+const newConnGrace = time.Second
+
+// newConns records when each connection that has not begun a request was accepted, for
+// shutdown to close those that never do.
+type newConns struct{ m sync.Map } // net.Conn → time.Time
+
+// track is the http.Server's ConnState hook: a connection leaves the record when its first
+// request begins (or it is closed or hijacked). A keep-alive connection's later requests
+// find nothing to delete.
+func (n *newConns) track(c net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew:
+		n.m.Store(c, time.Now())
+	case http.StateActive, http.StateHijacked, http.StateClosed:
+		n.m.Delete(c)
+	}
+}
+
+// closeUnused closes, until done, every connection that has gone newConnGrace since it
+// was accepted without beginning a request.
+func (n *newConns) closeUnused(done <-chan struct{}) {
+	tick := time.NewTicker(newConnGrace / 10)
+	defer tick.Stop()
+	for {
+		now := time.Now()
+		n.m.Range(func(c, at any) bool {
+			if now.Sub(at.(time.Time)) >= newConnGrace {
+				_ = c.(net.Conn).Close()
+				n.m.Delete(c)
+			}
+			return true
+		})
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+	}
+}
 
 // handshakeDemoter writes net/http's error log to the structured log at warn level, except
 // failed TLS handshakes (a TCP health probe, a client that does not trust the certificate),
@@ -43,8 +91,9 @@ var ErrRequestsRunning = errors.New("requests still running after shutdown")
 // Serve serves HTTP on ln until ctx is done, then shuts down: it stops accepting, lets the
 // requests being processed finish within Options.ShutdownGrace, cuts the connections that
 // are only stalled sending a body (a body that stops arriving for a second is answered 503
-// and its connection closed), and closes every connection still open when the grace period
-// ends. It returns nil after a clean shutdown; then no request is running and the engine
+// and its connection closed), closes the connections that have not begun a request a
+// second after they were accepted (newConnGrace), and closes every connection still open
+// when the grace period ends. It returns nil after a clean shutdown; then no request is running and the engine
 // may be closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return s.ServeHandler(ctx, ln, s)
@@ -53,11 +102,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // ServeHandler is Serve with h answering the requests: the Server itself wrapped by what
 // shares its listener (the web console), with the same limits and graceful shutdown.
 func (s *Server) ServeHandler(ctx context.Context, ln net.Listener, h http.Handler) error {
+	var fresh newConns
 	hs := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       s.limits.IdleTimeout + keepAliveSlack,
 		ErrorLog:          log.New(handshakeDemoter{s.log}, "", 0),
+		ConnState:         fresh.track,
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -72,6 +123,9 @@ func (s *Server) ServeHandler(ctx context.Context, ln net.Listener, h http.Handl
 	s.tightenBodies(graceEnd)
 	sctx, cancel := context.WithDeadline(context.Background(), graceEnd)
 	defer cancel()
+	shutDown := make(chan struct{})
+	defer close(shutDown)
+	go fresh.closeUnused(shutDown)
 	if err := hs.Shutdown(sctx); err != nil {
 		s.log.Warn("shutdown grace period over; closing the connections still open", "requests", s.active.Load())
 		_ = hs.Close()
