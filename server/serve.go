@@ -93,8 +93,8 @@ var ErrRequestsRunning = errors.New("requests still running after shutdown")
 // are only stalled sending a body (a body that stops arriving for a second is answered 503
 // and its connection closed), closes the connections that have not begun a request a
 // second after they were accepted (newConnGrace), and closes every connection still open
-// when the grace period ends. It returns nil after a clean shutdown; then no request is running and the engine
-// may be closed.
+// when the grace period ends. It returns nil after a clean shutdown; then no request is
+// running and the engine may be closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return s.ServeHandler(ctx, ln, s)
 }
