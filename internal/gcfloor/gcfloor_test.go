@@ -7,6 +7,8 @@ import (
 	"runtime/metrics"
 	"testing"
 	"time"
+
+	"github.com/ceruleandb/cerulean/internal/cputime"
 )
 
 func TestPercent(t *testing.T) {
@@ -158,4 +160,45 @@ func TestSecondStartReplacesFirst(t *testing.T) {
 	if percent, _, _ = read(); percent != 100 {
 		t.Fatalf("after the active stop: GOGC %d, want 100", percent)
 	}
+}
+
+// sink keeps the benchmark's allocations from being optimised away.
+var sink []byte
+
+// BenchmarkRequestGarbage allocates as a request does (a few KiB in small objects, none
+// kept) over a live heap of 4 MiB, the server's size, with the runtime's default GOGC
+// and with the floor. It reports collections per 1,000 requests and the process's CPU
+// per request, which counts the collector's background workers too.
+func BenchmarkRequestGarbage(b *testing.B) {
+	live := make([][]byte, 1024)
+	for i := range live {
+		live[i] = make([]byte, 4<<10)
+	}
+	for _, floor := range []bool{false, true} {
+		name := "GOGC=100"
+		if floor {
+			name = "floor=64MiB"
+		}
+		b.Run(name, func(b *testing.B) {
+			defer debug.SetGCPercent(debug.SetGCPercent(100))
+			if floor {
+				defer Start(DefaultHeadroom)()
+			}
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			cpu := cputime.Process()
+			b.ResetTimer()
+			for b.Loop() {
+				for j := 0; j < 37; j++ { // ~37 allocations a request, ~5 KiB
+					sink = make([]byte, 16+j*8)
+				}
+			}
+			b.StopTimer()
+			runtime.ReadMemStats(&after)
+			b.ReportMetric(float64(after.NumGC-before.NumGC)*1000/float64(b.N), "gcs/1000req")
+			b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/req")
+		})
+	}
+	runtime.KeepAlive(live)
 }
