@@ -49,13 +49,13 @@ func scrape(t testing.TB, addr string) map[string]float64 {
 }
 
 // metricsServer starts a server with --debug-addr and returns it with that address.
-func metricsServer(t *testing.T) (*server, string) {
+func metricsServer(t *testing.T, opts ...serverOption) (*server, string) {
 	port, err := freePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	return startServer(t, withArgs("--debug-addr", addr)), addr
+	return startServer(t, append(opts, withArgs("--debug-addr", addr))...), addr
 }
 
 // TestMetricsMove: the series at /metrics count what the SDK does — requests by
@@ -268,12 +268,7 @@ func TestMetricsBounded(t *testing.T) {
 func TestGOMAXPROCSForPebble(t *testing.T) {
 	raised := regexp.MustCompile(`GOMAXPROCS raised for Pebble's background work" from=(\d+) to=(\d+)`)
 	start := func(env string) (procs int, m []string) {
-		port, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		srv := startServer(t, withChildEnv(env), withArgs("--debug-addr", addr, "--log-level", "debug"))
+		srv, addr := metricsServer(t, withChildEnv(env), withArgs("--log-level", "debug"))
 		procs = int(scrape(t, addr)["go_sched_gomaxprocs_threads"])
 		return procs, raised.FindStringSubmatch(srv.logs.Tail(1 << 20))
 	}
@@ -304,12 +299,7 @@ func TestGOMAXPROCSForPebble(t *testing.T) {
 // 4 MiB nor gigabytes; a GOGC in the environment is kept as it is.
 func TestGCHeapFloor(t *testing.T) {
 	start := func(env string) (percent, goal float64) {
-		port, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		srv := startServer(t, withChildEnv(env), withArgs("--debug-addr", addr))
+		srv, addr := metricsServer(t, withChildEnv(env))
 		// Some requests first, so the heap is a serving server's.
 		svc := newServiceClient(t, srv)
 		name := tableName(t)

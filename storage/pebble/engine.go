@@ -429,12 +429,18 @@ func (e *Engine) commit(b *pebbledb.Batch) error {
 // commitWith is commit with the given write options: the expiry purge's batches are not
 // synced (see deleteExpired).
 func (e *Engine) commitWith(b *pebbledb.Batch, o *pebbledb.WriteOptions) error {
+	return e.admitCommit(b, func() error { return b.Commit(o) })
+}
+
+// admitCommit runs write, which commits b, inside the disk-space guard, and notes b's
+// position once write has returned without error.
+func (e *Engine) admitCommit(b *pebbledb.Batch, write func() error) error {
 	n := uint64(b.Len())
 	if err := e.space.admit(n); err != nil {
 		return err
 	}
 	defer e.space.done(n)
-	if err := b.Commit(o); err != nil {
+	if err := write(); err != nil {
 		return err
 	}
 	e.noteCommitted(batchPosition(b))
@@ -459,20 +465,13 @@ func (e *Engine) commitWith(b *pebbledb.Batch, o *pebbledb.WriteOptions) error {
 // sync, so ReadView still never waits for a write that is not durable.
 func (e *Engine) commitReleasing(b *pebbledb.Batch, release func()) error {
 	defer release()
-	n := uint64(b.Len())
-	if err := e.space.admit(n); err != nil {
-		return err
-	}
-	defer e.space.done(n)
-	if err := e.db.ApplyNoSyncWait(b, pebbledb.Sync); err != nil {
-		return err
-	}
-	release()
-	if err := b.SyncWait(); err != nil {
-		return err
-	}
-	e.noteCommitted(batchPosition(b))
-	return nil
+	return e.admitCommit(b, func() error {
+		if err := e.db.ApplyNoSyncWait(b, pebbledb.Sync); err != nil {
+			return err
+		}
+		release()
+		return b.SyncWait()
+	})
 }
 
 // load reads the meta keys and the catalogue.
