@@ -268,7 +268,7 @@ func (s *Server) batchRetrieve(rq *request, o *batch.Operation) error {
 		var rec storage.Record
 		// Strong with the token, as before read consistency: the batch answers its own
 		// session token, and x-ms-consistency-level does not apply to it.
-		rec, _, err = s.tables.GetEntity(rq.r.Context(), rq.account, res.Table, res.PartitionKey, res.RowKey, table.Read{Token: at})
+		rec, _, err = s.tables.GetEntityEncoded(rq.r.Context(), rq.account, res.Table, res.PartitionKey, res.RowKey, table.Read{Token: at})
 		rq.obs.Table, rq.obs.PartitionKey, rq.obs.BatchSize = res.Table, res.PartitionKey, 1
 		if err == nil {
 			rq.obs.EntitiesRead = 1
@@ -276,7 +276,7 @@ func (s *Server) batchRetrieve(rq *request, o *batch.Operation) error {
 			result = batch.Result{
 				Status: http.StatusOK,
 				Header: http.Header{"Content-Type": {edmjson.ContentType(rq.level)}, "ETag": {entity.ETag(rec.Version)}},
-				Body:   edmjson.AppendEntity(nil, &rec.Entity, rec.Version, opts),
+				Body:   edmjson.AppendRecord(nil, &rec, opts),
 			}
 		}
 	}

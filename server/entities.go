@@ -170,7 +170,7 @@ func (s *Server) getEntity(rq *request) error {
 	if err := s.gate(rq, rq.res.Table, rq.res.PartitionKey, 1); err != nil {
 		return err
 	}
-	rec, sv, err := s.tables.GetEntity(rq.r.Context(), rq.account, rq.res.Table, rq.res.PartitionKey, rq.res.RowKey, rd)
+	rec, sv, err := s.tables.GetEntityEncoded(rq.r.Context(), rq.account, rq.res.Table, rq.res.PartitionKey, rq.res.RowKey, rd)
 	if err != nil {
 		return err
 	}
@@ -184,7 +184,7 @@ func (s *Server) getEntity(rq *request) error {
 	rq.odataHeaders()
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)
-	*bp = edmjson.AppendEntity((*bp)[:0], &rec.Entity, rec.Version, s.entityOptions(rq, true, edmjson.NewSelection(sel)))
+	*bp = edmjson.AppendRecord((*bp)[:0], &rec, s.entityOptions(rq, true, edmjson.NewSelection(sel)))
 	rq.send(http.StatusOK, edmjson.ContentType(rq.level), *bp)
 	return nil
 }

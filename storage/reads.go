@@ -63,6 +63,12 @@ type ReadOptions struct {
 // any front end); a View's read the state it was opened at, or a later one.
 type Reader interface {
 	Get(ctx context.Context, account, table, partitionKey, rowKey string) (Record, error)
+	// GetEncoded is Get for a caller that only writes the entity out (a point read's
+	// response): where the engine keeps the stored entity.AppendProps form, the record
+	// carries it in Record.Encoded (checked, and the caller's own) and Entity.Props is
+	// nil, so the properties are never decoded into values. An engine that does not keep
+	// that form returns what Get does.
+	GetEncoded(ctx context.Context, account, table, partitionKey, rowKey string) (Record, error)
 	Scan(ctx context.Context, account, table string, req ScanRequest) (ScanResult, error)
 	GetTable(ctx context.Context, account, name string) (TableInfo, error)
 	// ListTables returns up to limit tables whose TableKey is ≥ TableKey(from), in

@@ -38,6 +38,13 @@ func (v flakyView) Get(ctx context.Context, account, table, pk, rk string) (stor
 	return v.View.Get(ctx, account, table, pk, rk)
 }
 
+func (v flakyView) GetEncoded(ctx context.Context, account, table, pk, rk string) (storage.Record, error) {
+	if v.f.down.Load() {
+		return storage.Record{}, fmt.Errorf("get: dial tcp: connection refused: %w", storage.ErrUnavailable)
+	}
+	return v.View.GetEncoded(ctx, account, table, pk, rk)
+}
+
 func TestHealthFollowsEngine(t *testing.T) {
 	eng, err := pebble.Open(t.TempDir(), pebble.Options{})
 	if err != nil {

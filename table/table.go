@@ -304,11 +304,26 @@ func (s *Service) DeleteEntity(ctx context.Context, account, table, pk, rk strin
 // short wait is 503 ServerBusy (storage.ErrFuturePosition, see mapErr): never an older
 // state than the token covers.
 func (s *Service) GetEntity(ctx context.Context, account, table, pk, rk string, rd Read) (storage.Record, Served, error) {
+	return s.getEntity(ctx, account, table, pk, rk, rd, false)
+}
+
+// GetEntityEncoded is GetEntity for a caller that only writes the entity out: the record
+// may carry its properties in the stored form (storage.Reader.GetEncoded), which
+// edmjson.AppendRecord writes without decoding them.
+func (s *Service) GetEntityEncoded(ctx context.Context, account, table, pk, rk string, rd Read) (storage.Record, Served, error) {
+	return s.getEntity(ctx, account, table, pk, rk, rd, true)
+}
+
+func (s *Service) getEntity(ctx context.Context, account, table, pk, rk string, rd Read, encoded bool) (storage.Record, Served, error) {
 	v, err := s.view(ctx, rd, 0, entityScope)
 	if err != nil {
 		return storage.Record{}, Served{}, err
 	}
-	rec, err := v.Get(ctx, account, table, pk, rk)
+	get := v.Get
+	if encoded {
+		get = v.GetEncoded
+	}
+	rec, err := get(ctx, account, table, pk, rk)
 	if err != nil {
 		return storage.Record{}, Served{}, s.mapErr(err, entityScope)
 	}

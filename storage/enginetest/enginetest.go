@@ -103,6 +103,7 @@ func Run(t *testing.T, h Harness) {
 		{"Scan/MaxBytes", testScanMaxBytes},
 		{"Scan/Cancel", testScanCancel},
 		{"Scan/Encoded", testScanEncoded},
+		{"Get/Encoded", testGetEncoded},
 		{"Types/RoundTrip", testTypesRoundTrip},
 		{"Concurrency/CompareAndSet", testCompareAndSet},
 		{"Concurrency/Partitions", testConcurrentPartitions},

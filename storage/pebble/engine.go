@@ -1145,6 +1145,17 @@ var keyPool = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }
 
 // Get reads one entity; an expired one is not found.
 func (e *Engine) Get(ctx context.Context, account, tableName, pk, rk string) (storage.Record, error) {
+	return e.get(account, tableName, pk, rk, false)
+}
+
+// GetEncoded is Get with the properties left in their stored form (storage.Reader).
+func (e *Engine) GetEncoded(ctx context.Context, account, tableName, pk, rk string) (storage.Record, error) {
+	return e.get(account, tableName, pk, rk, true)
+}
+
+// get reads one entity, its properties decoded or (encoded) checked and copied out of
+// Pebble's value, which is only valid until the read is closed.
+func (e *Engine) get(account, tableName, pk, rk string, encoded bool) (storage.Record, error) {
 	if err := e.enter(); err != nil {
 		return storage.Record{}, err
 	}
@@ -1164,17 +1175,24 @@ func (e *Engine) Get(ctx context.Context, account, tableName, pk, rk string) (st
 		return storage.Record{}, fmt.Errorf("get entity: %w", err)
 	}
 	defer closer.Close()
-	ver, exp, props, err := decodeValue(v)
+	ver, exp, enc, err := parseValue(v)
 	if err != nil {
 		return storage.Record{}, fmt.Errorf("get entity: %w", err)
 	}
 	if storage.Expired(exp, e.clock.Now()) {
 		return storage.Record{}, storage.ErrNotFound
 	}
-	return storage.Record{
-		Entity:  entity.Entity{PartitionKey: pk, RowKey: rk, Props: props},
-		Version: ver,
-	}, nil
+	rec := storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk}, Version: ver}
+	if encoded {
+		err = entity.CheckProps(enc)
+		rec.Encoded = append(make([]byte, 0, len(enc)), enc...)
+	} else {
+		rec.Entity.Props, err = entity.DecodeProps(enc)
+	}
+	if err != nil {
+		return storage.Record{}, fmt.Errorf("get entity: value: %w", err)
+	}
+	return rec, nil
 }
 
 // Scan iterates the key range in (PartitionKey, RowKey) byte order with a bounded

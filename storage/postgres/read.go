@@ -69,6 +69,10 @@ func (e *Engine) Get(ctx context.Context, account, tableName, pk, rk string) (st
 	return e.primary().Get(ctx, account, tableName, pk, rk)
 }
 
+func (e *Engine) GetEncoded(ctx context.Context, account, tableName, pk, rk string) (storage.Record, error) {
+	return e.primary().GetEncoded(ctx, account, tableName, pk, rk)
+}
+
 func (e *Engine) Scan(ctx context.Context, account, tableName string, req storage.ScanRequest) (storage.ScanResult, error) {
 	return e.primary().Scan(ctx, account, tableName, req)
 }
@@ -92,6 +96,16 @@ func (e *Engine) GetServiceProperties(ctx context.Context, account string) ([]by
 // Get reads one entity: one statement that also tells a missing table from a missing
 // (or expired) entity.
 func (r reads) Get(ctx context.Context, account, tableName, pk, rk string) (storage.Record, error) {
+	return r.get(ctx, account, tableName, pk, rk, false)
+}
+
+// GetEncoded is Get with the properties left in the stored form: the bag as the
+// statement returned it (pgx copies it out of the connection's buffer), checked.
+func (r reads) GetEncoded(ctx context.Context, account, tableName, pk, rk string) (storage.Record, error) {
+	return r.get(ctx, account, tableName, pk, rk, true)
+}
+
+func (r reads) get(ctx context.Context, account, tableName, pk, rk string, encoded bool) (storage.Record, error) {
 	var rec storage.Record
 	err := r.retry(ctx, "get entity", func() error {
 		var (
@@ -124,11 +138,20 @@ func (r reads) Get(ctx context.Context, account, tableName, pk, rk string) (stor
 		if ver == nil {
 			return storage.ErrNotFound
 		}
-		props, err := entity.DecodeProps(blob)
+		rec = storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk}, Version: *ver}
+		var err error
+		if encoded {
+			if blob == nil {
+				blob = []byte{} // an empty bag is Encoded all the same
+			}
+			rec.Encoded, err = blob, entity.CheckProps(blob)
+		} else {
+			rec.Entity.Props, err = entity.DecodeProps(blob)
+		}
 		if err != nil {
+			rec = storage.Record{}
 			return fmt.Errorf("decode entity: %w", err)
 		}
-		rec = storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk, Props: props}, Version: *ver}
 		return nil
 	})
 	return rec, err

@@ -379,6 +379,11 @@ func (v *view) Get(ctx context.Context, account, table, pk, rk string) (rec stor
 	return rec, err
 }
 
+func (v *view) GetEncoded(ctx context.Context, account, table, pk, rk string) (rec storage.Record, err error) {
+	err = v.do(ctx, func(r reads) (err error) { rec, err = r.GetEncoded(ctx, account, table, pk, rk); return })
+	return rec, err
+}
+
 func (v *view) Scan(ctx context.Context, account, table string, req storage.ScanRequest) (res storage.ScanResult, err error) {
 	err = v.do(ctx, func(r reads) (err error) { res, err = r.Scan(ctx, account, table, req); return })
 	return res, err
