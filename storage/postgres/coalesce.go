@@ -37,9 +37,10 @@ import (
 //
 // Point reads of the primary (Get, the primary's views' Get) go the same way, through a
 // coalescer of their own: concurrent ones share a round trip, a Sync, the database's
-// wake-up and the position read after them. Each statement still reads its own
-// snapshot, as it would alone, and the position read after the group is an upper bound
-// of what each saw (views.go), as the one after a lone read is.
+// wake-up and the position read after them. A group of reads is one statement
+// (mergeGets: the keys as arrays, unnested), read from one snapshot taken within the
+// group's round trip, and the position read after the group is an upper bound of what
+// each saw (views.go), as the one after a lone read is.
 //
 // Nothing waits to fill a group: a write goes out at once when fewer than
 // coalescer.slots groups are in flight, and only otherwise joins the queue, which the
@@ -64,14 +65,18 @@ type single struct {
 type coalescer struct {
 	e     *Engine
 	slots int // most groups in flight
+	// merge, if set, makes one statement of a group that does the work of all of its
+	// statements and leaves each one's rows and dest as if it had run alone; ok false
+	// runs the group's statements one by one instead.
+	merge func(group []*single) (st stmt, ok bool)
 
 	mu       sync.Mutex
 	queue    []*single
 	inflight int
 
 	// shared counts the statements that ran, without error, in a group of more than
-	// one.
-	shared atomic.Int64
+	// one; merged, the groups of them that ran as one statement.
+	shared, merged atomic.Int64
 }
 
 // do runs st in a group and returns the position read after the group's transaction;
@@ -193,6 +198,12 @@ func (c *coalescer) run(ctx context.Context, group []*single) {
 		}
 		return bytes.Compare(x.rk, y.rk)
 	})
+	if c.merge != nil {
+		if st, ok := c.merge(group); ok {
+			c.runMerged(ctx, group, st)
+			return
+		}
+	}
 	stmts := make([]stmt, len(group))
 	for i, s := range group {
 		stmts[i] = *s.st
@@ -200,12 +211,7 @@ func (c *coalescer) run(ctx context.Context, group []*single) {
 	pos, err := c.e.exec(ctx, stmts)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		// Rolled back: every write again, alone, for its own answer.
-		for _, s := range group {
-			one := []stmt{*s.st}
-			s.pos, s.err = c.e.exec(ctx, one)
-			c.finish(s, &one[0])
-		}
+		c.runAlone(ctx, group)
 		return
 	}
 	if err == nil {
@@ -214,6 +220,36 @@ func (c *coalescer) run(ctx context.Context, group []*single) {
 	for i, s := range group {
 		s.pos, s.err = pos, err
 		c.finish(s, &stmts[i])
+	}
+}
+
+// runMerged executes a group as the one statement st that merge made of it, which sets
+// each statement's rows and dest itself.
+func (c *coalescer) runMerged(ctx context.Context, group []*single, st stmt) {
+	pos, err := c.e.exec(ctx, []stmt{st})
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		c.runAlone(ctx, group)
+		return
+	}
+	if err == nil {
+		c.shared.Add(int64(len(group)))
+		c.merged.Add(1)
+	}
+	for _, s := range group {
+		s.pos, s.err = pos, err
+		close(s.done)
+	}
+}
+
+// runAlone runs each statement of a group that the database refused (and rolled back)
+// again, alone, for its own answer.
+func (c *coalescer) runAlone(ctx context.Context, group []*single) {
+	for _, s := range group {
+		s.st.rows = 0 // a merged statement may have counted rows before it failed
+		one := []stmt{*s.st}
+		s.pos, s.err = c.e.exec(ctx, one)
+		c.finish(s, &one[0])
 	}
 }
 

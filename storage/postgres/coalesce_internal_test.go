@@ -114,7 +114,9 @@ func TestCoalescedSingles(t *testing.T) {
 
 // TestCoalescedGets reads many entities at once through one group slot, so that the
 // reads share round trips, among them reads of missing entities and of a missing table:
-// each gets its own answer.
+// each gets its own answer. Groups of reads alone run as one statement (mergeGets); in
+// the first rounds a statement the database refuses joins them, and its group runs
+// statement by statement.
 func TestCoalescedGets(t *testing.T) {
 	ctx := context.Background()
 	e := internalEngine(t)
@@ -135,15 +137,15 @@ func TestCoalescedGets(t *testing.T) {
 		versions[i], positions[i] = res.Versions[0], res.Position
 	}
 	e.gets.slots = 1
-	before := e.gets.shared.Load()
+	before, mergedBefore := e.gets.shared.Load(), e.gets.merged.Load()
 	var wg sync.WaitGroup
-	for round := range 4 {
+	for round := range 6 {
 		for i := range rows + 20 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				switch {
-				case i == rows+19: // a statement the database refuses, in the group
+				case i == rows+19 && round < 4: // a statement the database refuses, in the group
 					st := stmt{sql: `SELECT 1 / ($1::BIGINT - $1::BIGINT)`, args: []any{int64(round)}}
 					var pe *pgconn.PgError
 					if _, err := e.gets.do(ctx, &st, 0, nil, nil); !errors.As(err, &pe) || pe.Code != "22012" {
@@ -190,6 +192,9 @@ func TestCoalescedGets(t *testing.T) {
 	wg.Wait()
 	if e.gets.shared.Load() == before {
 		t.Error("no read shared a round trip")
+	}
+	if e.gets.merged.Load() == mergedBefore {
+		t.Error("no group of reads ran as one statement")
 	}
 }
 

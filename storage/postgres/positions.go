@@ -41,6 +41,14 @@ type stmt struct {
 	args []any
 	dest []any // scan targets for the first row; nil ignores the rows
 	rows int   // rows the statement returned (set by exec)
+	// each, if set, reads every row instead of dest the first; an error fails the
+	// statement as a scan error does.
+	each func(m valueScanner, fds []pgconn.FieldDescription, vals [][]byte) error
+}
+
+// valueScanner decodes one column value (pgtype.Map's Scan).
+type valueScanner interface {
+	Scan(oid uint32, formatCode int16, src []byte, dst any) error
 }
 
 // exec runs stmts as one implicit transaction and then reads the commit position, in
@@ -170,21 +178,13 @@ func (e *Engine) pipeline(ctx context.Context, stmts []stmt, withPosition bool) 
 }
 
 // readResult reads a statement's rows, scanning the first into st.dest, and closes it.
-func readResult(m interface {
-	Scan(oid uint32, formatCode int16, src []byte, dst any) error
-}, rr *pgconn.ResultReader, st *stmt) error {
+func readResult(m valueScanner, rr *pgconn.ResultReader, st *stmt) error {
 	var scanErr error
 	for rr.NextRow() {
-		if st.rows == 0 && st.dest != nil {
-			fds, vals := rr.FieldDescriptions(), rr.Values()
-			if len(fds) != len(st.dest) {
-				scanErr = fmt.Errorf("statement answered %d columns, want %d", len(fds), len(st.dest))
-			}
-			for j := 0; scanErr == nil && j < len(fds); j++ {
-				if err := m.Scan(fds[j].DataTypeOID, fds[j].Format, vals[j], st.dest[j]); err != nil {
-					scanErr = fmt.Errorf("scan column %s: %w", fds[j].Name, err)
-				}
-			}
+		if st.each != nil && scanErr == nil {
+			scanErr = st.each(m, rr.FieldDescriptions(), rr.Values())
+		} else if st.rows == 0 && st.dest != nil {
+			scanErr = scanColumns(m, rr.FieldDescriptions(), rr.Values(), st.dest)
 		}
 		st.rows++
 	}
@@ -192,6 +192,19 @@ func readResult(m interface {
 		return err
 	}
 	return scanErr
+}
+
+// scanColumns scans a row's columns into dest, one each.
+func scanColumns(m valueScanner, fds []pgconn.FieldDescription, vals [][]byte, dest []any) error {
+	if len(fds) != len(dest) {
+		return fmt.Errorf("statement answered %d columns, want %d", len(fds), len(dest))
+	}
+	for j := range fds {
+		if err := m.Scan(fds[j].DataTypeOID, fds[j].Format, vals[j], dest[j]); err != nil {
+			return fmt.Errorf("scan column %s: %w", fds[j].Name, err)
+		}
+	}
+	return nil
 }
 
 // nextSync reads the pipeline up to and including its next Sync point.

@@ -38,7 +38,12 @@ type queries struct {
 	casUpdateB, casDeleteB, casInsertB string
 
 	get, tableExists string
-	scan, scanTo     string
+	// getMany is get for many keys in one statement: $1 each key's index in the group,
+	// then the account, table key, PartitionKey and RowKey arrays. It answers a row for
+	// each key whose table exists (the index first, then get's columns), so a key with no
+	// row is a missing table, as get answering none is.
+	getMany      string
+	scan, scanTo string
 	// scanCapped and scanToCapped are scan and scanTo that also stop by size: after the
 	// first two rows they return rows only while the sizes of the rows before them (keys
 	// and properties, as storage.RecordSize counts them) stay within $6 ($8 for
@@ -186,6 +191,10 @@ func buildQueries(d dialect) queries {
 	q.get = `SELECT t.id, e.version, e.props FROM cerulean_tables t
 		LEFT JOIN cerulean_entities e ON e.table_id = t.id AND e.pk = $3::BYTEA AND e.rk = $4::BYTEA AND ` + live + `
 		WHERE t.account = $1 AND t.key = $2`
+	q.getMany = `SELECT k.n, t.id, e.version, e.props
+		FROM unnest($1::INT8[], $2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[]) AS k (n, account, key, pk, rk)
+		JOIN cerulean_tables t ON t.account = k.account AND t.key = k.key
+		LEFT JOIN cerulean_entities e ON e.table_id = t.id AND e.pk = k.pk AND e.rk = k.rk AND ` + live
 	q.tableExists = `SELECT id FROM cerulean_tables WHERE account = $1 AND key = $2`
 	// $5 limit; scanTo adds the exclusive end ($6, $7). Expired rows are filtered out in
 	// the statement, so they neither count against the limit nor reach the caller.
@@ -256,7 +265,7 @@ func buildQueries(d dialect) queries {
 	q.clearSvcProps = `DELETE FROM cerulean_service_properties WHERE account = $1`
 
 	for _, p := range []*string{&q.insert1, &q.upsert1, &q.replace1, &q.delete1, &q.insertB, &q.upsertB, &q.replaceB,
-		&q.deleteB, &q.insertMany, &q.upsertMany, &q.readRows, &q.readRowsProps, &q.get, &q.scan, &q.scanTo,
+		&q.deleteB, &q.insertMany, &q.upsertMany, &q.readRows, &q.readRowsProps, &q.get, &q.getMany, &q.scan, &q.scanTo,
 		&q.scanCapped, &q.scanToCapped, &q.purgeExpired, &q.position} {
 		*p = d.sql(*p)
 	}
