@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -238,6 +240,80 @@ func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutat
 		ver = 0
 	}
 	return storage.Applied{Versions: []int64{ver}, Position: pos}, true, nil
+}
+
+// mergeSingles makes one statement of a group of coalesced single writes that are all
+// inserts, or all insert-or-replaces (applySingle's insert1 and upsert1), on distinct
+// rows: insertGroup or upsertGroup, which sets each write's rows and dest as its own
+// statement would have. One statement costs the database one Bind and Execute and one
+// executor start-up for the group, and its rows go in the group's (table id,
+// PartitionKey, RowKey) order, as the group's statements would. Any other group runs
+// statement by statement.
+func (e *Engine) mergeSingles(group []*single) (stmt, bool) {
+	one := group[0].st.sql
+	var sql string
+	switch one {
+	case e.q.insert1:
+		sql = e.q.insertGroup
+	case e.q.upsert1:
+		sql = e.q.upsertGroup
+	default:
+		return stmt{}, false
+	}
+	n := len(group)
+	ids, gens, ttls := make([]int64, n), make([]int64, n), make([]int64, n)
+	var bs [5][][]byte // account, table key, PartitionKey, RowKey, properties
+	for j := range bs {
+		bs[j] = make([][]byte, n)
+	}
+	for i, s := range group {
+		a := s.st.args
+		if s.st.sql != one || len(a) != 8 || len(s.st.dest) != 1 {
+			return stmt{}, false
+		}
+		if i > 0 && s.tid == group[i-1].tid && bytes.Equal(s.pk, group[i-1].pk) && bytes.Equal(s.rk, group[i-1].rk) {
+			return stmt{}, false // two writes of a row: one after the other, as statements
+		}
+		var ok [8]bool
+		ids[i], ok[0] = a[0].(int64)
+		for j := range bs {
+			bs[j][i], ok[j+1] = a[j+1].([]byte)
+		}
+		gens[i], ok[6] = a[6].(int64)
+		ttls[i], ok[7] = a[7].(int64)
+		if ok != [8]bool{true, true, true, true, true, true, true, true} {
+			return stmt{}, false
+		}
+	}
+	each := func(m valueScanner, fds []pgconn.FieldDescription, vals [][]byte) error {
+		if len(fds) != 4 {
+			return fmt.Errorf("write group: %d columns, want 4", len(fds))
+		}
+		var id int64
+		var pk, rk []byte
+		for j, d := range []any{&id, &pk, &rk} {
+			if err := m.Scan(fds[j].DataTypeOID, fds[j].Format, vals[j], d); err != nil {
+				return fmt.Errorf("write group: scan column %s: %w", fds[j].Name, err)
+			}
+		}
+		// The group is in (table id, PartitionKey, RowKey) order, its rows distinct.
+		i, found := slices.BinarySearchFunc(group, id, func(s *single, _ int64) int {
+			if c := cmp.Compare(s.tid, id); c != 0 {
+				return c
+			}
+			if c := bytes.Compare(s.pk, pk); c != 0 {
+				return c
+			}
+			return bytes.Compare(s.rk, rk)
+		})
+		if !found || group[i].st.rows > 0 {
+			return fmt.Errorf("write group: unexpected row for table %d", id)
+		}
+		st := group[i].st
+		st.rows++
+		return scanColumns(m, fds[3:], vals[3:], st.dest)
+	}
+	return stmt{sql: sql, args: []any{ids, bs[0], bs[1], bs[2], bs[3], bs[4], gens, ttls}, each: each}, true
 }
 
 // isRaised reports the error raise() produces for a statement that changed no row.

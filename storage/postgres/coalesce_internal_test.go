@@ -18,7 +18,9 @@ import (
 // they share commits, with duplicates among them (exactly one of each pair may win)
 // and statements that the database refuses in the middle of the groups: every write
 // gets its own answer, the refused statements fail alone, and every write that
-// succeeded is stored, at a position its Apply reported.
+// succeeded is stored, at a position its Apply reported. The last two phases have no
+// duplicates and nothing refused, so their groups run as one statement each
+// (mergeSingles): inserts, then insert-or-replaces of the same rows.
 func TestCoalescedSingles(t *testing.T) {
 	ctx := context.Background()
 	e := internalEngine(t)
@@ -31,9 +33,14 @@ func TestCoalescedSingles(t *testing.T) {
 
 	// Phase 0: writes only (they must share commits); phase 1: with statements the
 	// database refuses among them.
-	phaseMsg := []string{"writes:", "writes and refused statements:"}
-	for phase, bad := range []int{0, 8} {
+	phaseMsg := []string{"writes:", "writes and refused statements:", "distinct inserts:", "distinct upserts:"}
+	for phase, bad := range []int{0, 8, 0, 0} {
 		const writers = 96
+		distinct, op := phase >= 2, storage.Insert
+		if phase == 3 {
+			op = storage.InsertOrReplace
+		}
+		mergedBefore := e.singles.merged.Load()
 		type outcome struct {
 			rk  string
 			res storage.Applied
@@ -46,12 +53,12 @@ func TestCoalescedSingles(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				rk := fmt.Sprintf("r%d-%03d", phase, i)
-				if i%4 == 0 {
+				rk := fmt.Sprintf("r%d-%03d", min(phase, 2), i)
+				if i%4 == 0 && !distinct {
 					rk = fmt.Sprintf("dup%d-%03d", phase, i/8) // i and i+4 write the same row
 				}
 				props := []entity.Property{{Name: "N", Value: entity.Int32Value(int32(i))}}
-				res, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: rk, Props: props}})
+				res, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: op, RowKey: rk, Props: props}})
 				out[i] = outcome{rk, res, err}
 			}()
 		}
@@ -88,6 +95,8 @@ func TestCoalescedSingles(t *testing.T) {
 					t.Errorf(phaseMsg[phase]+" write %d (%s) succeeded but reads %v", i, o.rk, err)
 				} else if rec.Version != o.res.Versions[0] && won[o.rk] == 1 && o.rk[0] == 'r' {
 					t.Errorf(phaseMsg[phase]+" write %d: version %d, stored %d", i, o.res.Versions[0], rec.Version)
+				} else if o.rk[0] == 'r' && (len(rec.Entity.Props) != 1 || rec.Entity.Props[0].Value.Int != int64(i)) {
+					t.Errorf(phaseMsg[phase]+" write %d (%s): stored %+v", i, o.rk, rec.Entity.Props)
 				}
 			case errors.As(o.err, &ae) && errors.Is(ae.Err, storage.ErrExists) && o.rk[0] == 'd':
 				won[o.rk] += 0
@@ -100,8 +109,11 @@ func TestCoalescedSingles(t *testing.T) {
 				t.Errorf(phaseMsg[phase]+" %s: %d writes succeeded, want 1", rk, n)
 			}
 		}
-		if len(won) != writers-writers/8 {
-			t.Errorf(phaseMsg[phase]+" %d rows written, want %d", len(won), writers-writers/8)
+		if want := writers - writers/8; distinct && len(won) != writers || !distinct && len(won) != want {
+			t.Errorf(phaseMsg[phase]+" %d rows written", len(won))
+		}
+		if distinct && e.singles.merged.Load() == mergedBefore {
+			t.Error(phaseMsg[phase] + " no group ran as one statement")
 		}
 		if now, err := e.Position(ctx); err != nil || now < highest {
 			t.Errorf(phaseMsg[phase]+" position %d (%v), below a write's %d", now, err, highest)

@@ -21,6 +21,11 @@ type queries struct {
 	// given new settings since the cache was filled writes nothing. Why nothing was
 	// written is then read in a second round trip (diagnose), off the fast path.
 	insert1, upsert1, replace1, delete1 string
+	// insertGroup and upsertGroup are insert1 and upsert1 for a group of coalesced single
+	// writes in one statement (mergeSingles): $1 … $8 are arrays of insert1's eight
+	// parameters, one element per write. Each row written answers its table id, keys and
+	// new version; a write that writes nothing answers no row, as alone.
+	insertGroup, upsertGroup string
 	// Batch Apply: the same writes, but writing no row raises division_by_zero (22012),
 	// which aborts the implicit transaction of the pipeline and so every statement of the
 	// batch. They answer the new version (the old one for a delete).
@@ -138,6 +143,16 @@ func buildQueries(d dialect) queries {
 	)
 	q.insert1 = single1Hd + setInsert + ` RETURNING e.version`
 	q.upsert1 = single1Hd + setUpsert + ` RETURNING e.version`
+	// The group's catalogue checks are one semi-join of the distinct (account, key, id,
+	// generation) it names, each an index probe.
+	const groupHd = `INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
+			SELECT u.id, u.pk, u.rk, n.v, u.props, n.v + NULLIF(u.ttl, 0)
+			FROM ` + clock + `, unnest($1::BIGINT[], $2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BIGINT[], $8::BIGINT[])
+				AS u (id, account, key, pk, rk, props, gen, ttl)
+			WHERE EXISTS (SELECT 1 FROM cerulean_tables t WHERE t.account = u.account AND t.key = u.key AND t.id = u.id AND COALESCE(t.gen, 0) = u.gen)
+			ON CONFLICT (table_id, pk, rk) DO UPDATE SET `
+	q.insertGroup = groupHd + setInsert + ` RETURNING e.table_id, e.pk, e.rk, e.version`
+	q.upsertGroup = groupHd + setUpsert + ` RETURNING e.table_id, e.pk, e.rk, e.version`
 	q.replace1 = `UPDATE cerulean_entities AS e SET version = GREATEST(n.v, e.version + 1), props = $6::BYTEA,
 			expiry = GREATEST(n.v, e.version + 1) + NULLIF($8::BIGINT, 0)
 			FROM ` + clock + `
@@ -264,7 +279,7 @@ func buildQueries(d dialect) queries {
 		ON CONFLICT (account) DO UPDATE SET props = excluded.props`
 	q.clearSvcProps = `DELETE FROM cerulean_service_properties WHERE account = $1`
 
-	for _, p := range []*string{&q.insert1, &q.upsert1, &q.replace1, &q.delete1, &q.insertB, &q.upsertB, &q.replaceB,
+	for _, p := range []*string{&q.insert1, &q.upsert1, &q.insertGroup, &q.upsertGroup, &q.replace1, &q.delete1, &q.insertB, &q.upsertB, &q.replaceB,
 		&q.deleteB, &q.insertMany, &q.upsertMany, &q.readRows, &q.readRowsProps, &q.get, &q.getMany, &q.scan, &q.scanTo,
 		&q.scanCapped, &q.scanToCapped, &q.purgeExpired, &q.position} {
 		*p = d.sql(*p)
