@@ -1160,6 +1160,11 @@ const scanRowsMin = 8
 // usually are. When the range holds more stored keys that are no row's than there are
 // rows, the walk stops, and scanRows returns the indexes of the rows it did not reach,
 // in key order, for lookups one by one; it returns none when it read them all.
+//
+// Keys deleted but not yet compacted away are stepped over inside Pebble and not
+// counted: a batch of scattered keys into a partition of many recent deletes walks them
+// all, which lookups would not. Compactions drop such tombstones as they reach the
+// lowest level holding the keys.
 func scanRows(it *pebbledb.Iterator, rows []row, needProps bool, now int64) ([]int, error) {
 	order := make([]int, len(rows))
 	for i := range order {
