@@ -198,15 +198,21 @@ func (c *coalescer) run(ctx context.Context, group []*single) {
 		}
 		return bytes.Compare(x.rk, y.rk)
 	})
+	// One statement for the whole group if merge makes one (it then sets each write's rows
+	// and dest itself), or each write's own statement.
+	var stmts []stmt
+	merged := false
 	if c.merge != nil {
-		if st, ok := c.merge(group); ok {
-			c.runMerged(ctx, group, st)
-			return
+		var st stmt
+		if st, merged = c.merge(group); merged {
+			stmts = []stmt{st}
 		}
 	}
-	stmts := make([]stmt, len(group))
-	for i, s := range group {
-		stmts[i] = *s.st
+	if !merged {
+		stmts = make([]stmt, len(group))
+		for i, s := range group {
+			stmts[i] = *s.st
+		}
 	}
 	pos, err := c.e.exec(ctx, stmts)
 	var pe *pgconn.PgError
@@ -216,29 +222,17 @@ func (c *coalescer) run(ctx context.Context, group []*single) {
 	}
 	if err == nil {
 		c.shared.Add(int64(len(group)))
+		if merged {
+			c.merged.Add(1)
+		}
 	}
 	for i, s := range group {
 		s.pos, s.err = pos, err
-		c.finish(s, &stmts[i])
-	}
-}
-
-// runMerged executes a group as the one statement st that merge made of it, which sets
-// each statement's rows and dest itself.
-func (c *coalescer) runMerged(ctx context.Context, group []*single, st stmt) {
-	pos, err := c.e.exec(ctx, []stmt{st})
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		c.runAlone(ctx, group)
-		return
-	}
-	if err == nil {
-		c.shared.Add(int64(len(group)))
-		c.merged.Add(1)
-	}
-	for _, s := range group {
-		s.pos, s.err = pos, err
-		close(s.done)
+		if merged {
+			close(s.done)
+		} else {
+			c.finish(s, &stmts[i])
+		}
 	}
 }
 
