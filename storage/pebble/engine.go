@@ -1109,8 +1109,8 @@ var l6Filters = pebbledb.IterOptions{UseL6Filters: true}
 // exceeds it.
 //
 // Many rows (a batch) are first read by one scan of the key range they span
-// (scanRows), and only if the range holds many more stored keys than rows, one lookup
-// per row that the scan did not reach.
+// (scanRows); only if the range holds more stored keys of no row than there are rows is
+// each row the scan did not reach looked up on its own.
 func (e *Engine) loadRows(rows []row, needProps bool, now int64) error {
 	it, err := e.db.NewIter(&l6Filters)
 	if err != nil {

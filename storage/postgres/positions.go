@@ -181,9 +181,11 @@ func (e *Engine) pipeline(ctx context.Context, stmts []stmt, withPosition bool) 
 func readResult(m valueScanner, rr *pgconn.ResultReader, st *stmt) error {
 	var scanErr error
 	for rr.NextRow() {
-		if st.each != nil && scanErr == nil {
+		switch {
+		case scanErr != nil:
+		case st.each != nil:
 			scanErr = st.each(m, rr.FieldDescriptions(), rr.Values())
-		} else if st.rows == 0 && st.dest != nil {
+		case st.rows == 0 && st.dest != nil:
 			scanErr = scanColumns(m, rr.FieldDescriptions(), rr.Values(), st.dest)
 		}
 		st.rows++

@@ -139,19 +139,19 @@ func (r reads) get(ctx context.Context, account, tableName, pk, rk string, encod
 		if ver == nil {
 			return storage.ErrNotFound
 		}
-		rec = storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk}, Version: *ver}
+		var props []entity.Property
 		var err error
 		if encoded {
-			if blob == nil {
-				blob = []byte{} // an empty bag is Encoded all the same
-			}
-			rec.Encoded, err = blob, entity.CheckProps(blob)
+			err = entity.CheckProps(blob)
 		} else {
-			rec.Entity.Props, err = entity.DecodeProps(blob)
+			props, err = entity.DecodeProps(blob)
 		}
 		if err != nil {
-			rec = storage.Record{}
 			return fmt.Errorf("decode entity: %w", err)
+		}
+		rec = storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk, Props: props}, Version: *ver}
+		if encoded {
+			rec.Encoded = blob
 		}
 		return nil
 	})
