@@ -44,6 +44,12 @@ var (
 		"Block cache misses.", nil, nil)
 	pebbleCacheBytes = prometheus.NewDesc("cerulean_pebble_block_cache_bytes",
 		"Bytes held by the block cache.", nil, nil)
+	pebbleRowCacheHits = prometheus.NewDesc("cerulean_pebble_row_cache_hits_total",
+		"Point reads answered by the row cache (hit ratio: hits / (hits + misses)).", nil, nil)
+	pebbleRowCacheMisses = prometheus.NewDesc("cerulean_pebble_row_cache_misses_total",
+		"Point reads the row cache did not hold.", nil, nil)
+	pebbleRowCacheBytes = prometheus.NewDesc("cerulean_pebble_row_cache_bytes",
+		"Bytes held by the row cache.", nil, nil)
 	pebbleDisk = prometheus.NewDesc("cerulean_pebble_disk_bytes",
 		"Disk space the store uses (tables, WAL, obsolete files awaiting deletion).", nil, nil)
 	pebblePurges = prometheus.NewDesc("cerulean_pebble_pending_table_purges",
@@ -64,7 +70,7 @@ type pebbleCollector struct {
 
 func (c *pebbleCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{pebbleWALSync, pebbleCompactions, pebbleCompactedBytes, pebbleCompactionDebt,
-		pebbleCacheHits, pebbleCacheMisses, pebbleCacheBytes, pebbleDisk, pebblePurges, engineScrapeErrors} {
+		pebbleCacheHits, pebbleCacheMisses, pebbleCacheBytes, pebbleRowCacheHits, pebbleRowCacheMisses, pebbleRowCacheBytes, pebbleDisk, pebblePurges, engineScrapeErrors} {
 		ch <- d
 	}
 }
@@ -97,6 +103,9 @@ func (c *pebbleCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(pebbleCacheHits, prometheus.CounterValue, float64(m.BlockCache.Hits))
 	ch <- prometheus.MustNewConstMetric(pebbleCacheMisses, prometheus.CounterValue, float64(m.BlockCache.Misses))
 	ch <- prometheus.MustNewConstMetric(pebbleCacheBytes, prometheus.GaugeValue, float64(m.BlockCache.Size))
+	ch <- prometheus.MustNewConstMetric(pebbleRowCacheHits, prometheus.CounterValue, float64(st.RowCacheHits))
+	ch <- prometheus.MustNewConstMetric(pebbleRowCacheMisses, prometheus.CounterValue, float64(st.RowCacheMisses))
+	ch <- prometheus.MustNewConstMetric(pebbleRowCacheBytes, prometheus.GaugeValue, float64(st.RowCacheBytes))
 	ch <- prometheus.MustNewConstMetric(pebbleDisk, prometheus.GaugeValue, float64(m.DiskSpaceUsage()))
 	ch <- prometheus.MustNewConstMetric(pebblePurges, prometheus.GaugeValue, float64(st.PendingPurges))
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ceruleandb/cerulean/storage/pebble"
 )
 
 func TestRunHelpAndMistakes(t *testing.T) {
@@ -95,6 +97,20 @@ func TestParseServeLimits(t *testing.T) {
 	var ue usageError
 	if _, err := parseServe(nil); !errors.As(err, &ue) || !strings.Contains(err.Error(), "CERULEAN_BODY_TIMEOUT") {
 		t.Errorf("bad environment value: %v", err)
+	}
+}
+
+func TestParseServeRowCache(t *testing.T) {
+	o, err := parseServe(nil)
+	if err != nil || o.rowCache != pebble.DefaultRowCacheSize {
+		t.Fatalf("default: %d, %v", o.rowCache, err)
+	}
+	t.Setenv("CERULEAN_ROW_CACHE", "0")
+	if o, err = parseServe(nil); err != nil || o.rowCache != 0 {
+		t.Fatalf("CERULEAN_ROW_CACHE=0: %d, %v", o.rowCache, err)
+	}
+	if o, err = parseServe([]string{"--row-cache", "1GiB"}); err != nil || o.rowCache != 1<<30 {
+		t.Fatalf("--row-cache 1GiB: %d, %v", o.rowCache, err)
 	}
 }
 

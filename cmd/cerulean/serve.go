@@ -52,6 +52,7 @@ type serveOptions struct {
 
 	engine           string
 	diskReserve      int64
+	rowCache         int64
 	postgresURL      string
 	postgresPool     int
 	postgresStmtTime time.Duration
@@ -251,6 +252,10 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	if o.diskReserve, err = envSize("CERULEAN_DISK_RESERVE", pebble.DefaultDiskReserve); err != nil {
 		return fs, o, err
 	}
+	if o.rowCache, err = envSize("CERULEAN_ROW_CACHE", pebble.DefaultRowCacheSize); err != nil {
+		return fs, o, err
+	}
+	fs.Var((*byteSize)(&o.rowCache), "row-cache", "memory for the pebble engine's row cache of entities point reads read, e.g. 32MiB; 0 turns it off (CERULEAN_ROW_CACHE)")
 	fs.Var((*byteSize)(&o.diskReserve), "disk-reserve", "free space kept on the volume of --data for the pebble engine, e.g. 128MiB: writes are refused (503) below it and accepted again once space returns; 0 turns the guard off (CERULEAN_DISK_RESERVE)")
 	fs.Var((*byteSize)(&o.limits.MaxBodyMemory), "max-body-memory", "most request-body bytes held in memory by all requests together, e.g. 64MiB; past it requests get 503 ServerBusy with Retry-After (CERULEAN_MAX_BODY_MEMORY)")
 	for _, f := range []struct {
@@ -489,7 +494,11 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 	if reserve == 0 {
 		reserve = -1 // Options: negative turns the guard off
 	}
-	eng, err := pebble.Open(o.data, pebble.Options{Logger: pebbleLogger{plog}, Log: plog, DiskReserve: reserve, ExpiryInterval: o.expiryInterval})
+	rowCache := o.rowCache
+	if rowCache == 0 {
+		rowCache = -1 // Options: negative turns the cache off
+	}
+	eng, err := pebble.Open(o.data, pebble.Options{Logger: pebbleLogger{plog}, Log: plog, DiskReserve: reserve, ExpiryInterval: o.expiryInterval, RowCacheSize: rowCache})
 	if errors.Is(err, storage.ErrNoSpace) {
 		return nil, "", fmt.Errorf("%w, or lower --disk-reserve (now %s)", err, formatSize(reserve))
 	}

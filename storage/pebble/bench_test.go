@@ -49,9 +49,13 @@ func benchProps(i int) []entity.Property {
 	}
 }
 
-func benchEngine(b *testing.B) *Engine {
+func benchEngine(b *testing.B, opts ...Options) *Engine {
 	b.Helper()
-	e := openTest(b, b.TempDir(), Options{})
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	e := openTest(b, b.TempDir(), o)
 	if os.Getenv("CERULEAN_BENCH_METRICS") != "" {
 		b.Cleanup(func() { fmt.Fprintln(os.Stderr, e.db.Metrics().String()) })
 	}
@@ -168,31 +172,44 @@ func load2(b testing.TB, e *Engine, n int) {
 }
 
 // BenchmarkGet measures point reads of random entities among 100,000 (~100 MiB, more
-// than the block cache) from concurrent readers: Get decodes the properties, GetEncoded
-// (a point read's response) copies the stored bag.
+// than the block cache and the row cache) from concurrent readers: Get decodes the
+// properties, GetEncoded (a point read's response) copies the stored bag; encoded/hot
+// reads among the first 10,000, which the row cache holds once it has read them. Each
+// runs with the row cache and without it.
 func BenchmarkGet(b *testing.B) {
 	const n = 100_000
-	e := benchEngine(b)
-	load(b, e, n)
-	ctx := context.Background()
-	for _, c := range []struct {
+	for _, cache := range []struct {
 		name string
-		get  func(ctx context.Context, account, table, pk, rk string) (storage.Record, error)
-	}{{"decoded", e.Get}, {"encoded", e.GetEncoded}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.SetParallelism(8)
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				rnd := rand.New(rand.NewPCG(rand.Uint64(), 0))
-				for pb.Next() {
-					i := rnd.IntN(n)
-					if _, err := c.get(ctx, "bench", "T", fmt.Sprintf("p%06d", i/100), fmt.Sprintf("r%03d", i%100)); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "gets/s")
+		size int64
+	}{{"rowcache=on", 0}, {"rowcache=off", -1}} {
+		b.Run(cache.name, func(b *testing.B) {
+			e := benchEngine(b, Options{RowCacheSize: cache.size})
+			load(b, e, n)
+			ctx := context.Background()
+			for _, c := range []struct {
+				name string
+				get  func(ctx context.Context, account, table, pk, rk string) (storage.Record, error)
+				keys int // read at random among the first keys entities
+			}{
+				{"decoded", e.Get, n}, {"encoded", e.GetEncoded, n},
+				{"encoded/hot", e.GetEncoded, n / 10}, // fits in the default row cache
+			} {
+				b.Run(c.name, func(b *testing.B) {
+					b.SetParallelism(8)
+					b.ReportAllocs()
+					b.RunParallel(func(pb *testing.PB) {
+						rnd := rand.New(rand.NewPCG(rand.Uint64(), 0))
+						for pb.Next() {
+							i := rnd.IntN(c.keys)
+							if _, err := c.get(ctx, "bench", "T", fmt.Sprintf("p%06d", i/100), fmt.Sprintf("r%03d", i%100)); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "gets/s")
+				})
+			}
 		})
 	}
 }

@@ -28,6 +28,8 @@
 //     takes no exclusive lock beyond its own rows' (a table is held shared, against a
 //     concurrent DeleteTable), so concurrent Applies reach Pebble's commit pipeline
 //     together and share WAL syncs (group commit), even when their rows share stripes.
+//   - Point reads go through a row cache of the values they read (rowcache.go), which
+//     every Apply and expiry purge invalidates under the row locks, so it is exact.
 //   - Values of 256 bytes or more live in blob files beside the LSM (Pebble's value
 //     separation), so compactions do not rewrite them level after level; on a small
 //     machine that disk traffic, not the CPU, is what limits sustained inserts.
@@ -45,6 +47,7 @@ package pebble
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -67,12 +70,14 @@ import (
 )
 
 // Defaults for Options. Together they bound the engine's resident memory at roughly
-// cache + memtable size × stop-writes threshold (32 + 16×4 = 96 MiB), whatever the data size.
+// cache + memtable size × stop-writes threshold + row cache (32 + 16×4 + 32 = 128 MiB),
+// whatever the data size.
 const (
 	DefaultCacheSize                   = 32 << 20
 	DefaultMemTableSize                = 16 << 20
 	DefaultMemTableStopWritesThreshold = 4
 	DefaultValueSeparationMinSize      = 256
+	DefaultRowCacheSize                = 32 << 20
 	// DefaultDiskReserve is the disk reserve with the default memtables (Options.DiskReserve).
 	DefaultDiskReserve = 2 * DefaultMemTableSize * DefaultMemTableStopWritesThreshold
 	// DefaultExpiryInterval is how often expired rows are removed: with it, an expired
@@ -187,6 +192,11 @@ type Options struct {
 	// PositionWait is how long ReadView waits for a position the engine has not reached
 	// before it fails with storage.ErrFuturePosition (default DefaultPositionWait).
 	PositionWait time.Duration
+	// RowCacheSize bounds the memory of the row cache, which keeps the values point reads
+	// read (default DefaultRowCacheSize; negative turns it off). A point read of an
+	// entity in it skips Pebble's search of the memtables and levels; it is always exact
+	// (see rowCache).
+	RowCacheSize int64
 
 	// statfs, when set by a test, replaces the reading of the volume's free space.
 	statfs func() (uint64, error)
@@ -213,6 +223,8 @@ type Engine struct {
 
 	// stripes are the row locks (see Apply).
 	stripes [lockStripes]sync.Mutex
+	// rows caches the values point reads read (nil: off); see rowCache.
+	rows *rowCache
 
 	// closeMu is taken shared by every operation and exclusively only by Close, so Close
 	// waits for operations in flight and later ones fail with ErrClosed instead of
@@ -361,6 +373,9 @@ func Open(dir string, opts Options) (*Engine, error) {
 
 		expiryInterval: opts.ExpiryInterval,
 		positionWait:   opts.PositionWait,
+	}
+	if opts.RowCacheSize >= 0 {
+		e.rows = newRowCache(cmp.Or(opts.RowCacheSize, DefaultRowCacheSize))
 	}
 	e.latest = &view{Engine: e}
 	if err := e.load(); err != nil {
@@ -895,8 +910,12 @@ func (e *Engine) setBytes(key, v []byte, op string) error {
 }
 
 // testHookBeforeCommit, when set by a test, runs in Apply after the checks and before the
-// commit, with the locks held.
+// commit, with the locks held and the written rows pending in the row cache.
 var testHookBeforeCommit func()
+
+// testHookBeforeFill, when set by a test, runs in a point read that missed the row cache
+// after it read Pebble and before it fills the cache.
+var testHookBeforeFill func()
 
 // row is the state of one entity during an Apply.
 type row struct {
@@ -1036,13 +1055,46 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err // nothing committed yet: the caller gave up while we waited
 	}
+	// The row cache forgets the written rows before the batch is visible and again once it
+	// is (rowCache), still under the row locks.
+	var oneKey [1][]byte
+	written := oneKey[:0]
+	if len(rows) > 1 {
+		written = make([][]byte, 0, len(rows))
+	}
+	for j := range rows {
+		if rows[j].Dirty {
+			written = append(written, rows[j].key)
+		}
+	}
+	rel := released{locks: &locks, cache: e.rows, keys: written}
+	e.rows.begin(written)
 	if testHookBeforeCommit != nil {
 		testHookBeforeCommit()
 	}
-	if err := e.commitReleasing(b, locks.unlock); err != nil {
+	if err := e.commitReleasing(b, rel.release); err != nil {
 		return nil, 0, fmt.Errorf("apply: %w", err)
 	}
 	return versions, batchPosition(b), nil
+}
+
+// released is what an Apply lets go of once its batch is visible (or has failed): the
+// row cache's invalidation of the written keys, then the row locks. release may be
+// called twice; the second call does nothing.
+type released struct {
+	locks *rowLocks
+	cache *rowCache
+	keys  [][]byte
+	done  bool
+}
+
+func (r *released) release() {
+	if r.done {
+		return
+	}
+	r.done = true
+	r.cache.end(r.keys)
+	r.locks.unlock()
 }
 
 // lockRows locks the rows' stripes in ascending order, each once, so two Applies with
@@ -1242,6 +1294,13 @@ func (e *Engine) get(account, tableName, pk, rk string, encoded bool) (storage.R
 	kb := keyPool.Get().(*[]byte)
 	defer putBuf(&keyPool, kb) // after closer.Close: the read may hold the key until then
 	*kb = appendDataKey((*kb)[:0], t.id, pk, rk)
+	var rec storage.Record
+	hit, tok := e.rows.get(*kb, func(v []byte) {
+		rec, err = e.record(v, pk, rk, encoded, false)
+	})
+	if hit {
+		return rec, err
+	}
 	v, closer, err := e.db.Get(*kb)
 	if errors.Is(err, pebbledb.ErrNotFound) {
 		return storage.Record{}, storage.ErrNotFound
@@ -1250,6 +1309,19 @@ func (e *Engine) get(account, tableName, pk, rk string, encoded bool) (storage.R
 		return storage.Record{}, fmt.Errorf("get entity: %w", err)
 	}
 	defer closer.Close()
+	if rec, err = e.record(v, pk, rk, encoded, true); err == nil {
+		if testHookBeforeFill != nil {
+			testHookBeforeFill()
+		}
+		e.rows.fill(tok, *kb, v)
+	}
+	return rec, err
+}
+
+// record is the entity of stored value v, its properties decoded or (encoded) copied;
+// an expired one is not found. The properties of a value read from Pebble are checked
+// (check); a cached value was checked when it was read.
+func (e *Engine) record(v []byte, pk, rk string, encoded, check bool) (storage.Record, error) {
 	ver, exp, enc, err := parseValue(v)
 	if err != nil {
 		return storage.Record{}, fmt.Errorf("get entity: %w", err)
@@ -1259,7 +1331,9 @@ func (e *Engine) get(account, tableName, pk, rk string, encoded bool) (storage.R
 	}
 	rec := storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk}, Version: ver}
 	if encoded {
-		err = entity.CheckProps(enc)
+		if check {
+			err = entity.CheckProps(enc)
+		}
 		rec.Encoded = append(make([]byte, 0, len(enc)), enc...)
 	} else {
 		rec.Entity.Props, err = entity.DecodeProps(enc)

@@ -128,12 +128,13 @@ func TestConformance(t *testing.T) {
 }
 
 // TestConformanceOnDisk runs the suite again with a tiny memtable, so that the data it
-// reads has gone through flushes, sstables and blob files rather than only the memtable.
+// reads has gone through flushes, sstables and blob files rather than only the memtable,
+// and without the row cache, so that every point read reads them.
 func TestConformanceOnDisk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	h := harness(Options{MemTableSize: 256 << 10, ValueSeparationMinSize: 64})
+	h := harness(Options{MemTableSize: 256 << 10, ValueSeparationMinSize: 64, RowCacheSize: -1})
 	h.CASDuration = 200 * time.Millisecond
 	enginetest.Run(t, h)
 }

@@ -13,6 +13,10 @@ type Stats struct {
 	DB *pebbledb.Metrics
 	// PendingPurges is how many deleted tables still have rows waiting to be purged.
 	PendingPurges int
+	// RowCacheHits and RowCacheMisses count the point reads the row cache answered and
+	// those it did not; RowCacheBytes is the memory its entries are charged.
+	RowCacheHits, RowCacheMisses uint64
+	RowCacheBytes                int64
 }
 
 // Stats reads the engine's figures. It fails once the engine is closed.
@@ -25,5 +29,7 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	return Stats{DB: e.db.Metrics(), PendingPurges: len(ids)}, nil
+	st := Stats{DB: e.db.Metrics(), PendingPurges: len(ids)}
+	st.RowCacheHits, st.RowCacheMisses, st.RowCacheBytes = e.rows.stats()
+	return st, nil
 }

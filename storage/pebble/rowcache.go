@@ -1,0 +1,207 @@
+package pebble
+
+import (
+	"bytes"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+)
+
+// rowCache keeps the stored values of recently read entities by data key, so that a point
+// read of a hot entity costs a hash and a copy instead of Pebble's search of every
+// memtable (a skiplist walk of a cache miss per level) and of the levels below. Only
+// point reads fill it; scans, queries and writes never do, so a load or a table scan
+// does not flush it.
+//
+// It is exact: a read answered from the cache returns what a read of Pebble would at
+// that moment (the latest visible state), never an older one. A write invalidates the
+// keys it writes twice, under their row locks: begin, before its batch becomes visible,
+// removes them, and end, once it is visible (or has failed), marks the write done. Each
+// invalidation changes its shard's sequence, and begin..end counts as pending in the
+// shard. A read that misses takes a token (the shard's sequence, or none while a write is
+// pending there) before it reads Pebble, and may put what it read in the cache only if no
+// write began or ended in the shard meanwhile. So a read that saw the old value cannot publish it
+// after the write began (the sequence moved), nor while the write is pending; and a read
+// that saw the new value from Pebble cannot be followed by a read that finds the old one
+// in the cache, which begin removed before Pebble showed the new one. Expiry needs no
+// invalidation: a cached value keeps its expiry, checked at every hit as Pebble reads
+// are. Keys are table-id scoped, and ids are never reused, so a dropped table's entries
+// are unreachable and age out.
+//
+// Its memory is bounded by its size in bytes (keys, values and a fixed overhead per
+// entry), split evenly between shards, each evicting its least recently used entries.
+// It is in the Go heap, where its entries are few pointers each (the bytes are one
+// pointer-free block), so it adds little to the garbage collector's marking.
+type rowCache struct {
+	seed   maphash.Seed
+	shards []rowShard
+	// maxValue is the largest key and value an entry may hold: an eighth of a shard, so
+	// one large entity cannot empty a shard of everything else.
+	maxValue int
+
+	hits, misses atomic.Uint64
+}
+
+// rowCacheShards is how many independently locked parts the cache has.
+const rowCacheShards = 64
+
+// rowEntryOverhead is what an entry costs beyond its key and value bytes: the entry,
+// the map slot and the allocation's rounding, roughly.
+const rowEntryOverhead = 128
+
+type rowShard struct {
+	mu sync.Mutex
+	// seq changes at every invalidation in the shard; pending counts the writes between
+	// their begin and end.
+	seq     uint64
+	pending int
+	entries map[uint64]*rowEntry // by the key's hash
+	lru     rowEntry             // sentinel of the recency list: lru.next is the newest
+	size    int                  // bytes charged for the entries
+	max     int
+	_       [64]byte // keeps neighbouring shards' locks off one cache line
+}
+
+// rowEntry is a cached value: buf holds the key, then the stored value.
+type rowEntry struct {
+	hash       uint64
+	buf        []byte
+	klen       int
+	prev, next *rowEntry
+}
+
+// fillToken is what a read that missed may fill the cache with: the shard and its
+// sequence when the read began; a nil shard fills nothing.
+type fillToken struct {
+	s   *rowShard
+	seq uint64
+}
+
+// newRowCache makes a cache of size bytes, or returns nil (no cache) for a size too
+// small to hold anything useful.
+func newRowCache(size int64) *rowCache {
+	per := int(size / rowCacheShards)
+	if per < 4<<10 {
+		return nil
+	}
+	c := &rowCache{seed: maphash.MakeSeed(), shards: make([]rowShard, rowCacheShards), maxValue: per / 8}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.entries = make(map[uint64]*rowEntry)
+		s.lru.next, s.lru.prev = &s.lru, &s.lru
+		s.max = per
+	}
+	return c
+}
+
+func (c *rowCache) shard(key []byte) (*rowShard, uint64) {
+	h := maphash.Bytes(c.seed, key)
+	return &c.shards[h%rowCacheShards], h
+}
+
+// get calls found with the cached value of key, under the shard's lock (found must copy
+// what it keeps), and reports whether it was there. On a miss it returns the token with
+// which the caller may fill the cache from what it reads next. A nil cache misses, with
+// a token that fills nothing.
+func (c *rowCache) get(key []byte, found func(v []byte)) (bool, fillToken) {
+	if c == nil {
+		return false, fillToken{}
+	}
+	s, h := c.shard(key)
+	s.mu.Lock()
+	if e := s.entries[h]; e != nil && bytes.Equal(e.buf[:e.klen], key) {
+		s.unlink(e)
+		s.pushFront(e)
+		found(e.buf[e.klen:])
+		s.mu.Unlock()
+		c.hits.Add(1)
+		return true, fillToken{}
+	}
+	t := fillToken{s: s, seq: s.seq}
+	if s.pending > 0 {
+		t.s = nil
+	}
+	s.mu.Unlock()
+	c.misses.Add(1)
+	return false, t
+}
+
+// fill caches key's value v (copied), read from Pebble after get returned t, unless a
+// write in the shard began or ended since.
+func (c *rowCache) fill(t fillToken, key, v []byte) {
+	if t.s == nil || len(key)+len(v) > c.maxValue {
+		return
+	}
+	s := t.s
+	_, h := c.shard(key)
+	buf := make([]byte, len(key)+len(v))
+	copy(buf, key)
+	copy(buf[len(key):], v)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seq != t.seq { // a write began or ended since the token (a pending one gave none)
+		return
+	}
+	if old := s.entries[h]; old != nil {
+		s.remove(old) // another key of the same hash, or a concurrent fill of this one
+	}
+	e := &rowEntry{hash: h, buf: buf, klen: len(key)}
+	s.entries[h] = e
+	s.pushFront(e)
+	s.size += len(buf) + rowEntryOverhead
+	for s.size > s.max {
+		s.remove(s.lru.prev)
+	}
+}
+
+// begin invalidates keys before a write of them becomes visible; end, which must follow
+// it with the same keys once the write is visible or has failed, completes that. The
+// caller holds the keys' row locks throughout.
+func (c *rowCache) begin(keys [][]byte) { c.invalidate(keys, 1) }
+func (c *rowCache) end(keys [][]byte)   { c.invalidate(keys, -1) }
+
+func (c *rowCache) invalidate(keys [][]byte, pending int) {
+	if c == nil {
+		return
+	}
+	for _, k := range keys {
+		s, h := c.shard(k)
+		s.mu.Lock()
+		s.seq++
+		s.pending += pending
+		if e := s.entries[h]; e != nil && bytes.Equal(e.buf[:e.klen], k) {
+			s.remove(e)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// stats returns the hits, misses and bytes held.
+func (c *rowCache) stats() (hits, misses uint64, size int64) {
+	if c == nil {
+		return 0, 0, 0
+	}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		size += int64(s.size)
+		s.mu.Unlock()
+	}
+	return c.hits.Load(), c.misses.Load(), size
+}
+
+func (s *rowShard) remove(e *rowEntry) {
+	s.unlink(e)
+	delete(s.entries, e.hash)
+	s.size -= len(e.buf) + rowEntryOverhead
+}
+
+func (s *rowShard) unlink(e *rowEntry) {
+	e.prev.next, e.next.prev = e.next, e.prev
+}
+
+func (s *rowShard) pushFront(e *rowEntry) {
+	e.prev, e.next = &s.lru, s.lru.next
+	s.lru.next.prev = e
+	s.lru.next = e
+}
