@@ -908,9 +908,34 @@ func (c *endedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// closeCounter counts the responses that end their connection (Connection: close).
+type closeCounter struct {
+	http.RoundTripper
+	n *atomic.Int64
+}
+
+func (c closeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := c.RoundTripper.RoundTrip(r)
+	if err == nil && resp.Close {
+		c.n.Add(1)
+	}
+	return resp, err
+}
+
+// errClientClosed is how a connection the client closed itself ended.
+var errClientClosed = errors.New("closed by the client")
+
 func (c *endedConn) Close() error {
-	c.end(errors.New("closed by the client"))
+	c.end(errClientClosed)
 	return c.Conn.Close()
+}
+
+// byServer reports whether the server ended the connection (the client read an error
+// from it: EOF or a reset) rather than the client closing it.
+func (c *endedConn) byServer() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err != nil && !errors.Is(c.err, errClientClosed)
 }
 
 func (c *endedConn) why() error {
@@ -933,7 +958,11 @@ func (c *endedConn) lived() time.Duration {
 
 // TestGuardConcurrentConnections: 500 keep-alive connections open at once, each used for
 // gets, inserts, queries and merges, are all answered correctly, with no 5xx and no
-// connection dropped; the server is healthy afterwards.
+// connection dropped by the server; the server is healthy afterwards. Go's Transport may
+// close a connection itself after a good response: it reuses one only if its writer
+// goroutine reported the request written within 50 ms of the response's end
+// (maxWriteWaitBeforeConnReuse), which on a loaded machine with 500 workers it sometimes
+// does not. Such a close is the client's and is only logged.
 func TestGuardConcurrentConnections(t *testing.T) {
 	const workers = 500
 	srv := startServer(t)
@@ -943,7 +972,7 @@ func TestGuardConcurrentConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := srv.Default()
-	var dials, redials atomic.Int64
+	var dials, redials, dropped, closing atomic.Int64
 	cx := ctxFor(t, 3*time.Minute)
 	connected := make(chan struct{})
 	var ready, wg sync.WaitGroup
@@ -965,8 +994,10 @@ func TestGuardConcurrentConnections(t *testing.T) {
 			tr := &http.Transport{
 				DialContext: func(c context.Context, network, addr string) (net.Conn, error) {
 					if dials.Add(1); prev != nil {
-						redials.Add(1)
-						if redials.Load() <= 5 {
+						if prev.byServer() {
+							dropped.Add(1)
+						}
+						if redials.Add(1) <= 5 {
 							t.Logf("worker %d dials again; its connection ended after %v: %v", w, prev.lived(), prev.why())
 						}
 					}
@@ -982,7 +1013,8 @@ func TestGuardConcurrentConnections(t *testing.T) {
 				IdleConnTimeout:     5 * time.Minute,
 			}
 			defer tr.CloseIdleConnections()
-			cl := newServiceClientFor(t, srv.Endpoint(a.Name), a.Name, a.Key, &http.Client{Transport: tr, Timeout: 2 * time.Minute}).NewClient(table)
+			rt := closeCounter{tr, &closing}
+			cl := newServiceClientFor(t, srv.Endpoint(a.Name), a.Name, a.Key, &http.Client{Transport: rt, Timeout: 2 * time.Minute}).NewClient(table)
 			// Open the connection and hold it until every worker has one.
 			resp, err := cl.GetEntity(cx, "shared", "s", nil)
 			if err != nil {
@@ -1037,8 +1069,11 @@ func TestGuardConcurrentConnections(t *testing.T) {
 	if failures.Load() > 20 {
 		t.Errorf("... %d failures in all", failures.Load())
 	}
-	if got := dials.Load(); got != workers {
-		t.Errorf("%d connections dialled for %d keep-alive workers: the server closed connections under load", got, workers)
+	if got := dropped.Load(); got != 0 {
+		t.Errorf("the server closed %d of %d keep-alive connections under load (%d dialled)", got, workers, dials.Load())
+	}
+	if got := closing.Load(); got != 0 {
+		t.Errorf("the server answered %d requests with Connection: close under load", got)
 	}
 	keys := listAll(t, c, &aztables.ListEntitiesOptions{Select: to.Ptr("RowKey")})
 	if len(keys) != workers+1 {

@@ -39,7 +39,7 @@
 //   - Open reads only the catalogue, the settings keys and a few meta keys, and writes one
 //     small synced batch (the format mark, whose sequence number starts the committed
 //     position), so restart time does not grow with the data; memory is bounded by the
-//     block cache and memtable options.
+//     block cache, memtable and row cache options.
 //   - A disk space guard (space.go) keeps part of the volume in reserve and refuses writes
 //     with storage.ErrNoSpace before Pebble could meet a full disk on its fatal paths; the
 //     engine recovers by itself when space returns.
