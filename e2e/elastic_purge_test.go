@@ -67,6 +67,9 @@ func TestExpiryPurgeAndRestart(t *testing.T) {
 		}
 		addEntity(t, c, e)
 	}
+	// Each entity's time-to-live runs from its own write: the last ones expire up to the
+	// writing's length after the first.
+	written := time.Now()
 	for i := range 3 {
 		addEntity(t, c, map[string]any{"PartitionKey": "keep", "RowKey": fmt.Sprint(i), "TTLInSeconds": -1})
 	}
@@ -82,7 +85,7 @@ func TestExpiryPurgeAndRestart(t *testing.T) {
 			t.Errorf("stored before the expiry: %+v; want %d rows, %d expiring", got, n+3, n)
 		}
 	}
-	sleepUntil(start.Add(time.Second + ttlMargin))
+	sleepUntil(written.Add(time.Second + ttlMargin))
 	srv.restart(t) // on a new port
 	c = newServiceClient(t, srv).NewClient(name)
 
@@ -99,7 +102,7 @@ func TestExpiryPurgeAndRestart(t *testing.T) {
 
 	// Once the rest has expired, only the three without a TTL are visible, and storage
 	// holds only them once the background pass has run.
-	sleepUntil(start.Add(3*time.Second + ttlMargin))
+	sleepUntil(written.Add(3*time.Second + ttlMargin))
 	if got := rowKeysOf(t, listAll(t, c, nil)); len(got) != 3 {
 		t.Errorf("visible after every expiry: %v; want the 3 without a TTL", got)
 	}
