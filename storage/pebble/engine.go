@@ -1055,20 +1055,10 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err // nothing committed yet: the caller gave up while we waited
 	}
-	// The row cache forgets the written rows before the batch is visible and again once it
-	// is (rowCache), still under the row locks.
-	var oneKey [1][]byte
-	written := oneKey[:0]
-	if len(rows) > 1 {
-		written = make([][]byte, 0, len(rows))
-	}
-	for j := range rows {
-		if rows[j].Dirty {
-			written = append(written, rows[j].key)
-		}
-	}
-	rel := released{locks: &locks, cache: e.rows, keys: written}
-	e.rows.begin(written)
+	// The row cache forgets the rows before the batch is visible and again once it is
+	// (rowCache), still under the row locks.
+	rel := released{locks: &locks, cache: e.rows, rows: rows}
+	e.rows.begin(rows)
 	if testHookBeforeCommit != nil {
 		testHookBeforeCommit()
 	}
@@ -1079,12 +1069,12 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 }
 
 // released is what an Apply lets go of once its batch is visible (or has failed): the
-// row cache's invalidation of the written keys, then the row locks. release may be
-// called twice; the second call does nothing.
+// row cache's invalidation of its rows, then the row locks. release may be called twice;
+// the second call does nothing.
 type released struct {
 	locks *rowLocks
 	cache *rowCache
-	keys  [][]byte
+	rows  []row
 	done  bool
 }
 
@@ -1093,7 +1083,7 @@ func (r *released) release() {
 		return
 	}
 	r.done = true
-	r.cache.end(r.keys)
+	r.cache.end(r.rows)
 	r.locks.unlock()
 }
 

@@ -177,12 +177,8 @@ func (e *Engine) deleteExpired(entries [][]byte, rows []row) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	keys := make([][]byte, len(rows))
-	for i := range rows {
-		keys[i] = rows[i].key
-	}
-	e.rows.begin(keys)
-	defer e.rows.end(keys)
+	e.rows.begin(rows)
+	defer e.rows.end(rows)
 	if err := e.commitWith(b, pebbledb.NoSync); err != nil {
 		return 0, err
 	}

@@ -70,11 +70,12 @@ type rowEntry struct {
 	prev, next *rowEntry
 }
 
-// fillToken is what a read that missed may fill the cache with: the shard and its
-// sequence when the read began; a nil shard fills nothing.
+// fillToken is what a read that missed may fill the cache with: the key's shard and hash,
+// and the shard's sequence when the read began; a nil shard fills nothing.
 type fillToken struct {
-	s   *rowShard
-	seq uint64
+	s    *rowShard
+	hash uint64
+	seq  uint64
 }
 
 // newRowCache makes a cache of size bytes, or returns nil (no cache) for a size too
@@ -117,7 +118,7 @@ func (c *rowCache) get(key []byte, found func(v []byte)) (bool, fillToken) {
 		c.hits.Add(1)
 		return true, fillToken{}
 	}
-	t := fillToken{s: s, seq: s.seq}
+	t := fillToken{s: s, hash: h, seq: s.seq}
 	if s.pending > 0 {
 		t.s = nil
 	}
@@ -132,8 +133,7 @@ func (c *rowCache) fill(t fillToken, key, v []byte) {
 	if t.s == nil || len(key)+len(v) > c.maxValue {
 		return
 	}
-	s := t.s
-	_, h := c.shard(key)
+	s, h := t.s, t.hash
 	buf := make([]byte, len(key)+len(v))
 	copy(buf, key)
 	copy(buf[len(key):], v)
@@ -154,17 +154,18 @@ func (c *rowCache) fill(t fillToken, key, v []byte) {
 	}
 }
 
-// begin invalidates keys before a write of them becomes visible; end, which must follow
-// it with the same keys once the write is visible or has failed, completes that. The
-// caller holds the keys' row locks throughout.
-func (c *rowCache) begin(keys [][]byte) { c.invalidate(keys, 1) }
-func (c *rowCache) end(keys [][]byte)   { c.invalidate(keys, -1) }
+// begin invalidates the rows' keys before a write of them becomes visible; end, which
+// must follow it with the same rows once the write is visible or has failed, completes
+// that. The caller holds the rows' locks throughout.
+func (c *rowCache) begin(rows []row) { c.invalidate(rows, 1) }
+func (c *rowCache) end(rows []row)   { c.invalidate(rows, -1) }
 
-func (c *rowCache) invalidate(keys [][]byte, pending int) {
+func (c *rowCache) invalidate(rows []row, pending int) {
 	if c == nil {
 		return
 	}
-	for _, k := range keys {
+	for i := range rows {
+		k := rows[i].key
 		s, h := c.shard(k)
 		s.mu.Lock()
 		s.seq++

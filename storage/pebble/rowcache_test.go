@@ -35,7 +35,7 @@ func TestRowCacheFillAndInvalidate(t *testing.T) {
 	}
 
 	// A write pending: its entry is gone and a miss in its shard fills nothing.
-	c.begin([][]byte{k})
+	c.begin([]row{{key: k}})
 	if _, ok := cachedValue(c, k); ok {
 		t.Fatal("begin left the entry")
 	}
@@ -43,12 +43,12 @@ func TestRowCacheFillAndInvalidate(t *testing.T) {
 	if tok.s != nil {
 		t.Fatal("a miss while a write is pending got a token that fills")
 	}
-	c.end([][]byte{k})
+	c.end([]row{{key: k}})
 
 	// A write that begins and ends between a read's token and its fill wins.
 	_, tok = c.get(k, func([]byte) {})
-	c.begin([][]byte{k})
-	c.end([][]byte{k})
+	c.begin([]row{{key: k}})
+	c.end([]row{{key: k}})
 	c.fill(tok, k, []byte("stale"))
 	if got, ok := cachedValue(c, k); ok {
 		t.Fatalf("a fill from before a write was kept: %q", got)
@@ -73,8 +73,8 @@ func TestRowCacheFillAndInvalidate(t *testing.T) {
 	if hit, tok := off.get(k, nil); hit || tok.s != nil {
 		t.Fatal("a nil cache hit or gave a token")
 	}
-	off.begin([][]byte{k})
-	off.end([][]byte{k})
+	off.begin([]row{{key: k}})
+	off.end([]row{{key: k}})
 }
 
 // TestRowCacheEviction fills one shard past its bound: the least recently used entries go,
