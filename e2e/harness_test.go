@@ -508,6 +508,30 @@ func (b *syncBuffer) Tail(n int) string {
 	return fmt.Sprintf("... (%d bytes omitted) ...\n%s", len(data)-n, data[len(data)-n:])
 }
 
+// logLines returns the first n lines of the server's output that contain any of subs,
+// with how many more there were: what a failing test reports first, so that the server's
+// own account leads the test's output.
+func logLines(s *server, n int, subs ...string) string {
+	var out []string
+	more := 0
+	for line := range strings.Lines(s.logs.Tail(16 << 20)) {
+		for _, sub := range subs {
+			if strings.Contains(line, sub) {
+				if len(out) < n {
+					out = append(out, strings.TrimRight(line, "\n"))
+				} else {
+					more++
+				}
+				break
+			}
+		}
+	}
+	if more > 0 {
+		out = append(out, fmt.Sprintf("... and %d more such lines", more))
+	}
+	return strings.Join(out, "\n")
+}
+
 // ctx returns a context bounded by a generous per-call timeout.
 func ctx(t testing.TB) context.Context { return ctxFor(t, 30*time.Second) }
 
