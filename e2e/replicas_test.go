@@ -314,7 +314,9 @@ type pairRun struct {
 	errors []string // every failed request, in words
 	// busy counts the upserts answered 503 ServerBusy and sent again (busyRetries).
 	busy int64
-	took time.Duration
+	// slowest is the longest an upsert took, retries included.
+	slowest time.Duration
+	took    time.Duration
 }
 
 // busyRetries is how often runPairs sends an upsert again after 503 ServerBusy (with
@@ -345,12 +347,13 @@ func runPairs(t *testing.T, clients []*aztables.Client, v0 uint64, workers, pair
 	t.Helper()
 	cx := ctxFor(t, 10*time.Minute)
 	var (
-		next   atomic.Int64
-		mu     sync.Mutex
-		run    pairRun
-		failed atomic.Int64
-		busy   atomic.Int64
-		wg     sync.WaitGroup
+		next    atomic.Int64
+		mu      sync.Mutex
+		run     pairRun
+		failed  atomic.Int64
+		busy    atomic.Int64
+		slowest atomic.Int64 // nanoseconds
+		wg      sync.WaitGroup
 	)
 	fail := func(format string, args ...any) {
 		failed.Add(1)
@@ -374,6 +377,7 @@ func runPairs(t *testing.T, clients []*aztables.Client, v0 uint64, workers, pair
 				wi := rand.IntN(len(clients))
 				ri := (wi + 1 + rand.IntN(len(clients)-1)) % len(clients)
 				wh := &readHeaders{}
+				sent := time.Now()
 				_, err := clients[wi].UpsertEntity(withReadHeaders(cx, wh), pairEntity(w, n), nil)
 				for try := 1; try <= busyRetries && isServerBusy(err); try++ {
 					busy.Add(1)
@@ -381,8 +385,11 @@ func runPairs(t *testing.T, clients []*aztables.Client, v0 uint64, workers, pair
 					wh = &readHeaders{}
 					_, err = clients[wi].UpsertEntity(withReadHeaders(cx, wh), pairEntity(w, n), nil)
 				}
+				if d := int64(time.Since(sent)); d > slowest.Load() {
+					slowest.Store(d) // a racing larger store may be lost: a figure for the log
+				}
 				if err != nil {
-					fail("worker %d: upsert of version %d through front end %d: %v", w, n, wi, err)
+					fail("worker %d: upsert of version %d through front end %d after %v: %v", w, n, wi, time.Since(sent).Round(time.Millisecond), err)
 					return
 				}
 				wpos, err := tokenPosition(wh.session)
@@ -425,6 +432,7 @@ func runPairs(t *testing.T, clients []*aztables.Client, v0 uint64, workers, pair
 	wg.Wait()
 	run.took = time.Since(began)
 	run.busy = busy.Load()
+	run.slowest = time.Duration(slowest.Load())
 	return run
 }
 
@@ -476,8 +484,8 @@ func checkPairs(t *testing.T, fes []*replicaFrontEnd, run pairRun, pairs int) {
 			}
 		}
 	}
-	if run.busy > 0 {
-		t.Logf("%d upserts answered 503 ServerBusy and sent again", run.busy)
+	if run.busy > 0 || run.slowest > 5*time.Second {
+		t.Logf("%d upserts answered 503 ServerBusy and sent again; the slowest upsert took %v", run.busy, run.slowest.Round(time.Millisecond))
 	}
 	if run.busy > int64(pairs/100) {
 		t.Errorf("%d of %d upserts answered 503 ServerBusy; want at most 1%%", run.busy, pairs)
