@@ -65,9 +65,10 @@ type Reader interface {
 	Get(ctx context.Context, account, table, partitionKey, rowKey string) (Record, error)
 	// GetEncoded is Get for a caller that only writes the entity out (a point read's
 	// response): where the engine keeps the stored entity.AppendProps form, the record
-	// carries it in Record.Encoded (checked, and the caller's own) and Entity.Props is
-	// nil, so the properties are never decoded into values. An engine that does not keep
-	// that form returns what Get does.
+	// carries it in Record.Encoded and Entity.Props is nil, so the properties are never
+	// decoded into values. The bag is checked, and read-only: it may be the engine's
+	// cached copy, which stays as it is for as long as the record is held, whatever is
+	// written later. An engine that does not keep that form returns what Get does.
 	GetEncoded(ctx context.Context, account, table, partitionKey, rowKey string) (Record, error)
 	Scan(ctx context.Context, account, table string, req ScanRequest) (ScanResult, error)
 	GetTable(ctx context.Context, account, name string) (TableInfo, error)

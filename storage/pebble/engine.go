@@ -1286,7 +1286,7 @@ func (e *Engine) get(account, tableName, pk, rk string, encoded bool) (storage.R
 	*kb = appendDataKey((*kb)[:0], t.id, pk, rk)
 	var rec storage.Record
 	hit, tok := e.rows.get(*kb, func(v []byte) {
-		rec, err = e.record(v, pk, rk, encoded, false)
+		rec, err = e.record(v, pk, rk, encoded, true)
 	})
 	if hit {
 		return rec, err
@@ -1299,7 +1299,7 @@ func (e *Engine) get(account, tableName, pk, rk string, encoded bool) (storage.R
 		return storage.Record{}, fmt.Errorf("get entity: %w", err)
 	}
 	defer closer.Close()
-	if rec, err = e.record(v, pk, rk, encoded, true); err == nil {
+	if rec, err = e.record(v, pk, rk, encoded, false); err == nil {
 		if testHookBeforeFill != nil {
 			testHookBeforeFill()
 		}
@@ -1308,10 +1308,13 @@ func (e *Engine) get(account, tableName, pk, rk string, encoded bool) (storage.R
 	return rec, err
 }
 
-// record is the entity of stored value v, its properties decoded or (encoded) copied;
-// an expired one is not found. The properties of a value read from Pebble are checked
-// (check); a cached value was checked when it was read.
-func (e *Engine) record(v []byte, pk, rk string, encoded, check bool) (storage.Record, error) {
+// record is the entity of stored value v, its properties decoded or (encoded) in their
+// stored form; an expired one is not found. A value read from Pebble is valid only until
+// its read is closed, so its properties are checked and copied. A cached value (cached)
+// was checked when it was read and is never changed or reused (rowCache), so an encoded
+// record shares its bytes: storage.Record.Encoded is read-only, and the cache entry lives
+// as long as the record refers to it, evicted or not.
+func (e *Engine) record(v []byte, pk, rk string, encoded, cached bool) (storage.Record, error) {
 	ver, exp, enc, err := parseValue(v)
 	if err != nil {
 		return storage.Record{}, fmt.Errorf("get entity: %w", err)
@@ -1320,12 +1323,14 @@ func (e *Engine) record(v []byte, pk, rk string, encoded, check bool) (storage.R
 		return storage.Record{}, storage.ErrNotFound
 	}
 	rec := storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk}, Version: ver}
-	if encoded {
-		if check {
-			err = entity.CheckProps(enc)
+	switch {
+	case encoded && cached:
+		rec.Encoded = enc[:len(enc):len(enc)] // an append to it copies
+	case encoded:
+		if err = entity.CheckProps(enc); err == nil {
+			rec.Encoded = append(make([]byte, 0, len(enc)), enc...)
 		}
-		rec.Encoded = append(make([]byte, 0, len(enc)), enc...)
-	} else {
+	default:
 		rec.Entity.Props, err = entity.DecodeProps(enc)
 	}
 	if err != nil {

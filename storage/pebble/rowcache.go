@@ -62,7 +62,8 @@ type rowShard struct {
 	_       [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
-// rowEntry is a cached value: buf holds the key, then the stored value.
+// rowEntry is a cached value: buf holds the key, then the stored value. buf is written
+// once, before the entry is published, and never again: readers keep slices of it.
 type rowEntry struct {
 	hash       uint64
 	buf        []byte
@@ -100,8 +101,10 @@ func (c *rowCache) shard(key []byte) (*rowShard, uint64) {
 	return &c.shards[h%rowCacheShards], h
 }
 
-// get calls found with the cached value of key, under the shard's lock (found must copy
-// what it keeps), and reports whether it was there. On a miss it returns the token with
+// get calls found with the cached value of key, under the shard's lock, and reports
+// whether it was there. found may keep v: an entry's bytes are never changed or reused
+// (an invalidation or eviction only drops the entry), so v stays what it was as long as
+// it is referred to. On a miss it returns the token with
 // which the caller may fill the cache from what it reads next. A nil cache misses, with
 // a token that fills nothing.
 func (c *rowCache) get(key []byte, found func(v []byte)) (bool, fillToken) {

@@ -231,6 +231,71 @@ func TestRowCacheSeesEveryWrite(t *testing.T) {
 	}
 }
 
+// TestRowCacheRecordsShareEntries: a record read from the cache shares the entry's bytes
+// (no copy per hit), so those bytes must stay as they were for as long as the record is
+// held — through a write of its row, the entry filled again, and the shard's entries
+// evicted many times over — and an append to the record's properties must not reach the
+// cache.
+func TestRowCacheRecordsShareEntries(t *testing.T) {
+	ctx := context.Background()
+	// 4 KiB per shard: a few entities of ~300 bytes each, so other rows evict quickly.
+	e := openTest(t, t.TempDir(), Options{RowCacheSize: rowCacheShards * 4 << 10})
+	if err := e.CreateTable(ctx, "a", "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	props := func(n int64) []entity.Property {
+		return []entity.Property{{Name: "N", Value: entity.Int64Value(n)}, {Name: "Pad", Value: entity.StringValue(string(bytes.Repeat([]byte{'a' + byte(n%26)}, 256)))}}
+	}
+	put := func(op storage.Op, rk string, n int64) {
+		t.Helper()
+		if _, err := e.Apply(ctx, "a", "T", "p", []storage.Mutation{{Op: op, RowKey: rk, Props: props(n)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hit := func(rk string) storage.Record {
+		t.Helper()
+		for range 2 { // the first read may fill
+			hits := e.rows.hits.Load()
+			rec, err := e.GetEncoded(ctx, "a", "T", "p", rk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.rows.hits.Load() > hits {
+				return rec
+			}
+		}
+		t.Fatalf("%s: no read from the cache", rk)
+		return storage.Record{}
+	}
+	put(storage.Insert, "r", 1)
+	held := hit("r")
+	want := bytes.Clone(held.Encoded)
+
+	// An append to the record copies: the next hit reads what was cached.
+	grown := append(held.Encoded, 0xff)
+	grown[0] ^= 0xff
+	if again := hit("r"); !bytes.Equal(again.Encoded, want) {
+		t.Fatal("an append to a record's properties changed the cached entry")
+	}
+
+	put(storage.Replace, "r", 2)
+	if rec := hit("r"); bytes.Equal(rec.Encoded, want) {
+		t.Fatal("the replaced row was read as it was")
+	}
+	for i := range 2000 {
+		rk := fmt.Sprintf("o%d", i)
+		put(storage.Insert, rk, int64(i))
+		hit(rk)
+	}
+	if !bytes.Equal(held.Encoded, want) {
+		t.Fatal("a record read from the cache changed after its entry was replaced and evicted")
+	}
+	got, err := entity.DecodeProps(held.Encoded)
+	if err != nil || len(got) != 2 || got[0].Value.Int != 1 {
+		t.Fatalf("held record: %+v, %v", got, err)
+	}
+}
+
 // TestRowCacheRaces sets up, with the test hooks, the interleavings the invalidation
 // exists for: a read that read the old value from Pebble fills only if no write
 // intervened, and while a write is pending nothing of its shard is filled.
