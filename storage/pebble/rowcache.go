@@ -104,9 +104,8 @@ func (c *rowCache) shard(key []byte) (*rowShard, uint64) {
 // get calls found with the cached value of key, under the shard's lock, and reports
 // whether it was there. found may keep v: an entry's bytes are never changed or reused
 // (an invalidation or eviction only drops the entry), so v stays what it was as long as
-// it is referred to. On a miss it returns the token with
-// which the caller may fill the cache from what it reads next. A nil cache misses, with
-// a token that fills nothing.
+// it is referred to. On a miss it returns the token with which the caller may fill the
+// cache from what it reads next. A nil cache misses, with a token that fills nothing.
 func (c *rowCache) get(key []byte, found func(v []byte)) (bool, fillToken) {
 	if c == nil {
 		return false, fillToken{}
