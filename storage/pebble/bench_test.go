@@ -273,21 +273,26 @@ func BenchmarkReopen(b *testing.B) {
 // partitions at random, so that every flush spans the whole key space, as a server's
 // batches from many clients do. It reports the process's CPU per entity including the
 // flushes and compactions the load leaves (waited out), and the blob values compactions
-// rewrote, for the blob reference depths around maxBlobReferenceDepth. One iteration takes
-// about 15 seconds and 1.2 GB of disk per depth:
+// rewrote, for the blob reference depths around maxBlobReferenceDepth, and at 60 with
+// memtables four times the default size (which bought little more: fewer flushes, but each
+// flush's blob file is larger). One iteration takes about 15 seconds and 1.2 GB of disk
+// per case:
 //
 //	go test -run '^$' -bench ApplyBatchSustained -benchtime 1x -count 3 ./storage/pebble
 func BenchmarkApplyBatchSustained(b *testing.B) {
 	const entities, writers, partitions = 1_200_000, 32, 100
 	defer func(d int) { maxBlobReferenceDepth = d }(maxBlobReferenceDepth)
-	for _, depth := range []int{30, 60} {
-		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
-			maxBlobReferenceDepth = depth
+	for _, c := range []struct {
+		depth    int
+		memTable uint64
+	}{{30, DefaultMemTableSize}, {60, DefaultMemTableSize}, {60, 4 * DefaultMemTableSize}} {
+		b.Run(fmt.Sprintf("depth=%d/memtable=%dMiB", c.depth, c.memTable>>20), func(b *testing.B) {
+			maxBlobReferenceDepth = c.depth
 			var cpu time.Duration
 			var rewritten uint64
 			for range b.N {
 				b.StopTimer()
-				e := benchEngine(b)
+				e := benchEngine(b, Options{MemTableSize: c.memTable})
 				ctx := context.Background()
 				cpu0 := cputime.Process()
 				b.StartTimer()
