@@ -524,9 +524,8 @@ func checkPairs(t *testing.T, fes []*replicaFrontEnd, run pairRun, pairs int) {
 // the write's session token at Session: every read returns the version its pair wrote
 // (0 stale reads, 0 failed requests over 20,000 pairs; an upsert answered 503 ServerBusy
 // is sent again, as the SDKs do, and checkPairs bounds how often), at a position at or
-// past the token, while
-// the replicas serve a large share of the reads (issue 12's goal 60%; asserted ≥ 30%, a
-// floor a loaded 2-core machine keeps).
+// past the token, while the replicas serve a large share of the reads (issue 12's goal
+// 60%; asserted ≥ 30%, a floor a loaded 2-core machine keeps).
 func TestReplicaReadYourWrites(t *testing.T) {
 	prompt, delayed, promptSrc, delayedSrc, _ := sharedReplicas(t)
 	fes := startReplicaFrontEnds(t, 3, prompt, delayed)
