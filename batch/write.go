@@ -185,22 +185,18 @@ func appendClose(b []byte, boundary string) []byte {
 	return append(b, "--\r\n"...)
 }
 
-// headerSpelling is how the service spells the headers whose canonical Go form differs;
-// JS matches "ETag: " case-sensitively.
-var headerSpelling = map[string]string{
-	"Etag":               "ETag",
-	"Dataserviceid":      "DataServiceId",
-	"Dataserviceversion": "DataServiceVersion",
-}
+// fixedOrder is the order of the well-known headers after the ones the writer owns,
+// following the service's layout (docs/protocol.md §6.3), by their canonical Go names;
+// fixedSpelling is how the service spells each (JS matches "ETag: " case-sensitively).
+var (
+	fixedOrder    = [...]string{"Preference-Applied", "Dataserviceversion", "Content-Type", "Location", "Dataserviceid", "Etag"}
+	fixedSpelling = [len(fixedOrder)]string{"Preference-Applied", "DataServiceVersion", "Content-Type", "Location", "DataServiceId", "ETag"}
+)
 
 var (
 	dataServiceVersion3 = []string{"3.0;"}
 	dataServiceVersion1 = []string{"1.0;"}
 )
-
-// fixedOrder is the order of the well-known headers after the ones the writer owns,
-// following the service's layout (docs/protocol.md §6.3).
-var fixedOrder = [...]string{"Preference-Applied", "Dataserviceversion", "Content-Type", "Location", "Dataserviceid", "Etag"}
 
 // appendPart appends one application/http part: delimiter line, part headers, blank
 // line, status line, headers, blank line, body, and the CRLF that belongs to the next
@@ -228,7 +224,7 @@ func appendPart(b []byte, boundary string, r *Result) []byte {
 	var othersBuf [8]string
 	others := othersBuf[:0]
 	for k, vs := range r.Header {
-		ck := canonicalKey(k)
+		ck := responseKey(k)
 		switch ck {
 		case "Content-Id", "X-Content-Type-Options", "Cache-Control", "Content-Length", "Transfer-Encoding":
 			continue
@@ -251,10 +247,7 @@ func appendPart(b []byte, boundary string, r *Result) []byte {
 		}
 	}
 	for i, vs := range known {
-		name := fixedOrder[i]
-		if s, ok := headerSpelling[name]; ok {
-			name = s
-		}
+		name := fixedSpelling[i]
 		for _, v := range vs {
 			b = appendHeader(b, name, v)
 		}
@@ -273,15 +266,42 @@ func appendPart(b []byte, boundary string, r *Result) []byte {
 // appendHeader appends "name: value" and CRLF, turning control characters in the value
 // (CR and LF above all) into spaces, so an echoed value can never end the header block,
 // forge a boundary, or make a strict client parser (Go's textproto) reject the part.
+//
+// The value is copied whole and then scanned in place: appending it a byte at a time
+// checked the slice's capacity at every byte, and was most of a sub-response's cost.
 func appendHeader(b []byte, name, value string) []byte {
 	b = append(b, name...)
 	b = append(b, ": "...)
-	for i := 0; i < len(value); i++ {
-		c := value[i]
+	start := len(b)
+	b = append(b, value...)
+	v := b[start:]
+	for i, c := range v {
 		if c < ' ' && c != '\t' || c == 0x7f {
-			c = ' '
+			v[i] = ' '
 		}
-		b = append(b, c)
 	}
 	return append(b, "\r\n"...)
+}
+
+// responseKey is canonicalKey for a sub-response's header name, with the spellings
+// servers use for the well-known names (the service's, and Go's canonical form) matched
+// first without hashing: WriteResponse meets four or five of them per operation.
+func responseKey(k string) string {
+	switch k {
+	case "ETag", "Etag":
+		return "Etag"
+	case "Location":
+		return "Location"
+	case "DataServiceId", "Dataserviceid":
+		return "Dataserviceid"
+	case "Preference-Applied":
+		return "Preference-Applied"
+	case "Content-Type":
+		return "Content-Type"
+	case "DataServiceVersion", "Dataserviceversion":
+		return "Dataserviceversion"
+	case "X-Ms-Session-Token":
+		return "X-Ms-Session-Token"
+	}
+	return canonicalKey(k)
 }

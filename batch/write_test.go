@@ -393,7 +393,7 @@ func TestWriteHeaders(t *testing.T) {
 			"X-Content-Type-Options": {"other"},
 			"dataserviceversion":     {"3.0;"},
 			"X-Ms-Zeta":              {"z"},
-			"x-ms-alpha":             {"a\nb"},
+			"x-ms-alpha":             {"a\nb\tc\x7fd\x00"},
 			"Content-Type":           {"application/json"},
 		},
 		Body: []byte(`{"PartitionKey":"p"}`),
@@ -409,7 +409,7 @@ func TestWriteHeaders(t *testing.T) {
 		"DataServiceVersion: 3.0;\r\n" +
 		"Content-Type: application/json\r\n" +
 		"X-Ms-Zeta: z\r\n" +
-		"x-ms-alpha: a b\r\n" +
+		"x-ms-alpha: a b\tc d \r\n" +
 		"\r\n" +
 		`{"PartitionKey":"p"}` + "\r\n--changesetresponse_U2--"
 	if !strings.Contains(got, want) {
