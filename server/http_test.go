@@ -355,6 +355,69 @@ func TestKeepAliveHeader(t *testing.T) {
 	}
 }
 
+// A response arms a write deadline on the connection that outlives it. The connection's
+// next request, sent after that deadline passed, is still answered: with or without
+// Expect: 100-continue (net/http's own 100 Continue is the one write made before the
+// handler arms the next deadline).
+func TestStaleWriteDeadline(t *testing.T) {
+	const stall = 100 * time.Millisecond
+	_, hs, _ := limitsServer(t, Limits{StallTimeout: stall}, slog.LevelError)
+	conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	send := func(r *http.Request, expect bool) {
+		t.Helper()
+		var head strings.Builder
+		fmt.Fprintf(&head, "%s %s HTTP/1.1\r\nHost: %s\r\n", r.Method, r.URL.RequestURI(), r.Host)
+		for k, vs := range r.Header {
+			fmt.Fprintf(&head, "%s: %s\r\n", k, vs[0])
+		}
+		if expect {
+			head.WriteString("Expect: 100-continue\r\n")
+		}
+		fmt.Fprintf(&head, "Content-Length: %d\r\n\r\n", r.ContentLength)
+		if _, err := io.WriteString(conn, head.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(method string) *http.Response {
+		t.Helper()
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(br, &http.Request{Method: method})
+		if err != nil {
+			t.Fatalf("read response: %v", err)
+		}
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			t.Fatalf("read response body: %v", err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for i, expect := range []bool{false, true, false, true} {
+		// Each request follows the previous response by more than its stall deadline.
+		if i > 0 {
+			time.Sleep(3 * stall)
+		}
+		body := []byte(`{"PartitionKey":"p","RowKey":"` + strconv.Itoa(i) + `"}`)
+		r := signed(t, hs, http.MethodPost, "/tbl", body)
+		send(r, expect)
+		if expect {
+			if resp := read(http.MethodPost); resp.StatusCode != http.StatusContinue {
+				t.Fatalf("request %d: %d before the body, want 100 Continue", i, resp.StatusCode)
+			}
+		}
+		if _, err := conn.Write(body); err != nil {
+			t.Fatal(err)
+		}
+		if resp := read(http.MethodPost); resp.StatusCode != http.StatusCreated {
+			t.Fatalf("request %d (Expect: %v): %d, want 201", i, expect, resp.StatusCode)
+		}
+	}
+}
+
 // logLines parses the JSON log lines written so far.
 func logLines(t *testing.T, logs *syncBuf) []map[string]any {
 	t.Helper()
