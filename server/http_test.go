@@ -355,10 +355,10 @@ func TestKeepAliveHeader(t *testing.T) {
 	}
 }
 
-// A response arms a write deadline on the connection that outlives it. The connection's
-// next request, sent after that deadline passed, is still answered: with or without
-// Expect: 100-continue (net/http's own 100 Continue is the one write made before the
-// handler arms the next deadline).
+// A response arms a write deadline on its connection. The connection's next request, sent
+// after that deadline has passed, is still answered, with or without Expect: 100-continue
+// (net/http's own 100 Continue is the one write made before the handler arms the next
+// deadline): the server relies on net/http clearing the deadline after each request.
 func TestStaleWriteDeadline(t *testing.T) {
 	const stall = 100 * time.Millisecond
 	_, hs, _ := limitsServer(t, Limits{StallTimeout: stall}, slog.LevelError)

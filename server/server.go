@@ -239,10 +239,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rq.rc = &rq.rcv
 	rq.rw = responseWriter{ResponseWriter: w, s: s, rq: rq}
 	rq.w = &rq.rw
-	// The write deadline responseWriter arms for a response outlives it on the connection.
-	// net/http clears it after each request (conn.serve, in the Go 1.26 go.mod requires),
-	// so nothing is reset here: the next request's 100 Continue is not cut off by it
-	// (TestStaleWriteDeadline).
+	// The write deadline responseWriter arms for a response is cleared by net/http after
+	// each request (conn.serve, in the Go 1.26 go.mod requires), so a request starts with
+	// none, and its 100 Continue cannot be cut off by the previous response's
+	// (TestStaleWriteDeadline): nothing is reset here.
 	defer s.logRequest(rq, start)
 	if s.observer != nil {
 		defer s.observeRequest(rq, start)
