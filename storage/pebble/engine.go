@@ -137,12 +137,13 @@ var blockCompression = sstable.FastestCompression
 //
 // At 10 (the value in Pebble's own tools), 15-second runs of `cerulean bench --client raw
 // --workloads batch` on 2 cores gave 82,000–89,000 entities/s with p99s of 136–360 ms; at
-// 30, 91,000–97,000 with p99s of 93–106 ms. Loads longer than a bench round still rewrote
-// each value more than once at 30: BenchmarkApplyBatchSustained (1.2 million entities,
-// 1.2 GB, about 72 flushes) rewrote 1.8–2.0 GB of blob values in compactions at 30 and
-// 1.2 GB at 60, and the process's CPU per entity, flushes and compactions included, fell
-// from a median of 21.0 µs to 17.4 µs in one run of three each, and from 19.5 µs to 14.6 µs
-// in another on a quieter machine (18.3–19.8 against 14.6–14.7). The price is on scans: a
+// 30, 91,000–97,000 with p99s of 93–106 ms. Loads longer than a bench round still
+// rewrote values at 30: BenchmarkApplyBatchSustained (1.2 million entities, 1.2 GB, about
+// 72 flushes) had compactions rewrite 0.6–0.8 GB of the 1.16 GB of blob values flushes
+// wrote at 30, and 0–41 MiB at 60, and the process's CPU per entity, flushes and
+// compactions included, fell from a median of 21.0 µs to 17.4 µs in one run of three
+// each, and from 19.5 µs to 14.6 µs in another on a quieter machine (18.3–19.8 against
+// 14.6–14.7). The price is on scans: a
 // range may read its values from up to this many blob files, each block through the block
 // cache; a full scan of the table after that load took 7.0 µs of CPU per entity at both
 // depths warm, and 8.7 µs at 30 against 7.8 at 60 cold, measured once each.
