@@ -230,6 +230,7 @@ type Engine struct {
 	seed   maphash.Seed
 	logger pebbledb.Logger
 	space  *spaceGuard // nil when the guard is off
+	wal    *walSyncer  // syncs the WAL files of an on-disk store (nil: Pebble's own)
 
 	// stripes are the row locks (see Apply).
 	stripes [lockStripes]sync.Mutex
@@ -341,8 +342,10 @@ func Open(dir string, opts Options) (*Engine, error) {
 		Logger:                      opts.Logger,
 		FS:                          opts.FS,
 	}
+	var wal *walSyncer
 	if space != nil {
-		po.FS = guardFS{FS: vfs.OnDiskFull(vfs.Default, space.onDiskFull), g: space}
+		wal = newWALSyncer()
+		po.FS = guardFS{FS: vfs.OnDiskFull(vfs.Default, space.onDiskFull), g: space, wal: wal}
 		po.EventListener = eventListener(space, opts.Logger)
 	}
 	// Bloom filters let a point read of an absent key (every Insert checks one) skip
@@ -375,6 +378,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		clock:     opts.Clock,
 		logger:    opts.Logger,
 		space:     space,
+		wal:       wal,
 		seed:      maphash.MakeSeed(),
 		tables:    make(map[tableRef]*table),
 		purgeWake: make(chan struct{}, 1),

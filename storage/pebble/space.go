@@ -60,7 +60,7 @@ const (
 	spacePollEvery = 250 * time.Millisecond
 	// spaceReportEvery is how often a full engine repeats that it is still full.
 	spaceReportEvery = 10 * time.Minute
-	// walPreallocateMax caps each preallocation of a WAL file (see capFile).
+	// walPreallocateMax caps each preallocation of a WAL file (see walFile).
 	walPreallocateMax = 1 << 20
 	// backgroundRetryMin and backgroundRetryMax bound the pause before Pebble's next
 	// attempt at a flush or compaction that failed for lack of space.
@@ -559,11 +559,12 @@ func formatBytes(n uint64) string {
 }
 
 // guardFS is the file system Pebble writes through: it pauses flush and compaction outputs
-// after one failed for lack of space (see pauseBackground) and caps WAL preallocation (see
-// capFile). Everything else passes through.
+// after one failed for lack of space (see pauseBackground), and its WAL files are
+// walFiles (capped preallocation, syncs by wal). Everything else passes through.
 type guardFS struct {
 	vfs.FS
-	g *spaceGuard
+	g   *spaceGuard
+	wal *walSyncer
 }
 
 func (fs guardFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
@@ -575,7 +576,7 @@ func (fs guardFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File,
 	}
 	f, err := fs.FS.Create(name, category)
 	if err == nil && category == "pebble-wal" {
-		f = capFile{f}
+		f = walFile{File: f, sync: fs.wal}
 	}
 	return f, err
 }
@@ -583,22 +584,20 @@ func (fs guardFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File,
 func (fs guardFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
 	if err == nil && category == "pebble-wal" {
-		f = capFile{f}
+		f = walFile{File: f, sync: fs.wal}
 	}
 	return f, err
 }
 
 func (fs guardFS) Unwrap() vfs.FS { return fs.FS }
 
-// capFile caps a WAL file's preallocations at walPreallocateMax. Pebble preallocates 110%
+// Preallocate caps a WAL file's preallocations at walPreallocateMax. Pebble preallocates 110%
 // of MemTableSize at the start of every new WAL file, whatever the size of the memtable it
 // logs; a WAL file then holds as much of the disk as it has logged plus at most 1 MiB, so
 // that the guard's accounting of bytes written holds and freed space is not swallowed by
 // the next WAL. Appending files are allocated by the file system as they grow anyway;
 // recycled WAL files, which Pebble reuses in steady state, are already allocated.
-type capFile struct{ vfs.File }
-
-func (f capFile) Preallocate(offset, length int64) error {
+func (f walFile) Preallocate(offset, length int64) error {
 	return f.File.Preallocate(offset, min(length, walPreallocateMax))
 }
 

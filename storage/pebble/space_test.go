@@ -398,9 +398,9 @@ func TestSpaceGuardBackgroundBackoff(t *testing.T) {
 	}
 }
 
-func TestCapFileLimitsWALPreallocation(t *testing.T) {
+func TestWALFileLimitsPreallocation(t *testing.T) {
 	var got [2]int64
-	f := capFile{File: preallocRecorder{&got}}
+	f := walFile{File: preallocRecorder{&got}}
 	if err := f.Preallocate(0, 17<<20); err != nil {
 		t.Fatal(err)
 	}

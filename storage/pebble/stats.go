@@ -17,6 +17,9 @@ type Stats struct {
 	// those it did not; RowCacheBytes is the memory its entries are charged.
 	RowCacheHits, RowCacheMisses uint64
 	RowCacheBytes                int64
+	// WALBlockingSyncs counts the WAL syncs made as blocking system calls because the
+	// one before took longer than rawSyncLimit (a slow disk; see walSyncer).
+	WALBlockingSyncs uint64
 }
 
 // Stats reads the engine's figures. It fails once the engine is closed.
@@ -31,5 +34,8 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 	}
 	st := Stats{DB: e.db.Metrics(), PendingPurges: len(ids)}
 	st.RowCacheHits, st.RowCacheMisses, st.RowCacheBytes = e.rows.stats()
+	if e.wal != nil {
+		st.WALBlockingSyncs = e.wal.blockingSyncs.Load()
+	}
 	return st, nil
 }
