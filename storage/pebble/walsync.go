@@ -35,7 +35,12 @@ const rawSyncLimit = 2 * time.Millisecond
 // BackgroundProcs), and the syncer falls back to the blocking call when the previous
 // sync took longer than rawSyncLimit, so a slow disk does not stretch the collector's
 // pauses, or when the process has a single P, which a raw sync would stop entirely.
-// Files without a descriptor (in-memory file systems in tests) sync as they always do.
+// What the limit cannot foresee is a sync that hangs (a stalled disk): a collection that
+// starts meanwhile waits for it, and with it every request, where with blocking syncs
+// only the writes would wait. Native AIO (IOCB_CMD_FDSYNC, its completion awaited in
+// the network poller, so no P is held) avoids that, but was measured no faster than the
+// blocking call. Files without a descriptor (in-memory file systems in tests) sync as
+// they always do.
 type walSyncer struct {
 	// limit is rawSyncLimit (a test shortens or lengthens it).
 	limit time.Duration
