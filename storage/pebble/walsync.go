@@ -26,8 +26,9 @@ const rawSyncLimit = 2 * time.Millisecond
 // no P and parked, delaying the wake-up of all the writes the sync had made durable
 // until a P came free. On two cores that was about a tenth of the server's CPU per
 // insert and a longer turn of the group commit: with raw syncs, the server's synced
-// inserts (--client raw, 32 connections) went from 7,140–8,877/s to 8,102–9,725/s
-// and BenchmarkApplyInsert/writers=32 from 19,747–20,873 to 22,600–24,192 inserts/s.
+// inserts (--client raw, 32 connections) went from 7,655–8,989/s to 9,126–9,705/s
+// and BenchmarkApplyInsert/writers=32 (-cpu 4) from 26,910–29,227 to 32,379–33,259
+// inserts/s.
 //
 // The cost: while a raw sync runs, its P runs nothing else, and a stop-the-world
 // (twice per garbage collection, about once a second under load) waits for the sync
