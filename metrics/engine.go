@@ -106,9 +106,9 @@ func (c *pebbleCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(pebbleCacheMisses, prometheus.CounterValue, float64(m.BlockCache.Misses))
 	ch <- prometheus.MustNewConstMetric(pebbleCacheBytes, prometheus.GaugeValue, float64(m.BlockCache.Size))
 	ch <- prometheus.MustNewConstMetric(pebbleRowCacheHits, prometheus.CounterValue, float64(st.RowCacheHits))
-	ch <- prometheus.MustNewConstMetric(pebbleWALBlockingSyncs, prometheus.CounterValue, float64(st.WALBlockingSyncs))
 	ch <- prometheus.MustNewConstMetric(pebbleRowCacheMisses, prometheus.CounterValue, float64(st.RowCacheMisses))
 	ch <- prometheus.MustNewConstMetric(pebbleRowCacheBytes, prometheus.GaugeValue, float64(st.RowCacheBytes))
+	ch <- prometheus.MustNewConstMetric(pebbleWALBlockingSyncs, prometheus.CounterValue, float64(st.WALBlockingSyncs))
 	ch <- prometheus.MustNewConstMetric(pebbleDisk, prometheus.GaugeValue, float64(m.DiskSpaceUsage()))
 	ch <- prometheus.MustNewConstMetric(pebblePurges, prometheus.GaugeValue, float64(st.PendingPurges))
 }
