@@ -534,6 +534,8 @@ type worker struct {
 	t        target // how this worker reaches the endpoint
 	rng      *rand.Rand
 	seq      int64
+	rkPrefix string // rowKey's "<run>-<round>-<worker>-", built for round rkRound
+	rkRound  int
 	buf      []byte
 	bufs     [][]byte // batch: one buffer per action
 	deadline time.Time

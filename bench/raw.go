@@ -408,6 +408,9 @@ type rawTarget struct {
 	// batch boundaries, fixed per target (the SDK draws new ones per batch; the server
 	// parses whatever it is given).
 	batchB, changeB string
+	// partHead is each changeset part up to its Content-Length value, built at the first
+	// batch: only the entity and its length change from part to part.
+	partHead string
 }
 
 func newRawTarget(ep *rawEndpoint) *rawTarget {
@@ -481,19 +484,27 @@ func (t *rawTarget) query(ctx context.Context, filter string) (int, error) {
 func (t *rawTarget) batch(ctx context.Context, _ string, entities [][]byte) error {
 	ep := t.c.ep
 	b := t.bb[:0]
-	b = append(b, "--"+t.batchB+"\r\nContent-Type: multipart/mixed; boundary="+t.changeB+"\r\n\r\n"...)
+	if t.partHead == "" {
+		t.partHead = "--" + t.changeB + "\r\nContent-Transfer-Encoding: binary\r\nContent-Type: application/http\r\n\r\nPOST " +
+			ep.absBase + "/" + url.PathEscape(ep.table) + " HTTP/1.1\r\nAccept: application/json;odata=minimalmetadata\r\nContent-Length: "
+	}
+	b = append(b, "--"...)
+	b = append(b, t.batchB...)
+	b = append(b, "\r\nContent-Type: multipart/mixed; boundary="...)
+	b = append(b, t.changeB...)
+	b = append(b, "\r\n\r\n"...)
 	for _, e := range entities {
-		b = append(b, "--"+t.changeB+"\r\nContent-Transfer-Encoding: binary\r\nContent-Type: application/http\r\n\r\nPOST "...)
-		b = append(b, ep.absBase...)
-		b = append(b, '/')
-		b = append(b, url.PathEscape(ep.table)...)
-		b = append(b, " HTTP/1.1\r\nAccept: application/json;odata=minimalmetadata\r\nContent-Length: "...)
+		b = append(b, t.partHead...)
 		b = strconv.AppendInt(b, int64(len(e)), 10)
 		b = append(b, "\r\nContent-Type: application/json\r\nDataServiceVersion: 3.0\r\nPrefer: return-no-content\r\n\r\n"...)
 		b = append(b, e...)
 		b = append(b, "\r\n"...)
 	}
-	b = append(b, "--"+t.changeB+"--\r\n--"+t.batchB+"--\r\n"...)
+	b = append(b, "--"...)
+	b = append(b, t.changeB...)
+	b = append(b, "--\r\n--"...)
+	b = append(b, t.batchB...)
+	b = append(b, "--\r\n"...)
 	t.bb = b
 	err := t.c.do(ctx, &request{method: http.MethodPost, path: ep.base + "/$batch",
 		contentType: "multipart/mixed; boundary=" + t.batchB, body: b, key: t.recKey(http.MethodPost, false, "", "")})

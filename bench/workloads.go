@@ -81,7 +81,11 @@ func (w *worker) pick(n int) int {
 // rowKey returns a row key unique across workers, rounds and runs.
 func (b *bench) rowKey(w *worker) string {
 	w.seq++
-	return b.runID + "-" + strconv.Itoa(b.round) + "-" + strconv.Itoa(w.id) + "-" + strconv.FormatInt(w.seq, 10)
+	if w.rkPrefix == "" || w.rkRound != b.round {
+		w.rkPrefix, w.rkRound = b.runID+"-"+strconv.Itoa(b.round)+"-"+strconv.Itoa(w.id)+"-", b.round
+	}
+	var buf [64]byte
+	return string(strconv.AppendInt(append(buf[:0], w.rkPrefix...), w.seq, 10))
 }
 
 func (b *bench) runInsert(ctx context.Context) Result {
