@@ -48,10 +48,13 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("retrieve with %s", o.Method)
 			case !req.Retrieve && o.Method != "POST" && o.Method != "PUT" && o.Method != "MERGE" && o.Method != "DELETE":
 				t.Fatalf("op %d: method %q in a changeset", i, o.Method)
-			case o.URL == nil || o.Header == nil:
-				t.Fatalf("op %d: nil URL or Header", i)
+			case o.URL == nil:
+				t.Fatalf("op %d: nil URL", i)
 			case len(o.Body) > 0 && (o.Body[0] == '\r' || o.Body[0] == '\n'):
 				t.Fatalf("op %d: body starts with a line end", i)
+			}
+			if q := o.Query(); len(q) > 64 {
+				t.Fatalf("op %d: %d query names, more than the pairs a part may have", i, len(q))
 			}
 			if len(o.Body) > 0 {
 				p := uintptr(unsafe.Pointer(unsafe.SliceData(o.Body)))

@@ -43,14 +43,10 @@ type Operation struct {
 	URL *url.URL
 	// Path is URL's path percent-decoded exactly once; '+' stays '+'.
 	Path string
-	// Query is URL's query decoded as a form (so %24format is $format and '+' is a space).
-	// A pair with an invalid escape keeps its raw text rather than failing the batch. SAS
-	// parameters are left in; the caller authorises only the outer request. Nil when the
-	// URL has no query.
-	Query url.Values
-	// Header holds the sub-request's headers under canonical keys. Empty values are kept
-	// (the Go SDK sends "x-ms-version: " and "DataServiceVersion: " inside parts).
-	Header http.Header
+	// Header holds the sub-request's headers in the order sent, under canonical names.
+	// Empty values are kept (the Go SDK sends "x-ms-version: " and "DataServiceVersion: "
+	// inside parts).
+	Header Header
 	// Body is the sub-request body: leading blank lines trimmed (JS writes an extra CRLF
 	// before the JSON), and without the CRLF that belongs to the next boundary. It aliases
 	// the body passed to Parse; nil when empty. Any Content-Length header is ignored: the
@@ -59,6 +55,51 @@ type Operation struct {
 	// ContentID is the Content-ID of the MIME part or, failing that, of the HTTP
 	// sub-request; "" when neither has one. It is only echoed in the response.
 	ContentID string
+}
+
+// Query returns the URL's query decoded as a form (so %24format is $format and '+' is a
+// space). A pair with an invalid escape keeps its raw text rather than failing the batch.
+// SAS parameters are left in; the caller authorises only the outer request. Nil when the
+// URL has no query. It is decoded at each call, not by Parse: the server reads only a
+// retrieve's, while every SDK sends "$format" on each sub-request of a changeset.
+func (o *Operation) Query() url.Values {
+	if o.URL == nil {
+		return nil
+	}
+	return parseQuery(o.URL.RawQuery)
+}
+
+// Header is a sub-request's header fields in the order sent, their names in canonical
+// form (textproto.CanonicalMIMEHeaderKey's). A slice rather than an http.Header: a
+// changeset has up to a hundred parts, and a map for each was a tenth of parsing them.
+type Header []Field
+
+// Field is one header line.
+type Field struct{ Name, Value string }
+
+// Values returns the values of every field named name (in any case), in order; nil when
+// there is none.
+func (h Header) Values(name string) []string { return h.AppendValues(nil, name) }
+
+// AppendValues appends the values of every field named name (in any case) to vs, in
+// order, and returns the extended slice.
+func (h Header) AppendValues(vs []string, name string) []string {
+	for _, f := range h {
+		if strings.EqualFold(f.Name, name) {
+			vs = append(vs, f.Value)
+		}
+	}
+	return vs
+}
+
+// Get returns the value of the first field named name (in any case), or "".
+func (h Header) Get(name string) string {
+	for _, f := range h {
+		if strings.EqualFold(f.Name, name) {
+			return f.Value
+		}
+	}
+	return ""
 }
 
 // Request is a parsed $batch request.
@@ -487,13 +528,13 @@ func (r *rawOperation) locate(index int) error {
 	return nil
 }
 
-// stringArena hands out the small string slices of one batch (header and query values)
-// from shared blocks instead of one allocation each.
-type stringArena []string
+// fieldArena hands out the header fields of one batch's operations from shared blocks
+// instead of one allocation each.
+type fieldArena []Field
 
-func (a *stringArena) take(n int) []string {
+func (a *fieldArena) take(n int) []Field {
 	if len(*a) < n {
-		*a = make([]string, max(n, 512))
+		*a = make([]Field, max(n, 512))
 	}
 	s := (*a)[:n:n]
 	*a = (*a)[n:]
@@ -503,9 +544,10 @@ func (a *stringArena) take(n int) []string {
 // parseOperations parses the HTTP sub-requests of a changeset (or the one retrieve).
 //
 // All heads (request lines and headers) are copied into one string, and every method,
-// target, header name and value is a substring of it; header and query values share
-// arena blocks. At 100 operations per batch, allocations per operation dominate the cost
-// of parsing, so this keeps them to the unavoidable ones (Header and Query maps, URL).
+// target, header name and value is a substring of it; header fields share arena blocks.
+// At 100 operations per batch, allocations per operation dominate the cost of parsing, so
+// this keeps them to the unavoidable one (the URL); the query is
+// decoded only when asked for (Operation.Query).
 func parseOperations(raws []rawOperation) ([]Operation, error) {
 	total := 0
 	for i := range raws {
@@ -520,7 +562,7 @@ func parseOperations(raws []rawOperation) ([]Operation, error) {
 		sb.Write(raws[i].c[raws[i].start:raws[i].headEnd])
 	}
 	heads := sb.String()
-	var arena stringArena
+	var arena fieldArena
 	ops := make([]Operation, len(raws))
 	off := 0
 	for i := range raws {
@@ -535,7 +577,7 @@ func parseOperations(raws []rawOperation) ([]Operation, error) {
 }
 
 // parseOperation parses one sub-request whose head is given as a string.
-func parseOperation(index int, r *rawOperation, head string, arena *stringArena, op *Operation) error {
+func parseOperation(index int, r *rawOperation, head string, arena *fieldArena, op *Operation) error {
 	if len(r.ph.contentID) > 0 {
 		op.ContentID = string(r.ph.contentID)
 	}
@@ -544,9 +586,7 @@ func parseOperation(index int, r *rawOperation, head string, arena *stringArena,
 	if !ok {
 		return malformed("batch part " + strconv.Itoa(index) + " has a malformed request line")
 	}
-	h := make(http.Header, r.lines-1)
-	vals := arena.take(r.lines - 1) // backing for the usual single values
-	n := 0
+	h := Header(arena.take(max(r.lines-1, 0))[:0])
 	for rest != "" {
 		var line string
 		line, rest, _ = strings.Cut(rest, "\n")
@@ -554,14 +594,7 @@ func parseOperation(index int, r *rawOperation, head string, arena *stringArena,
 		if !ok {
 			return malformed("batch part " + strconv.Itoa(index) + " has a malformed header line")
 		}
-		key := canonicalKey(name)
-		if old, dup := h[key]; dup {
-			h[key] = append(old, value)
-			continue
-		}
-		vals[n] = value
-		h[key] = vals[n : n+1 : n+1]
-		n++
+		h = append(h, Field{canonicalKey(name), value})
 	}
 	body := r.c[r.bodyStart:]
 	for len(body) > 0 && (body[0] == '\r' || body[0] == '\n') {
@@ -583,7 +616,6 @@ func parseOperation(index int, r *rawOperation, head string, arena *stringArena,
 	if strings.Count(u.RawQuery, "&") >= maxQueryPairs {
 		return &OpError{Index: index, ContentID: op.ContentID, Err: azerr.New(azerr.InvalidQueryParameterValue)}
 	}
-	op.Query = parseQuery(u.RawQuery, arena)
 
 	m, xerr := effectiveMethod(methodString(method), h)
 	if xerr != nil {
@@ -668,8 +700,8 @@ func methodString(m string) string {
 // effectiveMethod applies X-HTTP-Method tunnelling exactly as the server does for
 // single requests (only with POST, exactly once, to MERGE, PUT, DELETE or PATCH) and then
 // normalises PATCH to MERGE.
-func effectiveMethod(m string, h http.Header) (string, *azerr.Error) {
-	if xs := h["X-Http-Method"]; len(xs) > 0 {
+func effectiveMethod(m string, h Header) (string, *azerr.Error) {
+	if xs := h.Values("X-Http-Method"); len(xs) > 0 {
 		if m != http.MethodPost {
 			return "", azerr.New(azerr.XMethodNotUsingPost)
 		}
@@ -712,13 +744,13 @@ func parseTarget(t string) (*url.URL, error) {
 // parseQuery decodes a query as a form, keeping the raw text of a key or value with an
 // invalid escape (url.ParseQuery would drop the pair, and also rejects ';'). The caller
 // bounds the number of pairs.
-func parseQuery(raw string, arena *stringArena) url.Values {
+func parseQuery(raw string) url.Values {
 	if raw == "" {
 		return nil
 	}
 	n := strings.Count(raw, "&") + 1
 	q := make(url.Values, n)
-	vals := arena.take(n)
+	vals := make([]string, n)
 	i := 0
 	for raw != "" {
 		var pair string

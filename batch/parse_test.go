@@ -149,7 +149,7 @@ func TestFixturesLFOnly(t *testing.T) {
 				w, g := want.Operations[i], got.Operations[i]
 				if w.Method != g.Method || w.Path != g.Path || w.ContentID != g.ContentID ||
 					!bytes.Equal(w.Body, bytes.ReplaceAll(g.Body, []byte("\n"), []byte("\r\n"))) && !bytes.Equal(w.Body, g.Body) ||
-					fmt.Sprint(w.Header) != fmt.Sprint(g.Header) || fmt.Sprint(w.Query) != fmt.Sprint(g.Query) {
+					fmt.Sprint(w.Header) != fmt.Sprint(g.Header) || fmt.Sprint(w.Query()) != fmt.Sprint(g.Query()) {
 					t.Errorf("op %d differs:\nCRLF %+v\nLF   %+v", i, w, g)
 				}
 			}
@@ -203,14 +203,15 @@ func checkParse(t *testing.T, req *batch.Request, err error, want []op, retrieve
 			t.Errorf("op %d: %s %q cid %q, want %s %q cid %q", i, g.Method, g.Path, g.ContentID, w.method, w.path, w.contentID)
 		}
 		if w.ifMatch != "" {
-			vs, present := g.Header["If-Match"]
+			vs := g.Header.Values("If-Match")
+			present := vs != nil
 			if w.ifMatch == "-" && present || w.ifMatch != "-" && (len(vs) != 1 || vs[0] != w.ifMatch) {
 				t.Errorf("op %d: If-Match %q, want %q", i, vs, w.ifMatch)
 			}
 		}
 		for k, v := range w.query {
-			if got := g.Query.Get(k); got != v {
-				t.Errorf("op %d: query %s = %q, want %q (query %v)", i, k, got, v, g.Query)
+			if got := g.Query().Get(k); got != v {
+				t.Errorf("op %d: query %s = %q, want %q (query %v)", i, k, got, v, g.Query())
 			}
 		}
 		if string(g.Body) != w.body {
@@ -403,7 +404,7 @@ func TestParseSubRequestLimits(t *testing.T) {
 	q := strings.Repeat("a=1&", 63) + "a=1"
 	ct, body = build("POST /a/t1?" + q + " HTTP/1.1\n\n{}")
 	req, err := batch.Parse(ct, body)
-	if err != nil || len(req.Operations[0].Query["a"]) != 64 {
+	if err != nil || len(req.Operations[0].Query()["a"]) != 64 {
 		t.Fatalf("64 query pairs: %v", err)
 	}
 	ct, body = build(insert, "POST /a/t1?"+q+"& HTTP/1.1\n\n{}")
@@ -423,8 +424,8 @@ func TestParseChangesetBoundary(t *testing.T) {
 		t.Errorf("ChangesetBoundary %q Retrieve %v", req.ChangesetBoundary, req.Retrieve)
 	}
 	o := req.Operations[0]
-	if o.URL.Host != "h" || o.URL.Scheme != "http" || o.Query != nil {
-		t.Errorf("URL %v Query %v", o.URL, o.Query)
+	if o.URL.Host != "h" || o.URL.Scheme != "http" || o.Query() != nil {
+		t.Errorf("URL %v Query %v", o.URL, o.Query())
 	}
 	if got := o.Header.Get("Content-Type"); got != "application/json" {
 		t.Errorf("Content-Type %q", got)

@@ -22,12 +22,28 @@ type Result struct {
 	// X-Content-Type-Options and Cache-Control itself, and drops Content-ID (use
 	// ContentID), Content-Length and Transfer-Encoding (the boundary delimits the body).
 	Header http.Header
+	// Known carries a write's usual headers as plain strings, written exactly as the
+	// same values in Header would be: a 100-operation changeset then builds no header
+	// maps. A name set in both is written with both values, Header's first.
+	Known Known
 	// Body is the sub-response body: none for return-no-content writes (JS treats any
 	// "{...}" in a sub-response as an error), the one-line error JSON for a failure.
 	Body []byte
 	// ContentID is echoed as Content-ID when not empty.
 	ContentID string
 }
+
+// Known is the usual headers of a successful write's sub-response; an empty field is
+// not written.
+type Known struct {
+	PreferenceApplied, ContentType, Location, DataServiceID, ETag string
+	// SessionToken is written as X-Ms-Session-Token, among the other headers in sorted
+	// order.
+	SessionToken string
+}
+
+// sessionTokenKey is how Known.SessionToken's header is named (and sorted).
+const sessionTokenKey = "X-Ms-Session-Token"
 
 // Boundary prefixes of the response. Clients depend on them literally (package doc).
 const (
@@ -239,6 +255,22 @@ func appendPart(b []byte, boundary string, r *Result) []byte {
 		}
 		others = append(others, k)
 	}
+	// Known's values in fixedOrder (DataServiceVersion, index 1, is not among them).
+	kv := [len(fixedOrder)]string{0: r.Known.PreferenceApplied, 2: r.Known.ContentType,
+		3: r.Known.Location, 4: r.Known.DataServiceID, 5: r.Known.ETag}
+	for i := range kv {
+		switch {
+		case kv[i] == "":
+		case known[i] == nil:
+			known[i] = kv[i : i+1 : i+1]
+		default:
+			known[i] = append(slices.Clip(known[i]), kv[i])
+		}
+	}
+	token := r.Known.SessionToken != ""
+	if token {
+		others = append(others, sessionTokenKey)
+	}
 	if known[1] == nil { // DataServiceVersion: 3.0 for a body or a Prefer answer, else 1.0
 		if len(r.Body) > 0 || len(known[0]) > 0 {
 			known[1] = dataServiceVersion3
@@ -253,7 +285,13 @@ func appendPart(b []byte, boundary string, r *Result) []byte {
 		}
 	}
 	slices.Sort(others)
-	for _, k := range others {
+	for i, k := range others {
+		if token && k == sessionTokenKey && (i+1 == len(others) || others[i+1] != k) {
+			// Known's token: the last of the name's entries, after Header's own.
+			b = appendHeader(b, k, r.Known.SessionToken)
+			token = false
+			continue
+		}
 		for _, v := range r.Header[k] {
 			b = appendHeader(b, k, v)
 		}

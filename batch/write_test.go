@@ -493,3 +493,49 @@ func TestRoundTripContentIDs(t *testing.T) {
 		}
 	}
 }
+
+// Known's fields are written byte for byte as the same headers in Header would be, the
+// session token sorted among Header's other names, and a name set in both gets both values.
+func TestWriteKnownHeaders(t *testing.T) {
+	write := func(rs ...batch.Result) string {
+		t.Helper()
+		var buf bytes.Buffer
+		if _, err := batch.WriteResponse(&buf, rs); err != nil {
+			t.Fatal(err)
+		}
+		return normalize(buf.Bytes())
+	}
+	insert := http.Header{
+		"Preference-Applied": {"return-content"},
+		"Content-Type":       {"application/json;odata=minimalmetadata"},
+		"Location":           {"http://h/a/t(PartitionKey='p',RowKey='r')"},
+		"DataServiceId":      {"http://h/a/t(PartitionKey='p',RowKey='r')"},
+		"ETag":               {`W/"datetime'2026-11-28T00%3A00%3A00Z'"`},
+		"X-Ms-Session-Token": {"0:42"},
+		"X-Ms-Alpha":         {"a"},
+		"X-Ms-Zeta":          {"z"},
+	}
+	known := batch.Known{
+		PreferenceApplied: "return-content",
+		ContentType:       "application/json;odata=minimalmetadata",
+		Location:          "http://h/a/t(PartitionKey='p',RowKey='r')",
+		DataServiceID:     "http://h/a/t(PartitionKey='p',RowKey='r')",
+		ETag:              `W/"datetime'2026-11-28T00%3A00%3A00Z'"`,
+		SessionToken:      "0:42",
+	}
+	body := []byte(`{"PartitionKey":"p"}`)
+	viaHeader := write(batch.Result{Status: 201, Header: insert, Body: body},
+		batch.Result{Status: 204, Header: http.Header{"ETag": {`W/"x"`}, "X-Ms-Session-Token": {"0:42"}}})
+	viaKnown := write(batch.Result{Status: 201, Header: http.Header{"X-Ms-Alpha": {"a"}, "X-Ms-Zeta": {"z"}}, Known: known, Body: body},
+		batch.Result{Status: 204, Known: batch.Known{ETag: `W/"x"`, SessionToken: "0:42"}})
+	if viaKnown != viaHeader {
+		t.Errorf("Known:\n%s\nHeader:\n%s", viaKnown, viaHeader)
+	}
+	both := write(batch.Result{Status: 204,
+		Header: http.Header{"Etag": {"one"}, "X-Ms-Session-Token": {"s1"}},
+		Known:  batch.Known{ETag: "two", SessionToken: "s2"}})
+	want := "ETag: one\r\nETag: two\r\nX-Ms-Session-Token: s1\r\nX-Ms-Session-Token: s2\r\n\r\n"
+	if !strings.Contains(both, want) {
+		t.Errorf("got:\n%s\nwant it to contain:\n%s", both, want)
+	}
+}

@@ -93,27 +93,22 @@ func (s *Server) postBatch(rq *request) error {
 	}
 	rq.obs.EntitiesWritten = len(ops)
 	results := make([]batch.Result, len(ops))
-	// The sub-responses' header values share one backing array and one text buffer, so
-	// an operation's headers cost its map and two strings (its ETag and its URL).
-	tokens := []string{token}
-	vals := make([]string, 0, 4*len(ops))
-	value := func(v string) []string {
-		vals = append(vals, v)
-		return vals[len(vals)-1 : len(vals) : len(vals)]
-	}
+	// The sub-responses' header values are plain strings (batch.Known) cut from one
+	// string, so the operations' ETags and URLs cost two allocations in all.
 	var text []byte
+	type span struct{ etag, loc [2]int }
+	spans := make([]span, len(ops))
 	for i := range ops {
-		o := &ops[i]
-		h := make(http.Header, 6)
-		res := batch.Result{Status: o.status, Header: h, ContentID: req.Operations[i].ContentID}
-		e := &o.op.Entity
-		h[headerSessionToken] = tokens
+		o, sp := &ops[i], &spans[i]
 		if o.op.Op != storage.Delete {
-			text = entity.AppendETag(text[:0], applied.Versions[i])
-			h["ETag"] = value(string(text))
+			sp.etag[0] = len(text)
+			text = entity.AppendETag(text, applied.Versions[i])
+			sp.etag[1] = len(text)
 		}
 		if o.op.Op == storage.Insert {
-			text = append(text[:0], rq.root...)
+			e := &o.op.Entity
+			sp.loc[0] = len(text)
+			text = append(text, rq.root...)
 			text = append(text, '/')
 			text = append(text, tableName...)
 			text = append(text, "(PartitionKey='"...)
@@ -121,19 +116,26 @@ func (s *Server) postBatch(rq *request) error {
 			text = append(text, "',RowKey='"...)
 			text = edmjson.AppendKeyEscaped(text, e.RowKey)
 			text = append(text, "')"...)
-			loc := value(string(text))
-			h["Location"] = loc
-			h["DataServiceId"] = loc
-			if o.pref != "" {
-				h["Preference-Applied"] = value(o.pref)
-			}
+			sp.loc[1] = len(text)
+		}
+	}
+	all := string(text)
+	for i := range ops {
+		o, sp := &ops[i], &spans[i]
+		res := &results[i]
+		*res = batch.Result{Status: o.status, ContentID: req.Operations[i].ContentID}
+		res.Known.SessionToken = token
+		res.Known.ETag = all[sp.etag[0]:sp.etag[1]]
+		if o.op.Op == storage.Insert {
+			loc := all[sp.loc[0]:sp.loc[1]]
+			res.Known.Location, res.Known.DataServiceID = loc, loc
+			res.Known.PreferenceApplied = o.pref
 			if o.status == http.StatusCreated {
-				h["Content-Type"] = []string{edmjson.ContentType(rq.level)}
+				res.Known.ContentType = edmjson.ContentType(rq.level)
 				opts := edmjson.EntityOptions{Level: rq.level, ServiceRoot: rq.root, Account: rq.account, Table: tableName, Element: true}
-				res.Body = edmjson.AppendEntity(nil, e, applied.Versions[i], opts)
+				res.Body = edmjson.AppendEntity(nil, &o.op.Entity, applied.Versions[i], opts)
 			}
 		}
-		results[i] = res
 	}
 	// The response is gathered in a pooled buffer (a 100-operation one is tens of KiB).
 	bp := bufPool.Get().(*[]byte)
@@ -162,12 +164,13 @@ func (s *Server) decodeBatchOp(rq *request, o *batch.Operation, out *batchOp) (s
 	if err != nil {
 		return "", err
 	}
-	cond, err := ifMatch(&http.Request{Header: o.Header})
+	cond, err := matchCondition(o.Header.Values("If-None-Match"), o.Header.Values("If-Match"))
 	if err != nil {
 		return "", err
 	}
 	out.op.Cond = cond
-	out.pref = preference(&http.Request{Header: o.Header})
+	var prefer [2]string
+	out.pref = preferenceOf(o.Header.AppendValues(prefer[:0], "Prefer"))
 	out.status = http.StatusNoContent
 	var e entity.Entity
 	if o.Method != http.MethodDelete {
@@ -253,12 +256,18 @@ func (s *Server) batchRetrieve(rq *request, o *batch.Operation) error {
 	var result batch.Result
 	var sel []string
 	if err == nil {
-		sel, err = odata.ParseSelect(o.Query.Get("$select"))
+		sel, err = odata.ParseSelect(o.Query().Get("$select"))
 	}
 	var at storage.Position
 	if err == nil {
 		// The retrieve's token may come on its part or on the $batch request.
-		if at, err = s.readPosition(o.Header); err == nil {
+		part := http.Header{}
+		for _, k := range [...]string{headerSessionToken, headerDataverseToken} {
+			if vs := o.Header.Values(k); vs != nil {
+				part[k] = vs
+			}
+		}
+		if at, err = s.readPosition(part); err == nil {
 			var outer storage.Position
 			outer, err = s.readPosition(rq.r.Header)
 			at = max(at, outer)

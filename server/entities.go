@@ -92,10 +92,15 @@ func (s *Server) insertEntity(rq *request) error {
 // Several If-Match lines are one comma-separated list (RFC 9110 §5.3), which the service
 // refuses like any list: it takes exactly one entity-tag or "*".
 func ifMatch(r *http.Request) (table.Condition, error) {
-	if len(r.Header.Values("If-None-Match")) > 0 {
+	return matchCondition(r.Header.Values("If-None-Match"), r.Header.Values("If-Match"))
+}
+
+// matchCondition is ifMatch's condition from the request's If-None-Match and If-Match
+// values.
+func matchCondition(noneMatch, vs []string) (table.Condition, error) {
+	if len(noneMatch) > 0 {
 		return table.Condition{}, azerr.Newf(azerr.InvalidInput, "If-None-Match HTTP header is not allowed on this request.")
 	}
-	vs := r.Header.Values("If-Match")
 	if len(vs) == 0 {
 		return table.ParseCondition("", false)
 	}

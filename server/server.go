@@ -544,8 +544,11 @@ func checkContentType(r *http.Request) error {
 }
 
 // preference reads Prefer: "return-no-content", "return-content", or "" when absent.
-func preference(r *http.Request) string {
-	for _, v := range r.Header["Prefer"] {
+func preference(r *http.Request) string { return preferenceOf(r.Header["Prefer"]) }
+
+// preferenceOf is preference from the request's Prefer values.
+func preferenceOf(prefer []string) string {
+	for _, v := range prefer {
 		for v != "" {
 			var p string
 			p, v, _ = strings.Cut(v, ",")
