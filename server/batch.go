@@ -27,7 +27,9 @@ type batchOp struct {
 // processing at all (body too large, malformed multipart) are ordinary error responses;
 // an operation's failure is a 202 whose changeset holds only that operation's error.
 func (s *Server) postBatch(rq *request) error {
-	body, err := s.readBody(rq, batch.MaxBodyBytes)
+	// Nothing decoded from the body aliases it (batch.Parse and DecodeEntity copy what
+	// they keep), so it may be recycled when the request ends.
+	body, err := s.readBatchBody(rq, batch.MaxBodyBytes)
 	if err != nil {
 		return err
 	}

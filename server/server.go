@@ -181,7 +181,9 @@ type request struct {
 	bodyDone  bool
 	bodyLarge bool
 	bodyHeld  int64
-	bytesIn   int64
+	// pooledBody is readBatchBody's buffer, back to its pool when the request ends.
+	pooledBody *[]byte
+	bytesIn    int64
 	// err is the error the request was answered with, for the log line.
 	err *azerr.Error
 	// obs is what the observers get; handlers fill its PartitionKey and entity counts,
