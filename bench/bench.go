@@ -425,7 +425,7 @@ func (b *bench) pk(prefix string, i int) string {
 // appendEntity appends the JSON of one bench entity: the payload plus a few
 // typed properties (Int32, Int64, Double, Boolean, DateTime) so the server
 // exercises its type handling, not just strings.
-func (b *bench) appendEntity(buf []byte, pk, rk string, worker int, seq int64) []byte {
+func (b *bench) appendEntity(buf []byte, pk, rk string, worker int, seq int64, created []byte) []byte {
 	buf = append(buf, `{"PartitionKey":"`...)
 	buf = append(buf, pk...)
 	buf = append(buf, `","RowKey":"`...)
@@ -448,12 +448,16 @@ func (b *bench) appendEntity(buf []byte, pk, rk string, worker int, seq int64) [
 	buf = strconv.AppendFloat(buf, float64(seq%1000)/1000+0.0005, 'f', 4, 64)
 	buf = append(buf, `,"Flag":`...)
 	buf = strconv.AppendBool(buf, seq%2 == 0)
-	// Seven fractional digits: Azure's DateTime resolution is 100 ns.
 	buf = append(buf, `,"Created@odata.type":"Edm.DateTime","Created":"`...)
-	buf = time.Now().UTC().AppendFormat(buf, "2006-01-02T15:04:05.0000000Z")
+	buf = append(buf, created...)
 	buf = append(buf, `"}`...)
 	return buf
 }
+
+// stamp appends the time now as an Edm.DateTime value (seven fractional digits: Azure's
+// resolution is 100 ns), for appendEntity's Created. A batch formats it once for all its
+// entities: formatting it for each was a tenth of the raw client's work on batches.
+func stamp(b []byte) []byte { return time.Now().UTC().AppendFormat(b, "2006-01-02T15:04:05.0000000Z") }
 
 // ---- driving workers ----
 
@@ -536,6 +540,7 @@ type worker struct {
 	seq      int64
 	rkPrefix string // rowKey's "<run>-<round>-<worker>-", built for round rkRound
 	rkRound  int
+	stamp    []byte // appendEntity's Created, formatted once per operation
 	buf      []byte
 	bufs     [][]byte // batch: one buffer per action
 	deadline time.Time

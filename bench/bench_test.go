@@ -240,7 +240,7 @@ func TestEndpointOf(t *testing.T) {
 
 func TestAppendEntity(t *testing.T) {
 	b := &bench{payload: makePayload(70_000), pkWidth: 4}
-	js := b.appendEntity(nil, b.pk("i", 7), "rk-1", 3, 42)
+	js := b.appendEntity(nil, b.pk("i", 7), "rk-1", 3, 42, stamp(nil))
 	var m map[string]any
 	if err := json.Unmarshal(js, &m); err != nil {
 		t.Fatalf("invalid JSON: %v\n%.200s", err, js)

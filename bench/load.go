@@ -141,11 +141,12 @@ func (b *bench) runBatchLoad(ctx context.Context) Result {
 			w.bufs = make([][]byte, n)
 		}
 		var pk string
+		now := stamp(nil)
 		for j := first; j < first+n; j++ {
 			var rk string
 			pk, rk = b.loadKey(j, prefixLoadBatch) // one partition: the calls are whole units
 			i := j - first
-			w.bufs[i] = b.appendEntity(w.bufs[i][:0], pk, rk, w.id, int64(j))
+			w.bufs[i] = b.appendEntity(w.bufs[i][:0], pk, rk, w.id, int64(j), now)
 		}
 		return w.t.batch(ctx, pk, w.bufs[:n])
 	})
@@ -194,9 +195,10 @@ func (b *bench) runBulkLoad(ctx context.Context) Result {
 		if len(w.bufs) < n {
 			w.bufs = make([][]byte, n)
 		}
+		now := stamp(nil)
 		for i := range ops {
 			pk, rk := b.loadKey(first+i, prefixLoadBulk)
-			w.bufs[i] = b.appendEntity(w.bufs[i][:0], pk, rk, w.id, int64(first+i))
+			w.bufs[i] = b.appendEntity(w.bufs[i][:0], pk, rk, w.id, int64(first+i), now)
 			ops[i] = client.BulkOp{Op: client.BulkInsert, Entity: w.bufs[i]}
 		}
 		res, err := c.Bulk(ctx, name, ops)

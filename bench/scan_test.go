@@ -63,7 +63,7 @@ func TestScanMatches(t *testing.T) {
 		n := 0
 		b := &bench{}
 		for i := range tc.n {
-			if !strings.Contains(string(b.appendEntity(nil, "r", "k", 0, int64(i))), `"Ratio":0.00`) {
+			if !strings.Contains(string(b.appendEntity(nil, "r", "k", 0, int64(i), stamp(nil))), `"Ratio":0.00`) {
 				continue
 			}
 			n++

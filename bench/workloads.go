@@ -93,7 +93,8 @@ func (b *bench) runInsert(ctx context.Context) Result {
 	st, secs := b.drive(ctx, WorkloadInsert, parts, func(ctx context.Context, w *worker) (int, int, error) {
 		p := w.pick(parts)
 		rk := b.rowKey(w)
-		w.buf = b.appendEntity(w.buf[:0], b.pk(prefixInsert, p), rk, w.id, w.seq)
+		w.stamp = stamp(w.stamp[:0])
+		w.buf = b.appendEntity(w.buf[:0], b.pk(prefixInsert, p), rk, w.id, w.seq, w.stamp)
 		return 1, p, w.t.insert(ctx, w.buf)
 	})
 	return b.result(WorkloadInsert, st, secs, func(i int) string { return b.pk(prefixInsert, i) })
@@ -135,14 +136,15 @@ func (b *bench) preload(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for w := range b.opts.Workers {
 		wg.Go(func() {
-			var buf []byte
+			var buf, now []byte
 			for {
 				i := next.Add(1) - 1
 				if i >= total || ctx.Err() != nil {
 					return
 				}
 				p := int(i) % b.preloadParts
-				buf = b.appendEntity(buf[:0], b.pk(prefixPreload, p), preloadRowKey(int(i)), w, i)
+				now = stamp(now[:0])
+				buf = b.appendEntity(buf[:0], b.pk(prefixPreload, p), preloadRowKey(int(i)), w, i, now)
 				_, err := b.setupTable.UpsertEntity(ctx, buf, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
 				if err != nil {
 					once.Do(func() { firstErr = err; cancel() })
@@ -287,8 +289,9 @@ func (b *bench) batchEntities(w *worker, p int) (string, [][]byte) {
 		w.bufs = make([][]byte, n)
 	}
 	pk := b.pk(prefixBatch, p)
+	w.stamp = stamp(w.stamp[:0])
 	for i := range n {
-		w.bufs[i] = b.appendEntity(w.bufs[i][:0], pk, b.rowKey(w), w.id, w.seq)
+		w.bufs[i] = b.appendEntity(w.bufs[i][:0], pk, b.rowKey(w), w.id, w.seq, w.stamp)
 	}
 	return pk, w.bufs[:n]
 }
