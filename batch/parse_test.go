@@ -307,6 +307,9 @@ func TestParseCases(t *testing.T) {
 	add("header without colon", nil, &parseErr{-1, azerr.InvalidInput}, del("Bogus header line\n"))
 	add("header folded", nil, &parseErr{-1, azerr.InvalidInput}, del(" folded\n"))
 	add("header name with space", nil, &parseErr{-1, azerr.InvalidInput}, del("Bad Name: x\n"))
+	add("header folded with a colon", nil, &parseErr{-1, azerr.InvalidInput}, del(" Folded: x\n"))
+	add("header blanks around the colon and value", []op{{method: "DELETE", path: "/a/t1(PartitionKey='p',RowKey='r')", ifMatch: "*"}}, nil,
+		"DELETE /a/t1(PartitionKey='p',RowKey='r') HTTP/1.1\nIf-Match \t:\t *  \t\n\n")
 	add("empty header values kept", []op{dl}, nil, del("x-ms-version:\nDataServiceVersion: \n"))
 	add("body keeps inner blank lines", []op{{method: "POST", path: "/a/t1", body: "{\r\n\r\n}"}}, nil,
 		"POST /a/t1 HTTP/1.1\n\n\n\n{\n\n}")
