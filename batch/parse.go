@@ -413,10 +413,7 @@ func headerLineString(line string) (name, value string, ok bool) {
 	if colon <= 0 {
 		return "", "", false
 	}
-	name = line[:colon]
-	for len(name) > 0 && (name[len(name)-1] == ' ' || name[len(name)-1] == '\t') {
-		name = name[:len(name)-1] // blanks before the colon; a leading one is refused below
-	}
+	name = trimRightBlanks(line[:colon]) // a leading blank (a folded line) is refused below
 	if len(name) == 0 {
 		return "", "", false
 	}
@@ -435,6 +432,11 @@ func trimBlanks(s string) string {
 	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
 		s = s[1:]
 	}
+	return trimRightBlanks(s)
+}
+
+// trimRightBlanks is strings.TrimRight(s, " \t"), likewise.
+func trimRightBlanks(s string) string {
 	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
 		s = s[:len(s)-1]
 	}
@@ -562,8 +564,8 @@ func (a *fieldArena) take(n int) []Field {
 // All heads (request lines and headers) are copied into one string, and every method,
 // target, header name and value is a substring of it; header fields share arena blocks.
 // At 100 operations per batch, allocations per operation dominate the cost of parsing, so
-// this keeps them to the unavoidable one (the URL); the query is
-// decoded only when asked for (Operation.Query).
+// this keeps them to the unavoidable one (the URL); the query is decoded only when asked
+// for (Operation.Query).
 func parseOperations(raws []rawOperation) ([]Operation, error) {
 	total := 0
 	for i := range raws {
