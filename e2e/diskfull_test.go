@@ -27,9 +27,14 @@ import (
 // A full disk on the pebble engine (issue 10, item E). Each test mounts a small tmpfs as
 // the data directory's volume, so it needs root and mount(8); it skips otherwise. The
 // server runs with --disk-reserve 32MiB: a ballast of 8 MiB, writes refused while less
-// than 24 MiB is free, accepted again from 28 MiB.
+// than 24 MiB is free, accepted again from 28 MiB. Its memtables are 8 MiB
+// (--memtable-size), so that the reserve is twice what they hold, as the defaults keep it:
+// with larger ones a flush on the full volume would not fit in the reserve.
 
 const diskReserveArg = "32MiB"
+
+// diskArgs are the server flags of the full-disk tests.
+var diskArgs = []string{"--disk-reserve", diskReserveArg, "--memtable-size", "8MiB"}
 
 // mountTmpfs mounts a tmpfs of the given size (mount(8) syntax, e.g. "96m") on a fresh
 // directory and unmounts it when the test ends, after the servers started later stop.
@@ -276,7 +281,7 @@ func TestDiskFull(t *testing.T) {
 	filler := filepath.Join(mnt, "filler")
 	writeFiller(t, filler, 24<<20)
 	data := filepath.Join(mnt, "data")
-	srv := startServer(t, withDataDir(data), withArgs("--disk-reserve", diskReserveArg))
+	srv := startServer(t, withDataDir(data), withArgs(diskArgs...))
 	svc := newServiceClient(t, srv)
 	c, table := newTable(t, svc)
 	f := newDiskFiller(c, "full")
@@ -414,7 +419,7 @@ func TestDiskFull(t *testing.T) {
 func TestDiskFullFilledByAnother(t *testing.T) {
 	mnt := mountTmpfs(t, "96m")
 	data := filepath.Join(mnt, "data")
-	srv := startServer(t, withDataDir(data), withArgs("--disk-reserve", diskReserveArg))
+	srv := startServer(t, withDataDir(data), withArgs(diskArgs...))
 	svc := newServiceClient(t, srv)
 	c, table := newTable(t, svc)
 	f := newDiskFiller(c, "other")
@@ -463,8 +468,8 @@ func runServeOnce(t *testing.T, dir string) (string, time.Duration, error) {
 	}
 	cx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(cx, binaryPath, "serve", "--addr", fmt.Sprintf("127.0.0.1:%d", port),
-		"--data", dir, "--disk-reserve", diskReserveArg)
+	cmd := exec.CommandContext(cx, binaryPath, append([]string{"serve", "--addr", fmt.Sprintf("127.0.0.1:%d", port),
+		"--data", dir}, diskArgs...)...)
 	cmd.Env = filterEnv(os.Environ())
 	began := time.Now()
 	out, err := cmd.CombinedOutput()

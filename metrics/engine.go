@@ -54,6 +54,10 @@ var (
 		"Bytes held by the row cache.", nil, nil)
 	pebbleDisk = prometheus.NewDesc("cerulean_pebble_disk_bytes",
 		"Disk space the store uses (tables, WAL, obsolete files awaiting deletion).", nil, nil)
+	pebbleWriteStalls = prometheus.NewDesc("cerulean_pebble_write_stalls_total",
+		"Times the engine held every write back: reason memtables (waiting for a flush) or l0 (waiting for a compaction out of L0).", []string{"reason"}, nil)
+	pebbleWriteStallSeconds = prometheus.NewDesc("cerulean_pebble_write_stall_seconds_total",
+		"Time writes were held back by stalls, by reason (a stall in progress counts up to the scrape).", []string{"reason"}, nil)
 	pebblePurges = prometheus.NewDesc("cerulean_pebble_pending_table_purges",
 		"Deleted tables whose rows are still to be purged.", nil, nil)
 	engineScrapeErrors = prometheus.NewDesc("cerulean_engine_scrape_errors_total",
@@ -72,7 +76,8 @@ type pebbleCollector struct {
 
 func (c *pebbleCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{pebbleWALSync, pebbleCompactions, pebbleCompactedBytes, pebbleCompactionDebt,
-		pebbleCacheHits, pebbleCacheMisses, pebbleCacheBytes, pebbleRowCacheHits, pebbleRowCacheMisses, pebbleRowCacheBytes, pebbleWALBlockingSyncs, pebbleDisk, pebblePurges, engineScrapeErrors} {
+		pebbleCacheHits, pebbleCacheMisses, pebbleCacheBytes, pebbleRowCacheHits, pebbleRowCacheMisses, pebbleRowCacheBytes, pebbleWALBlockingSyncs, pebbleDisk, pebblePurges, engineScrapeErrors,
+		pebbleWriteStalls, pebbleWriteStallSeconds} {
 		ch <- d
 	}
 }
@@ -111,6 +116,11 @@ func (c *pebbleCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(pebbleWALBlockingSyncs, prometheus.CounterValue, float64(st.WALBlockingSyncs))
 	ch <- prometheus.MustNewConstMetric(pebbleDisk, prometheus.GaugeValue, float64(m.DiskSpaceUsage()))
 	ch <- prometheus.MustNewConstMetric(pebblePurges, prometheus.GaugeValue, float64(st.PendingPurges))
+	for r, w := range st.WriteStalls {
+		reason := pebble.StallReason(r).String()
+		ch <- prometheus.MustNewConstMetric(pebbleWriteStalls, prometheus.CounterValue, float64(w.Count), reason)
+		ch <- prometheus.MustNewConstMetric(pebbleWriteStallSeconds, prometheus.CounterValue, w.Duration.Seconds(), reason)
+	}
 }
 
 // walSyncHistogram re-buckets Pebble's fsync histogram (nanoseconds, 100 buckets) into

@@ -152,7 +152,9 @@ func TestPebbleFigures(t *testing.T) {
 	if got["cerulean_pebble_wal_fsync_duration_seconds{}"] < 1 {
 		t.Errorf("WAL fsyncs %v after a write", got["cerulean_pebble_wal_fsync_duration_seconds{}"])
 	}
-	for _, k := range []string{"cerulean_pebble_compactions_total{}", "cerulean_pebble_block_cache_hits_total{}", "cerulean_pebble_row_cache_hits_total{}", "cerulean_pebble_wal_blocking_syncs_total{}", "cerulean_pebble_pending_table_purges{}", "process_open_fds{}", "go_goroutines{}"} {
+	for _, k := range []string{"cerulean_pebble_compactions_total{}", "cerulean_pebble_block_cache_hits_total{}", "cerulean_pebble_row_cache_hits_total{}", "cerulean_pebble_wal_blocking_syncs_total{}", "cerulean_pebble_pending_table_purges{}", "process_open_fds{}", "go_goroutines{}",
+		"cerulean_pebble_write_stalls_total{reason=memtables}", "cerulean_pebble_write_stalls_total{reason=l0}",
+		"cerulean_pebble_write_stall_seconds_total{reason=memtables}", "cerulean_pebble_write_stall_seconds_total{reason=l0}"} {
 		if _, ok := got[k]; !ok {
 			t.Errorf("no %s", k)
 		}

@@ -114,6 +114,35 @@ func TestParseServeRowCache(t *testing.T) {
 	}
 }
 
+func TestParseServeMemTable(t *testing.T) {
+	o, err := parseServe(nil)
+	if err != nil || o.memTable != pebble.DefaultMemTableSize || o.diskReserve != pebble.DefaultDiskReserve {
+		t.Fatalf("default: memtables %d, reserve %d, %v", o.memTable, o.diskReserve, err)
+	}
+	// The default reserve follows the memtables: twice what two of them hold.
+	if o, err = parseServe([]string{"--memtable-size", "16MiB"}); err != nil || o.memTable != 16<<20 || o.diskReserve != 64<<20 {
+		t.Fatalf("--memtable-size 16MiB: memtables %d, reserve %d, %v", o.memTable, o.diskReserve, err)
+	}
+	// A reserve given is kept, by flag or environment, 0 (off) included.
+	if o, err = parseServe([]string{"--memtable-size", "16MiB", "--disk-reserve", "1GiB"}); err != nil || o.diskReserve != 1<<30 {
+		t.Fatalf("--disk-reserve 1GiB: reserve %d, %v", o.diskReserve, err)
+	}
+	t.Setenv("CERULEAN_DISK_RESERVE", "0")
+	if o, err = parseServe([]string{"--memtable-size", "16MiB"}); err != nil || o.diskReserve != 0 {
+		t.Fatalf("CERULEAN_DISK_RESERVE=0: reserve %d, %v", o.diskReserve, err)
+	}
+	t.Setenv("CERULEAN_MEMTABLE_SIZE", "128MiB")
+	if o, err = parseServe(nil); err != nil || o.memTable != 128<<20 {
+		t.Fatalf("CERULEAN_MEMTABLE_SIZE=128MiB: memtables %d, %v", o.memTable, err)
+	}
+	var ue usageError
+	for _, v := range []string{"512KiB", "2GiB"} {
+		if _, err := parseServe([]string{"--memtable-size", v}); !errors.As(err, &ue) || !strings.Contains(err.Error(), "--memtable-size") {
+			t.Errorf("--memtable-size %s: %v, want a usage error naming the flag", v, err)
+		}
+	}
+}
+
 func TestFormatVersion(t *testing.T) {
 	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/ceruleandb/cerulean", Version: "v1.2.3"},
 		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},

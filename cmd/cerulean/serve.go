@@ -52,6 +52,8 @@ type serveOptions struct {
 
 	engine           string
 	diskReserve      int64
+	diskReserveSet   bool // --disk-reserve or CERULEAN_DISK_RESERVE given (else it follows memTable)
+	memTable         int64
 	rowCache         int64
 	postgresURL      string
 	postgresPool     int
@@ -141,6 +143,8 @@ func parseServe(args []string) (serveOptions, error) {
 	}
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
+		case "disk-reserve":
+			o.diskReserveSet = true
 		case "postgres-replica-url", "max-staleness", "replica-max-lag":
 			if !slices.Contains(o.replicaFlags, "--"+f.Name) {
 				o.replicaFlags = append(o.replicaFlags, "--"+f.Name)
@@ -149,6 +153,9 @@ func parseServe(args []string) (serveOptions, error) {
 	})
 	if err := o.check(); err != nil {
 		return *o, usageError{err}
+	}
+	if !o.diskReserveSet {
+		o.diskReserve = pebble.DiskReserveFor(uint64(o.memTable))
 	}
 	return *o, nil
 }
@@ -252,11 +259,16 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	if o.diskReserve, err = envSize("CERULEAN_DISK_RESERVE", pebble.DefaultDiskReserve); err != nil {
 		return fs, o, err
 	}
+	_, o.diskReserveSet = os.LookupEnv("CERULEAN_DISK_RESERVE")
+	if o.memTable, err = envSize("CERULEAN_MEMTABLE_SIZE", pebble.DefaultMemTableSize); err != nil {
+		return fs, o, err
+	}
 	if o.rowCache, err = envSize("CERULEAN_ROW_CACHE", pebble.DefaultRowCacheSize); err != nil {
 		return fs, o, err
 	}
 	fs.Var((*byteSize)(&o.rowCache), "row-cache", "memory for the pebble engine's row cache of entities point reads read, e.g. 32MiB; 0 turns it off (CERULEAN_ROW_CACHE)")
-	fs.Var((*byteSize)(&o.diskReserve), "disk-reserve", "free space kept on the volume of --data for the pebble engine, e.g. 128MiB: writes are refused (503) below it and accepted again once space returns; 0 turns the guard off (CERULEAN_DISK_RESERVE)")
+	fs.Var((*byteSize)(&o.diskReserve), "disk-reserve", "free space kept on the volume of --data for the pebble engine, e.g. 128MiB: writes are refused (503) below it and accepted again once space returns; 0 turns the guard off; default twice what the memtables hold (CERULEAN_DISK_RESERVE)")
+	fs.Var((*byteSize)(&o.memTable), "memtable-size", "size of each of the pebble engine's two memtables, where writes gather before they are flushed to disk, e.g. 32MiB (1MiB to 1GiB): larger ones flush less often, which sustained writes spread over many partitions need, and take more memory and more free space to restart (CERULEAN_MEMTABLE_SIZE)")
 	fs.Var((*byteSize)(&o.limits.MaxBodyMemory), "max-body-memory", "most request-body bytes held in memory by all requests together, e.g. 64MiB; past it requests get 503 ServerBusy with Retry-After (CERULEAN_MAX_BODY_MEMORY)")
 	for _, f := range []struct {
 		name, env, usage string
@@ -383,6 +395,9 @@ func (o *serveOptions) check() error {
 	if o.expiryInterval <= 0 {
 		return fmt.Errorf("--expiry-interval must be positive")
 	}
+	if o.memTable < 1<<20 || o.memTable > 1<<30 {
+		return fmt.Errorf("--memtable-size must be between 1MiB and 1GiB")
+	}
 	if o.hotWarn < 0 || o.hotWarnAfter <= 0 {
 		return fmt.Errorf("--hot-partition-warn must not be negative and --hot-partition-warn-after must be positive")
 	}
@@ -493,12 +508,16 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 	reserve := o.diskReserve
 	if reserve == 0 {
 		reserve = -1 // Options: negative turns the guard off
+	} else if need := pebble.DiskReserveFor(uint64(o.memTable)); reserve < need {
+		plog.Warn("--disk-reserve is under twice what the memtables hold: on a full disk a flush may not fit, and writes may stay refused after space is freed",
+			"disk_reserve", formatSize(reserve), "memtable_size", formatSize(o.memTable), "suggested", formatSize(need))
 	}
 	rowCache := o.rowCache
 	if rowCache == 0 {
 		rowCache = -1 // Options: negative turns the cache off
 	}
-	eng, err := pebble.Open(o.data, pebble.Options{Logger: pebbleLogger{plog}, Log: plog, DiskReserve: reserve, ExpiryInterval: o.expiryInterval, RowCacheSize: rowCache})
+	eng, err := pebble.Open(o.data, pebble.Options{Logger: pebbleLogger{plog}, Log: plog, DiskReserve: reserve, ExpiryInterval: o.expiryInterval,
+		RowCacheSize: rowCache, MemTableSize: uint64(o.memTable)})
 	if errors.Is(err, storage.ErrNoSpace) {
 		return nil, "", fmt.Errorf("%w, or lower --disk-reserve (now %s)", err, formatSize(reserve))
 	}

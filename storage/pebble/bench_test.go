@@ -274,10 +274,10 @@ func BenchmarkReopen(b *testing.B) {
 // batches from many clients do. It reports the process's CPU per entity including the
 // flushes and compactions the load leaves (waited out), and the blob values compactions
 // rewrote (Pebble's BlobBytesCompacted counts the blob files flushes write too, so those
-// are taken off), for the blob reference depths around maxBlobReferenceDepth, and at 60 with
-// memtables four times the default size (which bought little more: fewer flushes, but each
-// flush's blob file is larger). One iteration takes about 15 seconds and 1.2 GB of disk
-// per case:
+// are taken off), and the time Pebble stalled all writes (stalls.go), for the blob reference
+// depths around maxBlobReferenceDepth with four memtables of 16 MiB (the defaults until
+// issue 17), and at 60 with two of 32 MiB (the defaults) and two of 64 MiB. One iteration
+// takes about 15 seconds and 1.2 GB of disk per case:
 //
 //	go test -run '^$' -bench ApplyBatchSustained -benchtime 1x -count 3 ./storage/pebble
 func BenchmarkApplyBatchSustained(b *testing.B) {
@@ -285,16 +285,18 @@ func BenchmarkApplyBatchSustained(b *testing.B) {
 	const perWriter = 375 // Applies of 100: 1.2 million entities in all
 	defer func(d int) { maxBlobReferenceDepth = d }(maxBlobReferenceDepth)
 	for _, c := range []struct {
-		depth    int
-		memTable uint64
-	}{{30, DefaultMemTableSize}, {60, DefaultMemTableSize}, {60, 4 * DefaultMemTableSize}} {
-		b.Run(fmt.Sprintf("depth=%d/memtable=%dMiB", c.depth, c.memTable>>20), func(b *testing.B) {
+		depth     int
+		memTable  uint64
+		memTables int // MemTableStopWritesThreshold
+	}{{30, 16 << 20, 4}, {60, 16 << 20, 4}, {60, DefaultMemTableSize, DefaultMemTableStopWritesThreshold}, {60, 64 << 20, 2}} {
+		b.Run(fmt.Sprintf("depth=%d/memtable=%dMiBx%d", c.depth, c.memTable>>20, c.memTables), func(b *testing.B) {
 			maxBlobReferenceDepth = c.depth
 			var cpu time.Duration
+			var stalled [numStallReasons]time.Duration
 			var rewritten uint64
 			for range b.N {
 				b.StopTimer()
-				e := benchEngine(b, Options{MemTableSize: c.memTable})
+				e := benchEngine(b, Options{MemTableSize: c.memTable, MemTableStopWritesThreshold: c.memTables})
 				ctx := context.Background()
 				cpu0 := cputime.Process()
 				b.StartTimer()
@@ -328,11 +330,17 @@ func BenchmarkApplyBatchSustained(b *testing.B) {
 				cpu += cputime.Process() - cpu0
 				m := e.db.Metrics().Total()
 				rewritten += m.BlobBytesCompacted - m.BlobBytesFlushed
+				for r, w := range e.stalls.read() {
+					stalled[r] += w.Duration
+				}
 			}
 			n := float64(b.N * writers * perWriter * 100)
 			b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/entity")
 			b.ReportMetric(n/b.Elapsed().Seconds(), "entities/s")
 			b.ReportMetric(float64(rewritten)/float64(b.N)/(1<<20), "blob-rewritten-MiB")
+			for r, d := range stalled {
+				b.ReportMetric(d.Seconds()/float64(b.N), "stalled-"+StallReason(r).String()+"-s")
+			}
 		})
 	}
 }

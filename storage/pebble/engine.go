@@ -70,12 +70,29 @@ import (
 )
 
 // Defaults for Options. Together they bound the engine's resident memory at roughly
-// cache + memtable size × stop-writes threshold + row cache (32 + 16×4 + 32 = 128 MiB),
+// cache + memtable size × stop-writes threshold + row cache (32 + 32×2 + 32 = 128 MiB),
 // whatever the data size.
+//
+// Two memtables of 32 MiB (one filling, one flushing) rather than four of 16 hold as
+// much, with half the flushes. Each flush writes an L0 sstable that spans every
+// partition written since the last one, and an L0 compaction rewrites every Lbase
+// sstable it overlaps, which under writes spread over the key space is all of them: the
+// fewer the flushes, the less rewriting per entity. With four of 16 MiB, sustained
+// 100-entity batches over 100 partitions flushed several times a second, L0 reached
+// Pebble's default stop-writes threshold of 12 sublevels faster than the one compaction
+// could drain it, and all writes stopped: 12–14 times in 40 s, for up to 2.3 s, 5.6–7.1
+// s in all. With two of 32 MiB and l0StopWritesThreshold, in a 15-second window 20 s into
+// such runs (`cerulean bench --client raw --workloads batch`), writes waited 0.08–0.19 s in
+// all, each time for a flush, and the server took 82,000–97,000 entities/s at 17–22 µs of
+// CPU each, against 55,000–75,000 at 21–27 µs (three pairs). Memtables of 64 MiB did a
+// little better still, but a million loaded entities then left 247 MiB resident (182 MiB
+// with 32), over the 200 MB the server keeps to: a loaded engine holds the memtable being
+// filled and the last one flushed, which Pebble keeps for reuse. Pebble starts with a 256
+// KiB memtable and doubles it at each flush, so a lightly used engine holds little.
 const (
 	DefaultCacheSize                   = 32 << 20
-	DefaultMemTableSize                = 16 << 20
-	DefaultMemTableStopWritesThreshold = 4
+	DefaultMemTableSize                = 32 << 20
+	DefaultMemTableStopWritesThreshold = 2
 	DefaultValueSeparationMinSize      = 256
 	DefaultRowCacheSize                = 32 << 20
 	// DefaultDiskReserve is the disk reserve with the default memtables (Options.DiskReserve).
@@ -116,6 +133,14 @@ const (
 // runs, against 5.7–29 ms (two runs of five over 10 ms) with the default.
 const BackgroundProcs = 2
 
+// l0StopWritesThreshold is how many L0 sublevels stop all writes until a compaction drains
+// L0 (Pebble's L0StopWritesThreshold; its default is 12). A point read consults each
+// sublevel's bloom filter and a scan merges them, so a deep L0 costs reads a little; a stop
+// costs every write its whole length, seconds under sustained writes spread over the key
+// space (see DefaultMemTableSize). With 36, L0 absorbs such a burst while the compaction
+// catches up.
+const l0StopWritesThreshold = 36
+
 // blockCompression compresses every level's sstable and blob file blocks: Pebble's
 // "fastest" profile, MinLZ (Snappy on arm64, where MinLZ has no assembly). Flushes and
 // compactions compress everything written, so on a small machine under sustained writes
@@ -148,6 +173,13 @@ var blockCompression = sstable.FastestCompression
 // cache; a full scan of the table after that load took 7.0 µs of CPU per entity at both
 // depths warm, and 8.7 µs at 30 against 7.8 at 60 cold, measured once each.
 var maxBlobReferenceDepth = 60
+
+// DiskReserveFor is the default disk reserve (Options.DiskReserve 0) of an engine with
+// memtables of memTableSize bytes and the default stop-writes threshold: twice what the
+// memtables can hold.
+func DiskReserveFor(memTableSize uint64) int64 {
+	return 2 * int64(memTableSize) * DefaultMemTableStopWritesThreshold
+}
 
 // ErrClosed is returned by every method called after Close.
 var ErrClosed = fmt.Errorf("engine closed: %w", storage.ErrUnavailable)
@@ -231,6 +263,7 @@ type Engine struct {
 	logger pebbledb.Logger
 	space  *spaceGuard // nil when the guard is off
 	wal    *walSyncer  // syncs the WAL files of an on-disk store (nil: Pebble's own)
+	stalls *stallTracker
 
 	// stripes are the row locks (see Apply).
 	stripes [lockStripes]sync.Mutex
@@ -338,15 +371,17 @@ func Open(dir string, opts Options) (*Engine, error) {
 		Cache:                       cache,
 		MemTableSize:                opts.MemTableSize,
 		MemTableStopWritesThreshold: opts.MemTableStopWritesThreshold,
+		L0StopWritesThreshold:       l0StopWritesThreshold,
 		FormatMajorVersion:          pebbledb.FormatNewest,
 		Logger:                      opts.Logger,
 		FS:                          opts.FS,
 	}
+	stalls := newStallTracker()
+	po.EventListener = eventListener(space, stalls, opts.Logger)
 	var wal *walSyncer
 	if space != nil {
 		wal = newWALSyncer()
 		po.FS = guardFS{FS: vfs.OnDiskFull(vfs.Default, space.onDiskFull), g: space, wal: wal}
-		po.EventListener = eventListener(space, opts.Logger)
 	}
 	// Bloom filters let a point read of an absent key (every Insert checks one) skip
 	// the sstables that cannot hold it.
@@ -379,6 +414,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		logger:    opts.Logger,
 		space:     space,
 		wal:       wal,
+		stalls:    stalls,
 		seed:      maphash.MakeSeed(),
 		tables:    make(map[tableRef]*table),
 		purgeWake: make(chan struct{}, 1),

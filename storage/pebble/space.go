@@ -15,7 +15,7 @@ package pebble
 //     tmpfs: an attempt every ~10 ms, 4,000 files in 40 s); Open waits for the flush of the
 //     WALs it replays, so a restart on a full disk never returns and logs a line per attempt.
 //   - Each new WAL file is preallocated at 110% of MemTableSize (db.go,
-//     walPreallocateSize; 17.6 MiB by default) even while the memtables of its ramp-up are
+//     walPreallocateSize; 35.2 MiB by default) even while the memtables of its ramp-up are
 //     a few hundred KiB, and the space stays held until the WAL is deleted after a flush:
 //     a near-full volume lost tens of MiB with no data behind them.
 //
@@ -601,26 +601,34 @@ func (f walFile) Preallocate(offset, length int64) error {
 	return f.File.Preallocate(offset, min(length, walPreallocateMax))
 }
 
-// eventListener reports Pebble's background errors: failures for lack of space go to the
-// guard, which counts them and slows their retries, instead of one log line per attempt.
-func eventListener(g *spaceGuard, logger pebbledb.Logger) *pebbledb.EventListener {
-	return &pebbledb.EventListener{
-		BackgroundError: func(err error) {
-			if !g.backgroundFailed(err) {
-				logger.Errorf("background error: %s", err)
-			}
-		},
-		FlushEnd: func(info pebbledb.FlushInfo) {
-			if info.Err == nil {
-				g.backgroundSucceeded()
-			}
-		},
-		CompactionEnd: func(info pebbledb.CompactionInfo) {
-			if info.Err == nil {
-				g.backgroundSucceeded()
-			}
-		},
+// eventListener counts Pebble's write stalls in stalls and, when the guard g is on (not
+// nil), reports Pebble's background errors: failures for lack of space go to the guard,
+// which counts them and slows their retries, instead of one log line per attempt. Without
+// the guard, background errors go to the logger (Pebble's default).
+func eventListener(g *spaceGuard, stalls *stallTracker, logger pebbledb.Logger) *pebbledb.EventListener {
+	l := &pebbledb.EventListener{
+		WriteStallBegin: stalls.begin,
+		WriteStallEnd:   stalls.end,
 	}
+	if g == nil {
+		return l
+	}
+	l.BackgroundError = func(err error) {
+		if !g.backgroundFailed(err) {
+			logger.Errorf("background error: %s", err)
+		}
+	}
+	l.FlushEnd = func(info pebbledb.FlushInfo) {
+		if info.Err == nil {
+			g.backgroundSucceeded()
+		}
+	}
+	l.CompactionEnd = func(info pebbledb.CompactionInfo) {
+		if info.Err == nil {
+			g.backgroundSucceeded()
+		}
+	}
+	return l
 }
 
 // writeZeros fills f with zeros up to size bytes.

@@ -20,6 +20,9 @@ type Stats struct {
 	// WALBlockingSyncs counts the WAL syncs made as blocking system calls because the
 	// one before took longer than rawSyncLimit (a slow disk; see walSyncer).
 	WALBlockingSyncs uint64
+	// WriteStalls counts the times Pebble held all writes back, by StallReason, and how
+	// long they lasted (see stalls.go).
+	WriteStalls [numStallReasons]WriteStalls
 }
 
 // Stats reads the engine's figures. It fails once the engine is closed.
@@ -37,5 +40,6 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 	if e.wal != nil {
 		st.WALBlockingSyncs = e.wal.blockingSyncs.Load()
 	}
+	st.WriteStalls = e.stalls.read()
 	return st, nil
 }
