@@ -175,10 +175,15 @@ var blockCompression = sstable.FastestCompression
 var maxBlobReferenceDepth = 60
 
 // DiskReserveFor is the default disk reserve (Options.DiskReserve 0) of an engine with
-// memtables of memTableSize bytes and the default stop-writes threshold: twice what the
-// memtables can hold.
+// memtables of memTableSize bytes and the default stop-writes threshold.
 func DiskReserveFor(memTableSize uint64) int64 {
-	return 2 * int64(memTableSize) * DefaultMemTableStopWritesThreshold
+	return int64(diskReserveFor(memTableSize, DefaultMemTableStopWritesThreshold))
+}
+
+// diskReserveFor is the default disk reserve for memTables memtables of memTableSize bytes:
+// twice what they can hold, room to flush them all and compact.
+func diskReserveFor(memTableSize uint64, memTables int) uint64 {
+	return 2 * memTableSize * uint64(memTables)
 }
 
 // ErrClosed is returned by every method called after Close.
@@ -449,7 +454,7 @@ func openSpaceGuard(dir string, opts *Options) (*spaceGuard, error) {
 	}
 	reserve := uint64(opts.DiskReserve)
 	if reserve == 0 {
-		reserve = 2 * opts.MemTableSize * uint64(opts.MemTableStopWritesThreshold)
+		reserve = diskReserveFor(opts.MemTableSize, opts.MemTableStopWritesThreshold)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
