@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +59,8 @@ var (
 		"Times the engine held every write back: reason memtables (waiting for a flush) or l0 (waiting for a compaction out of L0).", []string{"reason"}, nil)
 	pebbleWriteStallSeconds = prometheus.NewDesc("cerulean_pebble_write_stall_seconds_total",
 		"Time writes were held back by stalls, by reason (a stall in progress counts up to the scrape).", []string{"reason"}, nil)
+	pebbleL0Sublevels = prometheus.NewDesc("cerulean_pebble_l0_sublevels",
+		fmt.Sprintf("Sublevels in L0, the level flushes write to: a read may consult one sstable in each, and at %d every write waits for a compaction out of L0 (a write stall, reason l0).", pebble.L0StopWritesThreshold), nil, nil)
 	pebblePurges = prometheus.NewDesc("cerulean_pebble_pending_table_purges",
 		"Deleted tables whose rows are still to be purged.", nil, nil)
 	engineScrapeErrors = prometheus.NewDesc("cerulean_engine_scrape_errors_total",
@@ -77,7 +80,7 @@ type pebbleCollector struct {
 func (c *pebbleCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{pebbleWALSync, pebbleCompactions, pebbleCompactedBytes, pebbleCompactionDebt,
 		pebbleCacheHits, pebbleCacheMisses, pebbleCacheBytes, pebbleRowCacheHits, pebbleRowCacheMisses, pebbleRowCacheBytes, pebbleWALBlockingSyncs, pebbleDisk, pebblePurges, engineScrapeErrors,
-		pebbleWriteStalls, pebbleWriteStallSeconds} {
+		pebbleWriteStalls, pebbleWriteStallSeconds, pebbleL0Sublevels} {
 		ch <- d
 	}
 }
@@ -116,6 +119,7 @@ func (c *pebbleCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(pebbleWALBlockingSyncs, prometheus.CounterValue, float64(st.WALBlockingSyncs))
 	ch <- prometheus.MustNewConstMetric(pebbleDisk, prometheus.GaugeValue, float64(m.DiskSpaceUsage()))
 	ch <- prometheus.MustNewConstMetric(pebblePurges, prometheus.GaugeValue, float64(st.PendingPurges))
+	ch <- prometheus.MustNewConstMetric(pebbleL0Sublevels, prometheus.GaugeValue, float64(m.Levels[0].Sublevels))
 	for r, w := range st.WriteStalls {
 		reason := pebble.StallReason(r).String()
 		ch <- prometheus.MustNewConstMetric(pebbleWriteStalls, prometheus.CounterValue, float64(w.Count), reason)

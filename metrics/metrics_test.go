@@ -11,6 +11,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/ceruleandb/cerulean/entity"
 	"github.com/ceruleandb/cerulean/observe"
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/storage/pebble"
@@ -165,6 +166,50 @@ func TestPebbleFigures(t *testing.T) {
 	body, _ := io.ReadAll(rec.Body)
 	if rec.Code != 200 || !strings.Contains(string(body), "\ncerulean_pebble_disk_bytes ") {
 		t.Errorf("/metrics: %d\n%.2000s", rec.Code, body)
+	}
+}
+
+// TestPebbleL0Sublevels checks the L0 gauge against the engine's own figure: none in a
+// new store, and the sublevels flushes made once small memtables have filled (few
+// enough that no compaction has yet moved them out of L0).
+func TestPebbleL0Sublevels(t *testing.T) {
+	ctx := context.Background()
+	eng, err := pebble.Open(t.TempDir(), pebble.Options{MemTableSize: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	m, err := New(Options{Engine: eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := series(t, m)["cerulean_pebble_l0_sublevels{}"]; got != 0 {
+		t.Errorf("L0 sublevels %v in a new store, want 0", got)
+	}
+	if err := eng.CreateTable(ctx, "a", "t", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	payload := entity.StringValue(strings.Repeat("x", 1000))
+	// 1 KB entities whose keys keep coming back to the same range, so that each flush's
+	// sstable overlaps the one before and makes a sublevel of its own: stop at two.
+	for i := 0; ; i++ {
+		if _, err := eng.Apply(ctx, "a", "t", "p", []storage.Mutation{{Op: storage.InsertOrReplace,
+			RowKey: fmt.Sprintf("%02d-%06d", i%100, i), Props: []entity.Property{{Name: "V", Value: payload}}}}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := eng.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := st.DB.Levels[0].Sublevels; n >= 2 {
+			if got := series(t, m)["cerulean_pebble_l0_sublevels{}"]; got < 2 {
+				t.Errorf("L0 sublevels %v, engine has %d", got, n)
+			}
+			return
+		}
+		if i == 5000 {
+			t.Fatalf("no two L0 sublevels after 5,000 KB of writes with 256 KiB memtables: %d", st.DB.Levels[0].Sublevels)
+		}
 	}
 }
 

@@ -81,7 +81,7 @@ import (
 // 100-entity batches over 100 partitions flushed several times a second, L0 reached
 // Pebble's default stop-writes threshold of 12 sublevels faster than the one compaction
 // could drain it, and all writes stopped: 12–14 times in 40 s, for up to 2.3 s, 5.6–7.1
-// s in all. With two of 32 MiB and l0StopWritesThreshold, in a 15-second window 20 s into
+// s in all. With two of 32 MiB and L0StopWritesThreshold, in a 15-second window 20 s into
 // such runs (`cerulean bench --client raw --workloads batch`), writes waited 0.08–0.19 s in
 // all, each time for a flush, and the server took 82,000–97,000 entities/s at 17–22 µs of
 // CPU each, against 55,000–75,000 at 21–27 µs (three pairs). Memtables of 64 MiB did a
@@ -133,13 +133,16 @@ const (
 // runs, against 5.7–29 ms (two runs of five over 10 ms) with the default.
 const BackgroundProcs = 2
 
-// l0StopWritesThreshold is how many L0 sublevels stop all writes until a compaction drains
+// L0StopWritesThreshold is how many L0 sublevels stop all writes until a compaction drains
 // L0 (Pebble's L0StopWritesThreshold; its default is 12). A point read consults each
-// sublevel's bloom filter and a scan merges them, so a deep L0 costs reads a little; a stop
-// costs every write its whole length, seconds under sustained writes spread over the key
-// space (see DefaultMemTableSize). With 36, L0 absorbs such a burst while the compaction
-// catches up.
-const l0StopWritesThreshold = 36
+// sublevel's bloom filter and a scan merges them, so a deep L0 costs reads; a stop costs
+// every write its whole length, seconds under sustained writes spread over the key space
+// (see DefaultMemTableSize). With 36, L0 absorbs such a burst while the compaction catches
+// up. Under sustained raw 100-entity batches L0 held 3 to 16 sublevels, and the one seek
+// with which a batch reads its rows' range (scanRows) took about 9 % of the server's CPU,
+// most of it in the L0 sstables' blocks. The server exports the depth
+// (cerulean_pebble_l0_sublevels).
+const L0StopWritesThreshold = 36
 
 // blockCompression compresses every level's sstable and blob file blocks: Pebble's
 // "fastest" profile, MinLZ (Snappy on arm64, where MinLZ has no assembly). Flushes and
@@ -376,7 +379,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		Cache:                       cache,
 		MemTableSize:                opts.MemTableSize,
 		MemTableStopWritesThreshold: opts.MemTableStopWritesThreshold,
-		L0StopWritesThreshold:       l0StopWritesThreshold,
+		L0StopWritesThreshold:       L0StopWritesThreshold,
 		FormatMajorVersion:          pebbledb.FormatNewest,
 		Logger:                      opts.Logger,
 		FS:                          opts.FS,
