@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	pebbledb "github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -38,7 +39,7 @@ var (
 	pebbleCompactions = prometheus.NewDesc("cerulean_pebble_compactions_total",
 		"Compactions run.", nil, nil)
 	pebbleCompactedBytes = prometheus.NewDesc("cerulean_pebble_compacted_bytes_total",
-		"Bytes written by compactions.", nil, nil)
+		"Bytes written by compactions, to sstables and to blob files (values rewritten).", nil, nil)
 	pebbleCompactionDebt = prometheus.NewDesc("cerulean_pebble_compaction_debt_bytes",
 		"Estimated bytes still to compact for the LSM to be stable.", nil, nil)
 	pebbleCacheHits = prometheus.NewDesc("cerulean_pebble_block_cache_hits_total",
@@ -104,11 +105,7 @@ func (c *pebbleCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(pebbleCompactions, prometheus.CounterValue, float64(m.Compact.Count))
-	var compacted uint64
-	for i := range m.Levels {
-		compacted += m.Levels[i].TableBytesCompacted
-	}
-	ch <- prometheus.MustNewConstMetric(pebbleCompactedBytes, prometheus.CounterValue, float64(compacted))
+	ch <- prometheus.MustNewConstMetric(pebbleCompactedBytes, prometheus.CounterValue, float64(compactedBytes(m)))
 	ch <- prometheus.MustNewConstMetric(pebbleCompactionDebt, prometheus.GaugeValue, float64(m.Compact.EstimatedDebt))
 	ch <- prometheus.MustNewConstMetric(pebbleCacheHits, prometheus.CounterValue, float64(m.BlockCache.Hits))
 	ch <- prometheus.MustNewConstMetric(pebbleCacheMisses, prometheus.CounterValue, float64(m.BlockCache.Misses))
@@ -125,6 +122,21 @@ func (c *pebbleCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(pebbleWriteStalls, prometheus.CounterValue, float64(w.Count), reason)
 		ch <- prometheus.MustNewConstMetric(pebbleWriteStallSeconds, prometheus.CounterValue, w.Duration.Seconds(), reason)
 	}
+}
+
+// compactedBytes is what compactions wrote: sstables, and blob files, where values kept
+// apart from the keys go (see pebble.Options.ValueSeparationMinSize). A compaction writes
+// blob files when it rewrites the values its sstables carry, all of them past a blob
+// reference depth (storage/pebble's maxBlobReferenceDepth), so on a store of large values they can
+// be most of its output. Pebble counts a flush's blob files as compacted too (a flush runs
+// as a compaction), and again as flushed; they are the flush's, so they are left out.
+func compactedBytes(m *pebbledb.Metrics) uint64 {
+	var n uint64
+	for i := range m.Levels {
+		l := &m.Levels[i]
+		n += l.TableBytesCompacted + l.BlobBytesCompacted - min(l.BlobBytesFlushed, l.BlobBytesCompacted)
+	}
+	return n
 }
 
 // walSyncHistogram re-buckets Pebble's fsync histogram (nanoseconds, 100 buckets) into

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	pebbledb "github.com/cockroachdb/pebble/v2"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ceruleandb/cerulean/entity"
@@ -202,14 +203,35 @@ func TestPebbleL0Sublevels(t *testing.T) {
 			t.Fatal(err)
 		}
 		if n := st.DB.Levels[0].Sublevels; n >= 2 {
-			if got := series(t, m)["cerulean_pebble_l0_sublevels{}"]; got < 2 {
-				t.Errorf("L0 sublevels %v, engine has %d", got, n)
+			got := series(t, m)
+			if v := got["cerulean_pebble_l0_sublevels{}"]; v < 2 {
+				t.Errorf("L0 sublevels %v, engine has %d", v, n)
+			}
+			// The flushes wrote the values to blob files, which are not compactions'.
+			if st.DB.Compact.Count == 0 && got["cerulean_pebble_compacted_bytes_total{}"] != 0 {
+				t.Errorf("compacted bytes %v with no compaction run", got["cerulean_pebble_compacted_bytes_total{}"])
 			}
 			return
 		}
 		if i == 5000 {
 			t.Fatalf("no two L0 sublevels after 5,000 KB of writes with 256 KiB memtables: %d", st.DB.Levels[0].Sublevels)
 		}
+	}
+}
+
+func TestCompactedBytes(t *testing.T) {
+	var m pebbledb.Metrics
+	// L0: flushes wrote 500 bytes of blob files (Pebble counts them as compacted too) and
+	// intra-L0 compactions 70 of sstables and 30 of blob files; L6: compactions rewrote
+	// values, 40 bytes of sstables and 900 of blob files.
+	m.Levels[0].TableBytesFlushed = 100
+	m.Levels[0].BlobBytesFlushed = 500
+	m.Levels[0].BlobBytesCompacted = 530
+	m.Levels[0].TableBytesCompacted = 70
+	m.Levels[6].TableBytesCompacted = 40
+	m.Levels[6].BlobBytesCompacted = 900
+	if got, want := compactedBytes(&m), uint64(70+30+40+900); got != want {
+		t.Errorf("compacted bytes %d, want %d", got, want)
 	}
 }
 
