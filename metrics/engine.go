@@ -127,9 +127,10 @@ func (c *pebbleCollector) Collect(ch chan<- prometheus.Metric) {
 // compactedBytes is what compactions wrote: sstables, and blob files, where values kept
 // apart from the keys go (see pebble.Options.ValueSeparationMinSize). A compaction writes
 // blob files when it rewrites the values its sstables carry, all of them past a blob
-// reference depth (storage/pebble's maxBlobReferenceDepth), so on a store of large values they can
-// be most of its output. Pebble counts a flush's blob files as compacted too (a flush runs
-// as a compaction), and again as flushed; they are the flush's, so they are left out.
+// reference depth (storage/pebble's maxBlobReferenceDepth), so on a store of large values
+// they can be most of its output. Pebble counts a flush's blob files as compacted too (a
+// flush runs as a compaction), and again as flushed; they are the flush's, so they are
+// left out.
 func compactedBytes(m *pebbledb.Metrics) uint64 {
 	var n uint64
 	for i := range m.Levels {
