@@ -21,8 +21,8 @@ const (
 	// StallMemtables: the memtables waiting to be flushed, with the one being filled, hold
 	// MemTableStopWritesThreshold × MemTableSize; writes wait for a flush.
 	StallMemtables StallReason = iota
-	// StallL0: L0 has as many sublevels as Pebble's L0StopWritesThreshold; writes wait for
-	// a compaction out of L0.
+	// StallL0: L0 has L0StopWritesThreshold sublevels; writes wait for a compaction out
+	// of L0.
 	StallL0
 	numStallReasons
 )
