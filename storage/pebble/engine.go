@@ -386,11 +386,17 @@ func Open(dir string, opts Options) (*Engine, error) {
 	}
 	stalls := newStallTracker()
 	po.EventListener = eventListener(space, stalls, opts.Logger)
+	// Every store's WAL files are walFiles; an on-disk store's (the guard's) have their
+	// syncs made by wal.
 	var wal *walSyncer
+	fs := opts.FS
 	if space != nil {
 		wal = newWALSyncer()
-		po.FS = guardFS{FS: vfs.OnDiskFull(vfs.Default, space.onDiskFull), g: space, wal: wal}
+		fs = guardFS{FS: vfs.OnDiskFull(vfs.Default, space.onDiskFull), g: space}
+	} else if fs == nil {
+		fs = vfs.Default
 	}
+	po.FS = walFS{FS: fs, sync: wal}
 	// Bloom filters let a point read of an absent key (every Insert checks one) skip
 	// the sstables that cannot hold it.
 	for i := range po.Levels {

@@ -558,13 +558,12 @@ func formatBytes(n uint64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
-// guardFS is the file system Pebble writes through: it pauses flush and compaction outputs
-// after one failed for lack of space (see pauseBackground), and its WAL files are
-// walFiles (capped preallocation, syncs by wal). Everything else passes through.
+// guardFS is the file system Pebble writes through when the guard is on: it pauses flush
+// and compaction outputs after one failed for lack of space (see pauseBackground).
+// Everything else passes through.
 type guardFS struct {
 	vfs.FS
-	g   *spaceGuard
-	wal *walSyncer
+	g *spaceGuard
 }
 
 func (fs guardFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
@@ -574,32 +573,10 @@ func (fs guardFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File,
 			return nil, err
 		}
 	}
-	f, err := fs.FS.Create(name, category)
-	if err == nil && category == "pebble-wal" {
-		f = walFile{File: f, sync: fs.wal}
-	}
-	return f, err
-}
-
-func (fs guardFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
-	if err == nil && category == "pebble-wal" {
-		f = walFile{File: f, sync: fs.wal}
-	}
-	return f, err
+	return fs.FS.Create(name, category)
 }
 
 func (fs guardFS) Unwrap() vfs.FS { return fs.FS }
-
-// Preallocate caps a WAL file's preallocations at walPreallocateMax. Pebble preallocates 110%
-// of MemTableSize at the start of every new WAL file, whatever the size of the memtable it
-// logs; a WAL file then holds as much of the disk as it has logged plus at most 1 MiB, so
-// that the guard's accounting of bytes written holds and freed space is not swallowed by
-// the next WAL. Appending files are allocated by the file system as they grow anyway;
-// recycled WAL files, which Pebble reuses in steady state, are already allocated.
-func (f walFile) Preallocate(offset, length int64) error {
-	return f.File.Preallocate(offset, min(length, walPreallocateMax))
-}
 
 // eventListener counts Pebble's write stalls in stalls and, when the guard g is on (not
 // nil), reports Pebble's background errors: failures for lack of space go to the guard,

@@ -17,7 +17,6 @@ import (
 
 	"github.com/ceruleandb/cerulean/entity"
 	"github.com/ceruleandb/cerulean/storage"
-	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // logRecorder is a slog handler that keeps every record.
@@ -397,38 +396,6 @@ func TestSpaceGuardBackgroundBackoff(t *testing.T) {
 		t.Errorf("log = %q, want 2 lines for 20 failed flushes", got)
 	}
 }
-
-func TestWALFileLimitsPreallocation(t *testing.T) {
-	var got [2]int64
-	f := walFile{File: preallocRecorder{&got}}
-	if err := f.Preallocate(0, 17<<20); err != nil {
-		t.Fatal(err)
-	}
-	if got != [2]int64{0, walPreallocateMax} {
-		t.Errorf("Preallocate(0, 17 MiB) reached the file as %v", got)
-	}
-	_ = f.Preallocate(4096, 512)
-	if got != [2]int64{4096, 512} {
-		t.Errorf("Preallocate(4096, 512) reached the file as %v", got)
-	}
-}
-
-type preallocRecorder struct{ got *[2]int64 }
-
-func (p preallocRecorder) Preallocate(off, n int64) error { *p.got = [2]int64{off, n}; return nil }
-func (preallocRecorder) Close() error                     { return nil }
-func (preallocRecorder) Read([]byte) (int, error)         { return 0, nil }
-func (preallocRecorder) ReadAt([]byte, int64) (int, error) {
-	return 0, nil
-}
-func (preallocRecorder) Write(b []byte) (int, error)            { return len(b), nil }
-func (preallocRecorder) WriteAt(b []byte, _ int64) (int, error) { return len(b), nil }
-func (preallocRecorder) Stat() (vfs.FileInfo, error)            { return nil, nil }
-func (preallocRecorder) Sync() error                            { return nil }
-func (preallocRecorder) SyncTo(int64) (bool, error)             { return false, nil }
-func (preallocRecorder) SyncData() error                        { return nil }
-func (preallocRecorder) Prefetch(int64, int64) error            { return nil }
-func (preallocRecorder) Fd() uintptr                            { return vfs.InvalidFd }
 
 func TestFormatBytes(t *testing.T) {
 	for n, want := range map[uint64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 36 * mib: "36.0 MiB", 3 << 30: "3.0 GiB"} {

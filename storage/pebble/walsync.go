@@ -79,12 +79,3 @@ func (w *walSyncer) syncData(f vfs.File) error {
 	w.blocking.Store(time.Since(start) > w.limit)
 	return err
 }
-
-// walFile is a WAL file as the engine writes it: its preallocations are capped (see
-// Preallocate) and its data syncs made by the engine's walSyncer.
-type walFile struct {
-	vfs.File
-	sync *walSyncer
-}
-
-func (f walFile) SyncData() error { return f.sync.syncData(f.File) }

@@ -46,7 +46,7 @@ func TestWALSyncerFallsBack(t *testing.T) {
 		return rawErr
 	}}
 	f := &syncRecorder{fd: 7}
-	file := walFile{File: f, sync: w}
+	file := &walFile{File: f, sync: w}
 
 	step := func(name string, wantRaw, wantBlocking int) {
 		t.Helper()
@@ -91,23 +91,23 @@ func TestWALSyncerWithoutRawSync(t *testing.T) {
 	raws := 0
 	w := &walSyncer{raw: func(uintptr) error { raws++; return nil }}
 	f := &syncRecorder{fd: vfs.InvalidFd}
-	if err := (walFile{File: f, sync: w}).SyncData(); err != nil || f.syncs != 1 {
+	if err := (&walFile{File: f, sync: w}).SyncData(); err != nil || f.syncs != 1 {
 		t.Errorf("no descriptor: err %v, %d file syncs, want the file's", err, f.syncs)
 	}
 
 	f = &syncRecorder{fd: 7}
 	prev := runtime.GOMAXPROCS(1)
-	err := (walFile{File: f, sync: w}).SyncData()
+	err := (&walFile{File: f, sync: w}).SyncData()
 	runtime.GOMAXPROCS(prev)
 	if err != nil || f.syncs != 1 {
 		t.Errorf("one P: err %v, %d file syncs, want the file's", err, f.syncs)
 	}
 
 	f = &syncRecorder{fd: 7}
-	if err := (walFile{File: f, sync: &walSyncer{}}).SyncData(); err != nil || f.syncs != 1 {
+	if err := (&walFile{File: f, sync: &walSyncer{}}).SyncData(); err != nil || f.syncs != 1 {
 		t.Errorf("no raw sync: err %v, %d file syncs, want the file's", err, f.syncs)
 	}
-	if err := (walFile{File: f}).SyncData(); err != nil || f.syncs != 2 {
+	if err := (&walFile{File: f}).SyncData(); err != nil || f.syncs != 2 {
 		t.Errorf("no syncer: err %v, %d file syncs, want the file's", err, f.syncs)
 	}
 	if raws != 0 || w.blockingSyncs.Load() != 0 {
