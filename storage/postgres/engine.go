@@ -293,7 +293,7 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 		purgeStop: make(chan struct{}),
 	}
 	e.singles = coalescer{e: e, slots: singleSlots(opts.PoolSize)}
-	e.gets = coalescer{e: e, slots: singleSlots(opts.PoolSize)}
+	e.gets = coalescer{e: e, slots: getSlots(opts.PoolSize)}
 	e.singles.merge = e.mergeSingles
 	e.gets.merge = e.mergeGets
 	e.log.Debug("postgres engine open", "dialect", d.String(), "server", version)
