@@ -282,7 +282,9 @@ func singleSlots(poolSize int) int {
 // instead of 13; in four pairs of 3-round runs the medians were 13,561–17,461/s against
 // 11,629–16,098/s (one pair the other way). The price is in the tail under load, where a
 // read may wait out the group in flight: p99s at half the measured rate of 4.9–9.0 ms
-// against 4.7–5.3 ms, at rates about a fifth higher.
+// against 4.7–5.3 ms, at rates about a fifth higher. Without the HTTP server's work on
+// the cores (BenchmarkGet, the engine alone) one slot and two read alike: there the
+// backends are the bottleneck.
 func getSlots(poolSize int) int {
 	return max(1, min(poolSize/4, runtime.GOMAXPROCS(0)/2))
 }
