@@ -45,7 +45,7 @@ const rawSyncLimit = 2 * time.Millisecond
 //
 // Bypassing the file's own SyncData is safe because the engine's WAL files are
 // vfs.Default's, whose SyncData is this same fdatasync, behind vfs.OnDiskFull, which
-// passes syncs through (guardFS).
+// passes syncs through (guardFS, under walFS).
 type walSyncer struct {
 	// limit is rawSyncLimit (a test shortens or lengthens it).
 	limit time.Duration
