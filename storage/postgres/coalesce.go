@@ -43,9 +43,10 @@ import (
 // each saw (views.go), as the one after a lone read is.
 //
 // Nothing waits to fill a group: a write goes out at once when fewer than
-// coalescer.slots groups are in flight (singleSlots for writes, getSlots for reads), and only otherwise joins the queue, which the
-// next group takes whole (up to maxGroup). So a lone write costs what it did before,
-// and under load the groups grow by themselves with the database's commit latency.
+// coalescer.slots groups are in flight (singleSlots for writes, getSlots for reads),
+// and only otherwise joins the queue, which the next group takes whole (up to
+// maxGroup). So a lone write costs what it did before, and under load the groups grow
+// by themselves with the database's commit latency.
 
 // maxGroup bounds the writes of one group, so that one transaction stays short.
 const maxGroup = 64
@@ -270,7 +271,8 @@ func singleSlots(poolSize int) int {
 }
 
 // getSlots is how many groups of point reads may be in flight at once for a pool of
-// poolSize connections: half of what singleSlots allows (one per two cores), at least one.
+// poolSize connections: one per two cores (GOMAXPROCS), at most a quarter of the pool as
+// for writes, and at least one.
 //
 // A group of reads waits for no commit: its round trip is the backend's work and the
 // front end's, both CPU, so a second group in flight on a small machine only splits the
