@@ -304,6 +304,9 @@ type pairRead struct {
 	// prevPos is the token of the write before the version seen (0 for version 0): the
 	// version's commit comes after it, so a read that saw it is at a higher position.
 	prevPos uint64
+	// writeSent is when the upsert that succeeded was sent (its commit is later), and
+	// readDone when the read's answer had come back (its position was read earlier).
+	writeSent, readDone time.Time
 }
 
 func (r pairRead) stale() bool { return r.seen < r.wrote }
@@ -382,10 +385,12 @@ func runPairs(t *testing.T, clients []*aztables.Client, v0 uint64, workers, pair
 				wh := &readHeaders{}
 				sent := time.Now()
 				_, err := clients[wi].UpsertEntity(withReadHeaders(cx, wh), pairEntity(w, n), nil)
+				wsent := sent
 				for try := 0; isServerBusy(err) && time.Since(sent) < busyPatience; try++ {
 					busy.Add(1)
 					time.Sleep(min(100*time.Millisecond<<try, 2*time.Second))
 					wh = &readHeaders{}
+					wsent = time.Now()
 					_, err = clients[wi].UpsertEntity(withReadHeaders(cx, wh), pairEntity(w, n), nil)
 				}
 				if d := int64(time.Since(sent)); d > slowest.Load() {
@@ -406,6 +411,7 @@ func runPairs(t *testing.T, clients []*aztables.Client, v0 uint64, workers, pair
 					rh.token = wh.session
 				}
 				resp, err := clients[ri].GetEntity(withReadHeaders(cx, rh), pairPartition(w), strconv.Itoa(w), nil)
+				rdone := time.Now()
 				if err != nil {
 					fail("worker %d: read of version %d through front end %d (%+v): %v", w, n, ri, *rh, err)
 					continue
@@ -420,7 +426,7 @@ func runPairs(t *testing.T, clients []*aztables.Client, v0 uint64, workers, pair
 					fail("worker %d: entity %s: %v", w, resp.Value, err)
 					continue
 				}
-				r := pairRead{source: source, readPos: pos, wrote: n, writePos: wpos, seen: e.N}
+				r := pairRead{source: source, readPos: pos, wrote: n, writePos: wpos, seen: e.N, writeSent: wsent, readDone: rdone}
 				if e.N < 0 || e.N > n {
 					fail("worker %d: read version %d after writing version %d", w, e.N, n)
 					continue
@@ -574,8 +580,8 @@ func TestReplicaReadYourWrites(t *testing.T) {
 // TestReplicaEventualIsStale: the same pairs at Eventual (which ignores the token) read
 // stale versions from the delayed standby — staleness is real, so the Session result
 // means something — and never from the primary; no read's position contradicts what it
-// returned, and a stale read from the delayed standby reports a position before the
-// write's. Strong, and no header (the server's default, Strong), never read a replica
+// returned, and a stale read from the delayed standby answered within its delay of the
+// upsert reports a position before the write's. Strong, and no header (the server's default, Strong), never read a replica
 // and are never stale, with or without a token.
 func TestReplicaEventualIsStale(t *testing.T) {
 	prompt, delayed, promptSrc, delayedSrc, delay := sharedReplicas(t)
@@ -606,22 +612,39 @@ func TestReplicaEventualIsStale(t *testing.T) {
 			t.Errorf("the prompt standby %s served no Eventual read", promptSrc)
 		}
 		// A stale read's position bounds the state it saw from above, so it is before
-		// the write it missed — exactly so on the delayed standby, which replays that
-		// write a full delay after the read. (On the prompt one the write may be replayed
-		// while the read runs, and the bound, read after the read, may pass its token:
-		// not a contradiction, only counted.)
-		ahead := map[string]int{}
+		// the write it missed when the write cannot have been replayed yet as the
+		// position was read. The delayed standby applies a commit no sooner than the
+		// delay after the commit (recovery_min_apply_delay, against the commit's
+		// timestamp, on this machine's one clock), and the commit came after the upsert
+		// was sent: so a read from it answered within the delay of that send holds a
+		// position before the write's token, exactly. Later than that (a loaded machine
+		// may hold a request for seconds), and on the prompt standby at any time, the
+		// write may be replayed between the read and its position: not a contradiction,
+		// only counted.
+		ahead, checked, late := map[string]int{}, 0, 0
 		for _, r := range run.reads {
-			if r.stale() && r.readPos >= r.writePos {
+			if !r.stale() {
+				continue
+			}
+			bound := r.source == delayedSrc && r.readDone.Before(r.writeSent.Add(delay))
+			if bound {
+				checked++
+			} else if r.source == delayedSrc {
+				late++
+			}
+			if r.readPos >= r.writePos {
 				ahead[r.source]++
-				if r.source != promptSrc && ahead[r.source] <= 5 {
-					t.Errorf("stale read from %s: version %d of %d, at position %d, not before the write's token %d",
-						r.source, r.seen, r.wrote, r.readPos, r.writePos)
+				if bound && ahead[r.source] <= 5 {
+					t.Errorf("stale read from %s: version %d of %d, at position %d, not before the write's token %d, answered %v after the upsert was sent",
+						r.source, r.seen, r.wrote, r.readPos, r.writePos, r.readDone.Sub(r.writeSent).Round(time.Millisecond))
 				}
 			}
 		}
-		if ahead[promptSrc] > 0 {
-			t.Logf("%d stale reads from the prompt standby report a position at or past the write they missed (replayed while they ran)", ahead[promptSrc])
+		if len(ahead) > 0 || late > 0 {
+			t.Logf("stale reads reporting a position at or past the write they missed (replayed while they ran): %v; stale reads from the delayed standby answered more than %v after their upsert was sent: %d", ahead, delay, late)
+		}
+		if checked == 0 {
+			t.Errorf("none of the delayed standby's stale reads was answered within %v of its upsert (%d later): its positions went unchecked", delay, late)
 		}
 	})
 
