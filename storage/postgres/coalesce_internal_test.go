@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ceruleandb/cerulean/entity"
 	"github.com/ceruleandb/cerulean/storage"
@@ -300,4 +301,66 @@ func internalEngine(t *testing.T) *Engine {
 	}
 	t.Cleanup(func() { e.Close() })
 	return e
+}
+
+// TestSharedTableLoads: a front end's first writes to a table, all at once, share one
+// load of its catalogue row, so they open no more connections than their groups use (a
+// load each used to take a connection each, and the pool opened one for each); and a
+// write whose shared load failed only because the request that ran it gave up loads
+// again rather than failing too.
+func TestSharedTableLoads(t *testing.T) {
+	ctx := context.Background()
+	a, b := internalEngine(t), internalEngine(t)
+	acct := fmt.Sprintf("sl%016x", rand.Uint64())
+	if err := a.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.DeleteTable(ctx, acct, "T"); _ = a.Purge(ctx) })
+	props := []entity.Property{{Name: "N", Value: entity.Int32Value(1)}}
+
+	const writers = 32
+	before := b.pool.Stat().NewConnsCount()
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := range writers {
+		wg.Go(func() {
+			<-start
+			_, err := b.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: fmt.Sprint(i), Props: props}})
+			errs <- err
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	opened := b.pool.Stat().NewConnsCount() - before
+	if limit := int64(b.singles.slots + 1); opened > limit {
+		t.Errorf("%d concurrent first writes opened %d connections; want at most %d (the write groups' %d and one load)", writers, opened, limit, b.singles.slots)
+	}
+	t.Logf("%d concurrent first writes opened %d connections", writers, opened)
+
+	// A load that fails with its request's cancellation, joined by another request.
+	c := internalEngine(t)
+	key := acct + "/" + storage.TableKey("T")
+	release := make(chan struct{})
+	go c.loads.Do(key, func() (any, error) {
+		<-release
+		return nil, context.Canceled
+	})
+	time.Sleep(10 * time.Millisecond) // the flight above has begun
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.entry(ctx, []byte(acct), []byte(storage.TableKey("T")))
+		got <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // entry has joined it
+	close(release)
+	if err := <-got; err != nil {
+		t.Errorf("entry after a shared load gave up with its request: %v", err)
+	}
 }

@@ -69,6 +69,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/singleflight"
 )
 
 // Defaults for Options.
@@ -156,8 +157,10 @@ type Engine struct {
 	log     *slog.Logger
 	q       queries
 
-	// cache holds tables' settings for the write path (settings.go).
+	// cache holds tables' settings for the write path (settings.go); loads shares
+	// the concurrent loads of one table's entry.
 	cache settingsCache
+	loads singleflight.Group
 	// singles groups concurrent single-mutation writes into shared commits, and gets
 	// concurrent point reads of the primary into shared round trips (coalesce.go).
 	singles, gets coalescer

@@ -92,16 +92,46 @@ func (c *settingsCache) drop(r tableRef) {
 }
 
 // entry returns the table's cached settings, loading them on a miss.
+//
+// Concurrent misses of one table share one load: a burst of first writes (a front end
+// that starts, or comes back, under load) would otherwise take a pooled connection
+// each, and a new connection costs the database a process and its preparations (tens
+// of milliseconds on a small machine), so the burst's first writes waited seconds for
+// the connections its own lookups had asked for. Sharing adds no staleness the write
+// path does not already handle: a load that began before a change may be cached after
+// it, as a racing load could before, and the write it serves then finds it stale.
 func (e *Engine) entry(ctx context.Context, acct, key []byte) (tableEntry, error) {
 	r := tableRef{string(acct), string(key)}
 	if en, ok := e.cache.get(r); ok {
 		return en, nil
 	}
+	for {
+		// An account name has no '/', so the key names one table.
+		ch := e.loads.DoChan(r.account+"/"+r.key, func() (any, error) {
+			return e.loadEntry(ctx, r)
+		})
+		select {
+		case <-ctx.Done():
+			return tableEntry{}, ctx.Err()
+		case res := <-ch:
+			if res.Err != nil && ctx.Err() == nil && (errors.Is(res.Err, context.Canceled) || errors.Is(res.Err, context.DeadlineExceeded)) {
+				continue // the request that loaded it gave up; this one has not
+			}
+			if res.Err != nil {
+				return tableEntry{}, res.Err
+			}
+			return res.Val.(tableEntry), nil
+		}
+	}
+}
+
+// loadEntry reads the table's catalogue row and caches its entry.
+func (e *Engine) loadEntry(ctx context.Context, r tableRef) (tableEntry, error) {
 	var (
 		en  tableEntry
 		raw []byte
 	)
-	err := e.pool.QueryRow(ctx, e.q.loadTable, acct, key).Scan(&en.id, &en.gen, &raw)
+	err := e.pool.QueryRow(ctx, e.q.loadTable, []byte(r.account), []byte(r.key)).Scan(&en.id, &en.gen, &raw)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return tableEntry{}, storage.ErrTableNotFound
 	}
