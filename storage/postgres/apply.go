@@ -38,7 +38,12 @@ import (
 //     (merge, entity.ValidateShape of the result), then write every changed row with a
 //     compare-and-swap on the version read, all in one pipelined transaction (one
 //     round trip). If another writer got in between, a swap changes no row, the
-//     transaction aborts, and the Apply starts again from the read.
+//     transaction aborts, and the Apply starts again from the read. A single mutation's
+//     read and its one swap go through the coalescers (coalesce.go), the read with the
+//     point reads and the swap with the single writes, so that concurrent merges share
+//     round trips and commits: 32 callers merging into entities of their own
+//     (BenchmarkMerge) made 4,086–4,840 merges/s against 1,754–2,418 with a round trip
+//     and a commit of their own each.
 //
 // Why merges are not done in SQL: properties are the entity.AppendProps blob, which
 // keeps every EDM value exactly — NUL inside strings, the bits of NaN and -0, raw bytes.
@@ -508,11 +513,6 @@ func (e *Engine) readRows(ctx context.Context, a *applyArgs, withProps bool) (*r
 	if withProps {
 		query = e.q.readRowsProps
 	}
-	rows, err := e.pool.Query(ctx, query, a.acct, a.key, []byte(a.pk), rks)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	type stored struct {
 		ver, expiry int64
 		blob        []byte
@@ -520,15 +520,15 @@ func (e *Engine) readRows(ctx context.Context, a *applyArgs, withProps bool) (*r
 	found := make(map[string]stored, len(rks))
 	st := &readState{tableID: -1, rows: make(map[string]rowState, len(rks))}
 	var rawSettings []byte
-	for rows.Next() {
+	row := func(m valueScanner, fds []pgconn.FieldDescription, vals [][]byte) error {
 		var (
 			rk       []byte
 			ver, exp *int64
 			blob     []byte
 			now      int64
 		)
-		if err := rows.Scan(&st.tableID, &st.gen, &rawSettings, &now, &rk, &ver, &exp, &blob); err != nil {
-			return nil, err
+		if err := scanColumns(m, fds, vals, []any{&st.tableID, &st.gen, &rawSettings, &now, &rk, &ver, &exp, &blob}); err != nil {
+			return err
 		}
 		st.now = max(st.now, now)
 		if ver != nil {
@@ -538,17 +538,42 @@ func (e *Engine) readRows(ctx context.Context, a *applyArgs, withProps bool) (*r
 			}
 			found[string(rk)] = s
 		}
+		return nil
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
+	q := stmt{sql: query, args: []any{a.acct, a.key, []byte(a.pk), rks}, each: row}
+	if len(a.muts) == 1 {
+		// A single write's read (a merge's) shares a round trip with the point reads
+		// (coalesce.go) rather than taking a connection of its own. Should its group be
+		// refused and run again, row sees the rows twice; it keeps the last of each, and
+		// a row it kept from the first run that is gone by the second fails the
+		// compare-and-swap, which starts the Apply again.
+		if _, err := e.gets.do(ctx, &q, 0, a.acct, a.key); err != nil {
+			return nil, err
+		}
+	} else {
+		rows, err := e.pool.Query(ctx, query, q.args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := row(rows.Conn().TypeMap(), rows.FieldDescriptions(), rows.RawValues()); err != nil {
+				return nil, err
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
 	}
 	if st.tableID < 0 {
 		e.cache.drop(a.ref())
 		return nil, storage.ErrTableNotFound
 	}
-	if st.settings, err = storage.UnmarshalSettings(rawSettings); err != nil {
+	settings, err := storage.UnmarshalSettings(rawSettings)
+	if err != nil {
 		return nil, err
 	}
+	st.settings = settings
 	e.cache.put(a.ref(), tableEntry{id: st.tableID, gen: st.gen, settings: st.settings})
 	for rk, s := range found {
 		r := rowState{stored: true, storedV: s.ver, Row: storage.Row{Version: s.ver}}
@@ -632,7 +657,14 @@ func (e *Engine) applyRMW(ctx context.Context, a *applyArgs) (storage.Applied, e
 				args: []any{st.tableID, pk, rk, int64(0), w.r.Version, entity.AppendProps(nil, w.r.Props), w.r.expiry, a.acct, a.key}}
 		}
 	}
-	pos, err := e.exec(ctx, stmts)
+	var pos storage.Position
+	if single {
+		// Its own transaction would cost a commit per merge: it goes with the single
+		// writes (coalesce.go), whose statements answer rather than raise, as this one does.
+		pos, err = e.singles.do(ctx, &stmts[0], st.tableID, pk, []byte(writes[0].rk))
+	} else {
+		pos, err = e.exec(ctx, stmts)
+	}
 	if isRaised(err) || (err == nil && single && stmts[0].rows == 0) {
 		return storage.Applied{}, errConflict
 	}

@@ -35,6 +35,10 @@ import (
 // answer and a write never fails for another's statement. A connection failure is every
 // write's failure, as it would have been alone.
 //
+// A merge of one entity (applyRMW) is a read and a compare-and-swap: its swap, which
+// answers no row rather than raising when it loses, goes with the single writes, and its
+// read with the point reads.
+//
 // Point reads of the primary (Get, the primary's views' Get) go the same way, through a
 // coalescer of their own: concurrent ones share a round trip, a Sync, the database's
 // wake-up and the position read after them. A group of reads is one statement
