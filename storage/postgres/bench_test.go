@@ -97,22 +97,35 @@ func BenchmarkUpsertHot(b *testing.B) {
 	})
 }
 
-func BenchmarkGet(b *testing.B) {
-	e, acct := benchEngine(b)
-	ctx := context.Background()
-	const n = 10_000
-	for p := 0; p < n/100; p++ {
+// preloadN is how many entities preload writes: partitions p000–p099 of rows r000–r099.
+const preloadN = 10_000
+
+// preload writes preloadN entities into T, 100 to a batch.
+func preload(b *testing.B, e *postgres.Engine, acct string) {
+	for p := 0; p < preloadN/100; p++ {
 		var muts []storage.Mutation
 		for r := range 100 {
 			muts = append(muts, storage.Mutation{Op: storage.Insert, RowKey: fmt.Sprintf("r%03d", r), Props: benchProps(p*100 + r)})
 		}
-		if _, err := e.Apply(ctx, acct, "T", fmt.Sprintf("p%03d", p), muts); err != nil {
+		if _, err := e.Apply(context.Background(), acct, "T", fmt.Sprintf("p%03d", p), muts); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// preloaded is worker w's i-th random key of preload's entities.
+func preloaded(w int64, i int) (pk, rk string) {
+	k := int(uint64(i*32+int(w)) * 0x9E3779B97F4A7C15 >> 40 % preloadN)
+	return fmt.Sprintf("p%03d", k/100), fmt.Sprintf("r%03d", k%100)
+}
+
+func BenchmarkGet(b *testing.B) {
+	e, acct := benchEngine(b)
+	ctx := context.Background()
+	preload(b, e, acct)
 	parallel32(b, func(w int64, i int) int {
-		k := int(uint64(i*32+int(w)) * 0x9E3779B97F4A7C15 >> 40 % n)
-		if _, err := e.Get(ctx, acct, "T", fmt.Sprintf("p%03d", k/100), fmt.Sprintf("r%03d", k%100)); err != nil {
+		pk, rk := preloaded(w, i)
+		if _, err := e.Get(ctx, acct, "T", pk, rk); err != nil {
 			b.Error(err)
 		}
 		return 1
