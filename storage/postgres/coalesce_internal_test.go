@@ -289,7 +289,7 @@ func TestStaleTableID(t *testing.T) {
 
 // internalEngine opens an engine on CERULEAN_TEST_POSTGRES_URL without the purger (the
 // test drives what it needs), closed when the test ends; without the URL the test skips.
-func internalEngine(t *testing.T) *Engine {
+func internalEngine(t testing.TB) *Engine {
 	t.Helper()
 	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
 	if url == "" {
@@ -320,24 +320,10 @@ func TestSharedTableLoads(t *testing.T) {
 
 	const writers = 32
 	before := b.pool.Stat().NewConnsCount()
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for i := range writers {
-		wg.Go(func() {
-			<-start
-			_, err := b.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: fmt.Sprint(i), Props: props}})
-			errs <- err
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	atOnce(t, writers, func(i int) error {
+		_, err := b.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: fmt.Sprint(i), Props: props}})
+		return err
+	})
 	opened := b.pool.Stat().NewConnsCount() - before
 	if limit := int64(b.singles.slots + 1); opened > limit {
 		t.Errorf("%d concurrent first writes opened %d connections; want at most %d (the write groups' %d and one load)", writers, opened, limit, b.singles.slots)
@@ -394,29 +380,13 @@ func TestCoalescedMerges(t *testing.T) {
 		t.Fatal(err)
 	}
 	reads, writes := e.gets.shared.Load(), e.singles.shared.Load()
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	errs := make(chan error, rows+hot)
-	for i := range rows {
-		wg.Go(func() {
-			<-start
-			errs <- apply(storage.Merge, fmt.Sprint(i), prop("B", int32(i)))
-		})
-	}
-	for j := range hot {
-		wg.Go(func() {
-			<-start
-			errs <- apply(storage.Merge, "hot", prop(fmt.Sprintf("P%d", j), int32(j)))
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
+	atOnce(t, rows+hot, func(i int) error {
+		if i < rows {
+			return apply(storage.Merge, fmt.Sprint(i), prop("B", int32(i)))
 		}
-	}
+		j := i - rows
+		return apply(storage.Merge, "hot", prop(fmt.Sprintf("P%d", j), int32(j)))
+	})
 	for i := range rows {
 		rec, err := e.Get(ctx, acct, "T", "p", fmt.Sprint(i))
 		if err != nil {
@@ -441,5 +411,28 @@ func TestCoalescedMerges(t *testing.T) {
 	t.Logf("%d concurrent merges: %d reads and %d writes ran in groups of more than one", rows+hot, sharedReads, sharedWrites)
 	if sharedReads == 0 || sharedWrites == 0 {
 		t.Errorf("%d concurrent merges: %d reads and %d writes ran in groups of more than one; want both above 0", rows+hot, sharedReads, sharedWrites)
+	}
+}
+
+// atOnce runs fn(0) … fn(n-1) in n goroutines released together, and fails the test
+// with the first error any returned.
+func atOnce(t *testing.T, n int, fn func(i int) error) {
+	t.Helper()
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs <- fn(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }

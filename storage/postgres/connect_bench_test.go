@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"os"
 	"testing"
 )
 
@@ -16,16 +15,8 @@ import (
 //
 //	CERULEAN_TEST_POSTGRES_URL=... go test -run '^$' -bench NewConnection ./storage/postgres
 func BenchmarkNewConnection(b *testing.B) {
-	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
-	if url == "" {
-		b.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
-	}
 	ctx := context.Background()
-	e, err := Open(ctx, url, Options{DisablePurger: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
+	e := internalEngine(b)
 	for b.Loop() {
 		c, err := e.pool.Acquire(ctx)
 		if err != nil {

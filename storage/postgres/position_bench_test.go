@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -21,16 +20,8 @@ import (
 //
 //	CERULEAN_TEST_POSTGRES_URL=... go test -run '^$' -bench PositionCost ./storage/postgres
 func BenchmarkPositionCost(b *testing.B) {
-	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
-	if url == "" {
-		b.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
-	}
 	ctx := context.Background()
-	e, err := Open(ctx, url, Options{DisablePurger: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
+	e := internalEngine(b)
 	acct := fmt.Sprintf("bench%016x", rand.Uint64())
 	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
 		b.Fatal(err)
