@@ -311,7 +311,7 @@ func testRunAgainstFake(t *testing.T, client string) {
 			t.Errorf("result %d is %s, want %s", i, r.Workload, AllWorkloads[i])
 		}
 	}
-	for _, name := range []string{WorkloadInsert, WorkloadRead, WorkloadUpdate, WorkloadQuery} {
+	for _, name := range []string{WorkloadInsert, WorkloadRead, WorkloadUpsert, WorkloadUpdate, WorkloadQuery} {
 		r := resultByName(t, rs, name)
 		if r.Ops == 0 || r.Entities == 0 || r.Errors != 0 || r.Seconds < 0.2 || r.EntitiesPerSec <= 0 ||
 			r.P50 <= 0 || r.P99 < r.P50 || r.HottestPartition == "" || r.PartitionTarget != 2000 {
@@ -329,6 +329,10 @@ func testRunAgainstFake(t *testing.T, client string) {
 	}
 	if r := resultByName(t, rs, WorkloadRead); r.HottestPartitionPerSec > r.EntitiesPerSec*0.9 {
 		t.Errorf("read not spread over 2 partitions: %+v", r)
+	}
+	// Every upsert was a PATCH the fake merged (none lost, none sent as another verb).
+	if up := resultByName(t, rs, WorkloadUpsert); int64(f.mergeCount()) < up.Ops {
+		t.Errorf("upsert: %d ops, the fake merged %d", up.Ops, f.mergeCount())
 	}
 	u := resultByName(t, rs, WorkloadUpdate)
 	if u.HottestPartition != counterPK || u.Entities != u.Ops ||

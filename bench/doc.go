@@ -25,6 +25,10 @@
 //
 //   - insert: AddEntity of new entities with unique keys.
 //   - read:   GetEntity of random preloaded entities.
+//   - upsert: UpsertEntity in its default mode (Merge: the InsertOrMerge
+//     operation, PATCH without If-Match) of random preloaded entities, each
+//     with the properties it was preloaded with: an update in place, last
+//     writer wins, what the SDKs' UpsertEntity costs on existing entities.
 //   - update: every worker increments one shared counter entity with
 //     GetEntity then UpdateEntity(Replace, If-Match: etag), retrying on 412.
 //     Afterwards the counter must equal the number of successful

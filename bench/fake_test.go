@@ -17,7 +17,7 @@ import (
 )
 
 // fakeTables is a minimal in-memory Azure Table endpoint: just enough of the
-// REST API (create/delete table, insert, get, replace with If-Match, query by
+// REST API (create/delete table, insert, get, replace with If-Match, merge, query by
 // PartitionKey, and the scan workload's filter, with continuation) for the
 // aztables SDK calls the bench makes.
 // Batches are answered with 501 so the batch workload's skip path runs.
@@ -31,6 +31,7 @@ type fakeTables struct {
 	// Fault injection.
 	loseEvery     int  // every Nth successful replace is acknowledged but not applied
 	replaces      int  //
+	merges        int  // PATCHes applied
 	dropLastPages bool // end a query one page early (broken continuation)
 	rejectUpserts bool // answer 400 to PUT without If-Match
 
@@ -181,6 +182,36 @@ func (f *fakeTables) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			w.Header().Set("ETag", etag)
 			w.WriteHeader(http.StatusNoContent)
+		case http.MethodPatch: // merge, or insert-or-merge without If-Match
+			ifMatch := r.Header.Get("If-Match")
+			switch {
+			case ifMatch != "" && e == nil:
+				fakeError(w, http.StatusNotFound, "ResourceNotFound")
+				return
+			case ifMatch != "" && ifMatch != "*" && ifMatch != e.etag:
+				fakeError(w, http.StatusPreconditionFailed, "UpdateConditionNotSatisfied")
+				return
+			}
+			var props map[string]any
+			if json.Unmarshal(body, &props) != nil {
+				fakeError(w, http.StatusBadRequest, "InvalidInput")
+				return
+			}
+			merged := map[string]any{}
+			if e != nil {
+				for k, v := range e.props {
+					merged[k] = v
+				}
+			}
+			for k, v := range props {
+				merged[k] = v
+			}
+			merged["PartitionKey"], merged["RowKey"] = m[2], m[3]
+			etag := f.nextETag()
+			f.merges++
+			tbl[key] = &fakeEntity{props: merged, etag: etag}
+			w.Header().Set("ETag", etag)
+			w.WriteHeader(http.StatusNoContent)
 		default:
 			fakeError(w, http.StatusMethodNotAllowed, "UnsupportedHttpVerb")
 		}
@@ -262,4 +293,10 @@ func (f *fakeTables) tableCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.tables)
+}
+
+func (f *fakeTables) mergeCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.merges
 }

@@ -48,6 +48,7 @@ const PartitionTarget = 2000.0
 const (
 	WorkloadInsert = "insert"
 	WorkloadRead   = "read"
+	WorkloadUpsert = "upsert"
 	WorkloadUpdate = "update"
 	WorkloadQuery  = "query"
 	WorkloadScan   = "scan"
@@ -58,12 +59,13 @@ const (
 )
 
 // AllWorkloads lists every workload in execution order.
-var AllWorkloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpdate, WorkloadQuery, WorkloadScan, WorkloadBatch, WorkloadBatchLoad, WorkloadBulkLoad}
+var AllWorkloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpsert, WorkloadUpdate, WorkloadQuery, WorkloadScan, WorkloadBatch, WorkloadBatchLoad, WorkloadBulkLoad}
 
 // workloadHelp describes each workload for --help.
 var workloadHelp = map[string]string{
 	WorkloadInsert:    "AddEntity of new entities with unique keys",
 	WorkloadRead:      "GetEntity of random preloaded entities",
+	WorkloadUpsert:    "UpsertEntity (the SDKs' default, InsertOrMerge) of random preloaded entities: updates in place, no ETag",
 	WorkloadUpdate:    "If-Match read-modify-write of one shared counter; checks for lost updates",
 	WorkloadQuery:     "partition query: whole preloaded partitions (PartitionKey eq '…', ~200 entities), following continuation; entities/s = entities returned",
 	WorkloadScan:      "filtered scan of all preloaded entities for the 1% with Ratio lt 0.01, following continuation; entities/s = entities examined (preload × scans / time), returned in notes; at most 4 concurrent scans",

@@ -446,6 +446,11 @@ func (t *rawTarget) get(ctx context.Context, pk, rk string) ([]byte, string, err
 	return t.c.body, t.c.etag, nil
 }
 
+func (t *rawTarget) upsert(ctx context.Context, pk, rk string, entity []byte) error {
+	return t.c.do(ctx, &request{method: http.MethodPatch, path: t.entityPath(pk, rk),
+		contentType: "application/json", body: entity, key: t.recKey(http.MethodPatch, true, "", "")})
+}
+
 func (t *rawTarget) replace(ctx context.Context, pk, rk string, entity []byte, etag string) error {
 	return t.c.do(ctx, &request{method: http.MethodPut, path: t.entityPath(pk, rk), ifMatch: etag,
 		contentType: "application/json", body: entity, key: t.recKey(http.MethodPut, true, "", "")})

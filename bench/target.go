@@ -31,6 +31,9 @@ type target interface {
 	insert(ctx context.Context, entity []byte) error
 	// get reads one entity and returns its JSON and ETag.
 	get(ctx context.Context, pk, rk string) (entity []byte, etag string, err error)
+	// upsert insert-or-merges entity (JSON, keys pk and rk) as the SDK's UpsertEntity does by
+	// default: PATCH without If-Match, answered 204.
+	upsert(ctx context.Context, pk, rk string, entity []byte) error
 	// replace replaces an entity with If-Match: etag (Update Entity, mode Replace).
 	replace(ctx context.Context, pk, rk string, entity []byte, etag string) error
 	// query runs a filtered query, following continuation tokens to the end, and returns
@@ -57,6 +60,11 @@ func (s sdkTarget) get(ctx context.Context, pk, rk string) ([]byte, string, erro
 		return nil, "", err
 	}
 	return g.Value, string(g.ETag), nil
+}
+
+func (s sdkTarget) upsert(ctx context.Context, _, _ string, entity []byte) error {
+	_, err := s.t.UpsertEntity(ctx, entity, nil) // UpdateMode defaults to Merge
+	return err
 }
 
 func (s sdkTarget) replace(ctx context.Context, _, _ string, entity []byte, etag string) error {

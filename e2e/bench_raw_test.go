@@ -79,7 +79,7 @@ func TestBenchRawClientAndFloor(t *testing.T) {
 			t.Errorf("%s: paced round %+v", r.Workload, r.Paced)
 		}
 	}
-	for _, w := range []string{"insert", "read", "update", "query", "scan", "batch", "batchload", "bulkload"} {
+	for _, w := range []string{"insert", "read", "upsert", "update", "query", "scan", "batch", "batchload", "bulkload"} {
 		if !seen[w] {
 			t.Errorf("no %s result", w)
 		}
