@@ -147,6 +147,20 @@ func BenchmarkBatch100(b *testing.B) {
 	})
 }
 
+// BenchmarkUpsertNew is 32 callers each upserting (InsertOrMerge) entities that do not
+// exist yet: an upsert that creates, as an ingestion by UpsertEntity makes.
+func BenchmarkUpsertNew(b *testing.B) {
+	e, acct := benchEngine(b)
+	ctx := context.Background()
+	parallel32(b, func(w int64, i int) int {
+		muts := []storage.Mutation{{Op: storage.InsertOrMerge, RowKey: fmt.Sprintf("r%09d", i), Props: benchProps(i)}}
+		if _, err := e.Apply(ctx, acct, "T", fmt.Sprintf("w%03d", w), muts); err != nil {
+			b.Error(err)
+		}
+		return 1
+	})
+}
+
 // BenchmarkMerge is 32 callers each merging (InsertOrMerge, the SDKs' default upsert)
 // into 64 entities of their own, over and over: a read-modify-write per write.
 func BenchmarkMerge(b *testing.B) {

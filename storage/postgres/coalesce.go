@@ -79,9 +79,9 @@ type coalescer struct {
 	queue    []*single
 	inflight int
 
-	// shared counts the statements that ran, without error, in a group of more than
-	// one; merged, the groups of them that ran as one statement.
-	shared, merged atomic.Int64
+	// calls counts the statements given to do; shared, those that ran, without error, in
+	// a group of more than one; merged, the groups of them that ran as one statement.
+	calls, shared, merged atomic.Int64
 }
 
 // do runs st in a group and returns the position read after the group's transaction;
@@ -90,6 +90,7 @@ type coalescer struct {
 // and runs each of its statements again alone. tid, pk and rk order the group's
 // statements (a write's table id and row).
 func (c *coalescer) do(ctx context.Context, st *stmt, tid int64, pk, rk []byte) (storage.Position, error) {
+	c.calls.Add(1)
 	c.mu.Lock()
 	if c.inflight < c.slots && len(c.queue) == 0 {
 		c.inflight++

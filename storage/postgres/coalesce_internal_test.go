@@ -436,3 +436,102 @@ func atOnce(t *testing.T, n int, fn func(i int) error) {
 		}
 	}
 }
+
+// TestUpsertModes: InsertOrMerge inserts first while upserts create their entities and
+// reads first while they find them (applyUpsert); each way it creates and merges exactly,
+// alone and racing.
+func TestUpsertModes(t *testing.T) {
+	ctx := context.Background()
+	e := internalEngine(t)
+	acct := fmt.Sprintf("um%016x", rand.Uint64())
+	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.DeleteTable(ctx, acct, "T"); _ = e.Purge(ctx) })
+	upsert := func(rk, name string, v int) error {
+		_, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: storage.InsertOrMerge, RowKey: rk,
+			Props: []entity.Property{{Name: name, Value: entity.Int32Value(int32(v))}}}})
+		return err
+	}
+	// statements runs one upsert alone and returns the reads and writes it made.
+	statements := func(rk, name string, v int) (reads, writes int64) {
+		t.Helper()
+		r, w := e.gets.calls.Load(), e.singles.calls.Load()
+		if err := upsert(rk, name, v); err != nil {
+			t.Fatal(err)
+		}
+		return e.gets.calls.Load() - r, e.singles.calls.Load() - w
+	}
+	props := func(rk string) map[string]int32 {
+		t.Helper()
+		rec, err := e.Get(ctx, acct, "T", "p", rk)
+		if err != nil {
+			t.Fatalf("get %s: %v", rk, err)
+		}
+		got := map[string]int32{}
+		for _, p := range rec.Entity.Props {
+			got[p.Name] = int32(p.Value.Int)
+		}
+		return got
+	}
+	const n = upsertLean + 8
+	// Creating upserts turn it to inserting first, as far as it goes: one write each.
+	for i := range n {
+		if err := upsert(fmt.Sprint(i), "A", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.upserts.Load(); got != -upsertLean {
+		t.Fatalf("after %d creating upserts the lean is %d, want %d", n, got, -upsertLean)
+	}
+	if r, w := statements("created", "A", 0); r != 0 || w != 1 {
+		t.Errorf("a creating upsert, inserting first: %d reads and %d writes, want 0 and 1", r, w)
+	}
+	// Upserts of existing entities merge, and turn it to reading first: the insert that
+	// finds the entity, the read and the swap, then only the read and the swap.
+	if r, w := statements("0", "B", 0); r != 1 || w != 2 {
+		t.Errorf("a merging upsert, inserting first: %d reads and %d writes, want 1 and 2", r, w)
+	}
+	for i := 1; i < n; i++ {
+		if err := upsert(fmt.Sprint(i), "B", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := e.upserts.Load(), int64(n-upsertLean); got != want {
+		t.Fatalf("after %d merging upserts the lean is %d, want %d", n, got, want)
+	}
+	if r, w := statements("0", "B", 0); r != 1 || w != 1 {
+		t.Errorf("a merging upsert, reading first: %d reads and %d writes, want 1 and 1", r, w)
+	}
+	for i := range n {
+		if got := props(fmt.Sprint(i)); got["A"] != int32(i) || got["B"] != int32(i) || len(got) != 2 {
+			t.Errorf("entity %d after its two upserts: %v", i, got)
+		}
+	}
+	// Reading first, an upsert of an absent entity creates it.
+	before := e.upserts.Load()
+	if r, w := statements("fresh", "C", 7); r != 1 || w != 1 {
+		t.Errorf("a creating upsert, reading first: %d reads and %d writes, want 1 and 1", r, w)
+	}
+	if got := props("fresh"); got["C"] != 7 || len(got) != 1 {
+		t.Errorf("created by an upsert that read first: %v", got)
+	}
+	if got := e.upserts.Load(); got != before-1 {
+		t.Errorf("the lean went from %d to %d after a creating upsert, want one less", before, got)
+	}
+	// Racing upserts, reading first: into one entity that exists, and into one that does
+	// not (all but one find it created meanwhile, and their swaps start again).
+	const racers = 16
+	atOnce(t, 2*racers, func(i int) error {
+		if i < racers {
+			return upsert("0", fmt.Sprintf("P%d", i), i)
+		}
+		return upsert("new", fmt.Sprintf("P%d", i-racers), i-racers)
+	})
+	if got := props("0"); len(got) != racers+2 {
+		t.Errorf("the existing entity has %d properties after %d racing upserts; want %d: %v", len(got), racers, racers+2, got)
+	}
+	if got := props("new"); len(got) != racers {
+		t.Errorf("the new entity has %d properties after %d racing upserts; want %d: %v", len(got), racers, racers, got)
+	}
+}

@@ -161,6 +161,9 @@ type Engine struct {
 	// the concurrent loads of one table's entry.
 	cache settingsCache
 	loads singleflight.Group
+	// upserts chooses how InsertOrMerge is made (applyUpsert): up by one for each that
+	// found its entity, down by one for each that created it (leanUpserts).
+	upserts atomic.Int64
 	// singles groups concurrent single-mutation writes into shared commits, and gets
 	// concurrent point reads of the primary into shared round trips (coalesce.go).
 	singles, gets coalescer
