@@ -156,10 +156,10 @@ func (f *fakeTables) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			w.Header().Set("ETag", e.etag)
 			writeJSON(w, http.StatusOK, e.render())
-		case http.MethodPut: // replace, or upsert without If-Match
+		case http.MethodPut, http.MethodPatch: // replace or merge; without If-Match, an upsert
 			ifMatch := r.Header.Get("If-Match")
 			switch {
-			case ifMatch == "" && f.rejectUpserts:
+			case r.Method == http.MethodPut && ifMatch == "" && f.rejectUpserts:
 				fakeError(w, http.StatusBadRequest, "InvalidInput")
 				return
 			case ifMatch != "" && e == nil:
@@ -173,43 +173,25 @@ func (f *fakeTables) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if json.Unmarshal(body, &props) != nil {
 				fakeError(w, http.StatusBadRequest, "InvalidInput")
 				return
+			}
+			if r.Method == http.MethodPatch && e != nil {
+				for k, v := range e.props {
+					if _, ok := props[k]; !ok {
+						props[k] = v
+					}
+				}
 			}
 			props["PartitionKey"], props["RowKey"] = m[2], m[3]
 			etag := f.nextETag()
-			f.replaces++
-			if f.loseEvery == 0 || f.replaces%f.loseEvery != 0 {
+			if r.Method == http.MethodPatch {
+				f.merges++
 				tbl[key] = &fakeEntity{props: props, etag: etag}
-			}
-			w.Header().Set("ETag", etag)
-			w.WriteHeader(http.StatusNoContent)
-		case http.MethodPatch: // merge, or insert-or-merge without If-Match
-			ifMatch := r.Header.Get("If-Match")
-			switch {
-			case ifMatch != "" && e == nil:
-				fakeError(w, http.StatusNotFound, "ResourceNotFound")
-				return
-			case ifMatch != "" && ifMatch != "*" && ifMatch != e.etag:
-				fakeError(w, http.StatusPreconditionFailed, "UpdateConditionNotSatisfied")
-				return
-			}
-			var props map[string]any
-			if json.Unmarshal(body, &props) != nil {
-				fakeError(w, http.StatusBadRequest, "InvalidInput")
-				return
-			}
-			merged := map[string]any{}
-			if e != nil {
-				for k, v := range e.props {
-					merged[k] = v
+			} else {
+				f.replaces++
+				if f.loseEvery == 0 || f.replaces%f.loseEvery != 0 {
+					tbl[key] = &fakeEntity{props: props, etag: etag}
 				}
 			}
-			for k, v := range props {
-				merged[k] = v
-			}
-			merged["PartitionKey"], merged["RowKey"] = m[2], m[3]
-			etag := f.nextETag()
-			f.merges++
-			tbl[key] = &fakeEntity{props: merged, etag: etag}
 			w.Header().Set("ETag", etag)
 			w.WriteHeader(http.StatusNoContent)
 		default:
