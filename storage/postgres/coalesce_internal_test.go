@@ -24,13 +24,8 @@ import (
 // (mergeSingles): inserts, then insert-or-replaces of the same rows.
 func TestCoalescedSingles(t *testing.T) {
 	ctx := context.Background()
-	e := internalEngine(t)
+	e, acct := tableEngine(t, "co")
 	e.singles.slots = 1
-	acct := fmt.Sprintf("co%016x", rand.Uint64())
-	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
-		t.Fatal(err)
-	}
-	defer e.DeleteTable(context.Background(), acct, "T")
 
 	// Phase 0: writes only (they must share commits); phase 1: with statements the
 	// database refuses among them.
@@ -132,12 +127,7 @@ func TestCoalescedSingles(t *testing.T) {
 // statement by statement.
 func TestCoalescedGets(t *testing.T) {
 	ctx := context.Background()
-	e := internalEngine(t)
-	acct := fmt.Sprintf("cg%016x", rand.Uint64())
-	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
-		t.Fatal(err)
-	}
-	defer e.DeleteTable(context.Background(), acct, "T")
+	e, acct := tableEngine(t, "cg")
 	const rows = 50
 	versions := make([]int64, rows)
 	positions := make([]storage.Position, rows)
@@ -357,12 +347,7 @@ func TestSharedTableLoads(t *testing.T) {
 // once (whose swaps fail and start again) leave all 16 properties on it.
 func TestCoalescedMerges(t *testing.T) {
 	ctx := context.Background()
-	e := internalEngine(t)
-	acct := fmt.Sprintf("cm%016x", rand.Uint64())
-	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.DeleteTable(ctx, acct, "T"); _ = e.Purge(ctx) })
+	e, acct := tableEngine(t, "cm")
 	prop := func(name string, v int32) []entity.Property {
 		return []entity.Property{{Name: name, Value: entity.Int32Value(v)}}
 	}
@@ -442,12 +427,7 @@ func atOnce(t *testing.T, n int, fn func(i int) error) {
 // alone and racing.
 func TestUpsertModes(t *testing.T) {
 	ctx := context.Background()
-	e := internalEngine(t)
-	acct := fmt.Sprintf("um%016x", rand.Uint64())
-	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.DeleteTable(ctx, acct, "T"); _ = e.Purge(ctx) })
+	e, acct := tableEngine(t, "um")
 	upsert := func(rk, name string, v int) error {
 		_, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: storage.InsertOrMerge, RowKey: rk,
 			Props: []entity.Property{{Name: name, Value: entity.Int32Value(int32(v))}}}})
@@ -534,4 +514,18 @@ func TestUpsertModes(t *testing.T) {
 	if got := props("new"); len(got) != racers {
 		t.Errorf("the new entity has %d properties after %d racing upserts; want %d: %v", len(got), racers, racers, got)
 	}
+}
+
+// tableEngine opens an engine (internalEngine) with table "T" created in a new account
+// whose name starts with prefix; the table is deleted and purged when the test ends.
+func tableEngine(t *testing.T, prefix string) (*Engine, string) {
+	t.Helper()
+	ctx := context.Background()
+	e := internalEngine(t)
+	acct := fmt.Sprintf("%s%016x", prefix, rand.Uint64())
+	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.DeleteTable(ctx, acct, "T"); _ = e.Purge(ctx) })
+	return e, acct
 }
