@@ -265,22 +265,12 @@ func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutat
 		}
 		a.ent = ent
 	}
-	pk, rk := []byte(a.pk), []byte(m.RowKey)
 	var ver int64
-	st := stmt{dest: []any{&ver}}
-	switch m.Op {
-	case storage.Insert:
-		st.sql, st.args = e.q.insert1, []any{a.ent.id, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl}
-	case storage.InsertOrReplace:
-		st.sql, st.args = e.q.upsert1, []any{a.ent.id, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl}
-	case storage.Replace:
-		st.sql, st.args = e.q.replace1, []any{a.ent.id, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl, m.IfMatch}
-	case storage.Delete:
-		st.sql, st.args = e.q.delete1, []any{a.ent.id, a.acct, a.key, pk, rk, m.IfMatch}
-	default:
+	st := e.singleStmt(a, m, ttl, &ver)
+	if st.sql == "" {
 		return storage.Applied{}, false, fmt.Errorf("applySingle: %v", m.Op)
 	}
-	pos, err := e.singles.do(ctx, &st, a.ent.id, pk, rk)
+	pos, err := e.singles.do(ctx, &st, a.ent.id, st.args[3].([]byte), st.args[4].([]byte))
 	if err != nil {
 		return storage.Applied{}, false, err
 	}
@@ -295,6 +285,25 @@ func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutat
 		ver = 0
 	}
 	return storage.Applied{Versions: []int64{ver}, Position: pos}, true, nil
+}
+
+// singleStmt is applySingle's statement for m (no SQL for an op it does not make), on
+// the table id and generation in a.ent, answering the new version (the old one for a
+// delete) into ver. Its args hold the PartitionKey at 3 and the RowKey at 4.
+func (e *Engine) singleStmt(a *applyArgs, m *storage.Mutation, ttl int64, ver *int64) stmt {
+	pk, rk := []byte(a.pk), []byte(m.RowKey)
+	st := stmt{dest: []any{ver}}
+	switch m.Op {
+	case storage.Insert:
+		st.sql, st.args = e.q.insert1, []any{a.ent.id, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl}
+	case storage.InsertOrReplace:
+		st.sql, st.args = e.q.upsert1, []any{a.ent.id, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl}
+	case storage.Replace:
+		st.sql, st.args = e.q.replace1, []any{a.ent.id, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl, m.IfMatch}
+	case storage.Delete:
+		st.sql, st.args = e.q.delete1, []any{a.ent.id, a.acct, a.key, pk, rk, m.IfMatch}
+	}
+	return st
 }
 
 // mergeSingles makes one statement of a group of coalesced single writes that are all

@@ -174,3 +174,18 @@ func BenchmarkMerge(b *testing.B) {
 		return 1
 	})
 }
+
+// BenchmarkMergeHot is 32 callers merging into 16 entities of one partition (status
+// entities many clients update in place): read-modify-writes of the same rows, which
+// compare-and-swap against each other.
+func BenchmarkMergeHot(b *testing.B) {
+	e, acct := benchEngine(b)
+	ctx := context.Background()
+	parallel32(b, func(w int64, i int) int {
+		muts := []storage.Mutation{{Op: storage.InsertOrMerge, RowKey: fmt.Sprintf("r%02d", (int(w)+i)%16), Props: benchProps(i)}}
+		if _, err := e.Apply(ctx, acct, "T", "hot", muts); err != nil {
+			b.Error(err)
+		}
+		return 1
+	})
+}
