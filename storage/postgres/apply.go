@@ -146,7 +146,7 @@ func (e *Engine) applyOnce(ctx context.Context, a *applyArgs) (storage.Applied, 
 	if len(a.muts) == 1 {
 		switch m := &a.muts[0]; m.Op {
 		case storage.Merge:
-			return e.applyRMW(ctx, a, nil)
+			return e.applyRMW(ctx, a)
 		case storage.InsertOrMerge:
 			return e.applyUpsert(ctx, a)
 		default:
@@ -165,7 +165,7 @@ func (e *Engine) applyOnce(ctx context.Context, a *applyArgs) (storage.Applied, 
 	for i := range a.muts {
 		m := &a.muts[i]
 		if _, dup := seen[m.RowKey]; dup || m.Op == storage.Merge || m.Op == storage.InsertOrMerge {
-			return e.applyRMW(ctx, a, nil)
+			return e.applyRMW(ctx, a)
 		}
 		seen[m.RowKey] = struct{}{}
 	}
@@ -192,19 +192,24 @@ func (e *Engine) applyOnce(ctx context.Context, a *applyArgs) (storage.Applied, 
 func (e *Engine) applyUpsert(ctx context.Context, a *applyArgs) (storage.Applied, error) {
 	m := &a.muts[0]
 	if e.upserts.Load() >= 0 {
+		unlock, err := e.locks.lock(ctx, a)
+		if err != nil {
+			return storage.Applied{}, err
+		}
+		defer unlock()
 		st, err := e.readRows(ctx, a, true)
 		if err != nil {
 			return storage.Applied{}, err
 		}
 		e.leanUpserts(st.rows[m.RowKey].Exists)
-		return e.applyRMW(ctx, a, st)
+		return e.swapRows(ctx, a, st)
 	}
 	ins := storage.Mutation{Op: storage.Insert, RowKey: m.RowKey, Props: m.Props}
 	b := applyArgs{acct: a.acct, key: a.key, pk: a.pk, muts: []storage.Mutation{ins}}
 	ttls, err := e.settings(ctx, &b)
 	var az *azerr.Error
 	if errors.As(err, &az) {
-		return e.applyRMW(ctx, a, nil)
+		return e.applyRMW(ctx, a)
 	}
 	if err != nil {
 		return storage.Applied{}, err
@@ -214,7 +219,7 @@ func (e *Engine) applyUpsert(ctx context.Context, a *applyArgs) (storage.Applied
 		// The entity exists (or the cache was stale, or the table is gone): the merge
 		// path reads what is there and the current settings.
 		e.leanUpserts(true)
-		return e.applyRMW(ctx, a, nil)
+		return e.applyRMW(ctx, a)
 	}
 	if err == nil {
 		e.leanUpserts(false)
@@ -644,21 +649,30 @@ func (e *Engine) readRows(ctx context.Context, a *applyArgs, withProps bool) (*r
 	return st, nil
 }
 
-// applyRMW is the read-modify-write path: read, apply in Go, compare-and-swap. st, when
-// not nil, is a readRows of a (with properties) made already.
-func (e *Engine) applyRMW(ctx context.Context, a *applyArgs, st *readState) (storage.Applied, error) {
-	var err error
-	if st == nil {
-		needProps := false
-		for i := range a.muts {
-			if op := a.muts[i].Op; op == storage.Merge || op == storage.InsertOrMerge {
-				needProps = true
-			}
-		}
-		if st, err = e.readRows(ctx, a, needProps); err != nil {
-			return storage.Applied{}, err
+// applyRMW is the read-modify-write path: read, apply in Go, compare-and-swap, holding
+// the front end's locks of the rows throughout (rowlocks.go).
+func (e *Engine) applyRMW(ctx context.Context, a *applyArgs) (storage.Applied, error) {
+	unlock, err := e.locks.lock(ctx, a)
+	if err != nil {
+		return storage.Applied{}, err
+	}
+	defer unlock()
+	needProps := false
+	for i := range a.muts {
+		if op := a.muts[i].Op; op == storage.Merge || op == storage.InsertOrMerge {
+			needProps = true
 		}
 	}
+	st, err := e.readRows(ctx, a, needProps)
+	if err != nil {
+		return storage.Applied{}, err
+	}
+	return e.swapRows(ctx, a, st)
+}
+
+// swapRows applies a's mutations to the rows read into st and compare-and-swaps the
+// rows they change; the caller holds the rows' locks.
+func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (storage.Applied, error) {
 	versions := make([]int64, len(a.muts))
 	next := func(prev int64) int64 { return max(st.now, prev+1) }
 	for i := range a.muts {
@@ -719,7 +733,10 @@ func (e *Engine) applyRMW(ctx context.Context, a *applyArgs, st *readState) (sto
 				args: []any{st.tableID, pk, rk, int64(0), w.r.Version, entity.AppendProps(nil, w.r.Props), w.r.expiry, a.acct, a.key}}
 		}
 	}
-	var pos storage.Position
+	var (
+		pos storage.Position
+		err error
+	)
 	if single {
 		// Its own transaction would cost a commit per merge: it goes with the single
 		// writes (coalesce.go), whose statements answer rather than raise, as this one does.

@@ -97,7 +97,9 @@ const (
 // to others on the same rows. In the conformance suite's overlapping batches (16 writers,
 // each writing 4 of 8 shared rows per batch, 20 batches each) every run had a writer
 // needing more than 12 attempts, and a run on CI's loaded machine one needing more than
-// 50. The backoff (up to 20 ms) keeps 200 attempts within a few seconds.
+// 50. The backoff (up to 20 ms) keeps 200 attempts within a few seconds. Since a front
+// end's read-modify-writes take turns on row locks (rowlocks.go), they lose only to plain
+// writes and to other front ends, but those can still race as hard.
 const maxAttempts = 200
 
 // ErrClosed is returned by every method called after Close.
@@ -170,6 +172,10 @@ type Engine struct {
 	// upserts chooses how InsertOrMerge is made (applyUpsert): up by one for each that
 	// found its entity, down by one for each that created it (leanUpserts).
 	upserts atomic.Int64
+	// locks are the rows' locks a read-modify-write holds (rowlocks.go).
+	locks *rowLocks
+	// retries counts calls retry ran again (Stats.Retries).
+	retries atomic.Uint64
 	// singles groups concurrent single-mutation writes into shared commits, and gets
 	// concurrent point reads of the primary into shared round trips (coalesce.go).
 	singles, gets coalescer
@@ -303,6 +309,7 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 		q:         q,
 		purgeWake: make(chan struct{}, 1),
 		purgeStop: make(chan struct{}),
+		locks:     newRowLocks(),
 	}
 	e.singles = coalescer{e: e, slots: singleSlots(opts.PoolSize)}
 	e.gets = coalescer{e: e, slots: getSlots(opts.PoolSize)}
@@ -379,14 +386,18 @@ func unavailableCode(code string) bool {
 // database asked for it (serialization failure, deadlock), a compare-and-swap lost, or
 // nothing was sent before the connection failed.
 func retryable(err error) bool {
-	if errors.Is(err, errConflict) {
-		return true
-	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		return retryableCode(pe.Code)
 	}
-	return pgconn.SafeToRetry(err)
+	return contended(err) || pgconn.SafeToRetry(err)
+}
+
+// contended reports a write that lost to a concurrent write of the same rows: a lost
+// compare-and-swap, a serialization failure or a deadlock.
+func contended(err error) bool {
+	var pe *pgconn.PgError
+	return errors.Is(err, errConflict) || errors.As(err, &pe) && retryableCode(pe.Code)
 }
 
 // mapErr turns a database error into what the engine reports: the caller's own context
@@ -457,6 +468,9 @@ func (e *Engine) retry(ctx context.Context, op string, fn func() error) error {
 		err = fn()
 		if err == nil || !retryable(err) || attempt >= maxAttempts || ctx.Err() != nil || e.closed.Load() {
 			break
+		}
+		if contended(err) {
+			e.retries.Add(1)
 		}
 		// Back off 0–1 ms at first, growing to 0–20 ms: enough to let the winner of a
 		// conflict commit, short enough not to matter.

@@ -13,6 +13,11 @@ type Stats struct {
 	// StatementErrors counts the database errors the engine has reported since it
 	// opened, by class.
 	StatementErrors StatementErrors
+	// Retries counts calls run again after losing a compare-and-swap to a concurrent
+	// write, or after the database reported a serialization failure or a deadlock
+	// (retry): contention between writers of the same rows, which within one front end
+	// only plain writes cause (a front end's read-modify-writes take turns, rowlocks.go).
+	Retries uint64
 	// Replicas is each read replica's state (Replicas).
 	Replicas []ReplicaStatus
 }
@@ -62,6 +67,7 @@ func (e *Engine) Stats() Stats {
 			Contention:  e.stmtErrs.contention.Load(),
 			Other:       e.stmtErrs.other.Load(),
 		},
+		Retries:  e.retries.Load(),
 		Replicas: e.Replicas(),
 	}
 }
