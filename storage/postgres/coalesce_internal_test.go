@@ -520,7 +520,7 @@ func TestUpsertModes(t *testing.T) {
 
 // tableEngine opens an engine (internalEngine) with table "T" created in a new account
 // whose name starts with prefix; the table is deleted and purged when the test ends.
-func tableEngine(t *testing.T, prefix string) (*Engine, string) {
+func tableEngine(t testing.TB, prefix string) (*Engine, string) {
 	t.Helper()
 	ctx := context.Background()
 	e := internalEngine(t)

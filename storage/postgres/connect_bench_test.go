@@ -2,7 +2,14 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/ceruleandb/cerulean/storage"
 )
 
 // BenchmarkNewConnection measures what a new pooled connection costs before its first
@@ -27,4 +34,54 @@ func BenchmarkNewConnection(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkColdStart measures what a front end's first requests wait for: each
+// iteration opens an engine, lets it settle for half a second (as a front end started
+// before its load arrives), then times a burst of one write and one point read from each
+// of 8 callers, and reports the slowest of them.
+//
+//	CERULEAN_TEST_POSTGRES_URL=... go test -run '^$' -bench ColdStart -benchtime 10x ./storage/postgres
+func BenchmarkColdStart(b *testing.B) {
+	ctx := context.Background()
+	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
+	if url == "" {
+		b.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
+	}
+	_, acct := tableEngine(b, "cs")
+	var worst []time.Duration
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		e, err := Open(ctx, url, Options{DisablePurger: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		b.StartTimer()
+		var mu sync.Mutex
+		var slowest time.Duration
+		var wg sync.WaitGroup
+		for c := range 8 {
+			wg.Go(func() {
+				start := time.Now()
+				rk := fmt.Sprintf("r%d-%d", i, c)
+				if _, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: rk}}); err != nil {
+					b.Error(err)
+				}
+				if _, err := e.Get(ctx, acct, "T", "p", rk); err != nil {
+					b.Error(err)
+				}
+				mu.Lock()
+				slowest = max(slowest, time.Since(start))
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		b.StopTimer()
+		e.Close()
+		worst = append(worst, slowest)
+		b.StartTimer()
+	}
+	slices.Sort(worst)
+	b.ReportMetric(float64(worst[len(worst)/2].Microseconds())/1000, "ms-slowest-median")
 }

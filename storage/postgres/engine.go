@@ -257,6 +257,20 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 		// those idle for more than a second); a check period finds them in the
 		// background too.
 		cfg.HealthCheckPeriod = 5 * time.Second
+		// Connections for the groups in flight (coalesce.go) and one more stay open,
+		// made in the background (at start, and when one ages out or breaks), so that
+		// no request waits for a new connection (~35 ms: BenchmarkNewConnection) in
+		// the steady state, and a front end's first requests do not either. Without
+		// them, a front end's connections closed after 30 minutes idle, and all of them
+		// at once after an hour (pgxpool's lifetime, which the jitter now spreads), and
+		// the requests that came next each waited for a new one. The URL's
+		// pool_min_conns, if set, wins.
+		if cfg.MinConns == 0 {
+			cfg.MinConns = int32(min(opts.PoolSize, singleSlots(opts.PoolSize)+getSlots(opts.PoolSize)+1))
+		}
+		if cfg.MaxConnLifetimeJitter == 0 {
+			cfg.MaxConnLifetimeJitter = cfg.MaxConnLifetime / 10
+		}
 		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 			if timeout > 0 {
 				// SET rather than a startup parameter: every database accepts it.
@@ -301,6 +315,15 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 	q := buildQueries(d)
 	prepare.Store(&[]string{q.insert1, q.upsert1, q.replace1, q.delete1, q.insertB, q.upsertB, q.replaceB, q.deleteB,
 		q.insertMany, q.upsertMany, q.casUpdate, q.casDelete, q.casInsert, q.casUpdateB, q.casDeleteB, q.casInsertB, q.position, q.mark})
+	// The connections the pool opened meanwhile (MinConns) prepare them now.
+	for _, c := range pool.AcquireAllIdle(ctx) {
+		for _, sql := range *prepare.Load() {
+			if _, err := c.Conn().Prepare(ctx, sql, sql); err != nil {
+				break // prepared on first use instead (a broken connection is dropped)
+			}
+		}
+		c.Release()
+	}
 	e := &Engine{
 		pool:      pool,
 		dialect:   d,
