@@ -573,8 +573,13 @@ func (e *Engine) readRows(ctx context.Context, a *applyArgs, withProps bool) (*r
 			rks = append(rks, []byte(a.muts[i].RowKey))
 		}
 	}
-	query := e.q.readRows
-	if withProps {
+	query, rkArg := e.q.readRows, any(rks)
+	switch {
+	case len(rks) == 1 && withProps:
+		query, rkArg = e.q.readRowProps, rks[0]
+	case len(rks) == 1:
+		query, rkArg = e.q.readRow, rks[0]
+	case withProps:
 		query = e.q.readRowsProps
 	}
 	type stored struct {
@@ -604,7 +609,7 @@ func (e *Engine) readRows(ctx context.Context, a *applyArgs, withProps bool) (*r
 		}
 		return nil
 	}
-	q := stmt{sql: query, args: []any{a.acct, a.key, []byte(a.pk), rks}, each: row}
+	q := stmt{sql: query, args: []any{a.acct, a.key, []byte(a.pk), rkArg}, each: row}
 	if len(a.muts) == 1 {
 		// A single write's read (a merge's) shares a round trip with the point reads
 		// (coalesce.go) rather than taking a connection of its own. Should its group be

@@ -1,0 +1,159 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/storage"
+	"github.com/jackc/pgx/v5"
+)
+
+// TestLookupsIgnoreStats: the statements that look up many keys at once (a group of
+// point reads, getMany; a write's read of its rows, readRows, and of its one row,
+// readRow) probe the whole primary key
+// for each key even when the table's statistics are misleading. The test makes them so,
+// in a schema of its own: the entity table analysed while every table held one entity
+// (so the planner takes every table id for unique), then 20,000 entities written to one
+// partition behind the statistics' back. The statements' generic plans (the ones a
+// prepared statement settles on) must then read one row per key found; written as plain
+// joins they read the whole table for each key (checked: getMany "11669 rows per
+// probe", readRows "Rows Removed by Filter: 19999").
+func TestLookupsIgnoreStats(t *testing.T) {
+	ctx := context.Background()
+	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
+	}
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	schema := fmt.Sprintf("stats_%016x", rand.Uint64())
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE") //nolint:errcheck
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	e, err := Open(ctx, url+sep+"search_path="+schema, Options{DisablePurger: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+
+	const acct = "stats"
+	for i := range 8 {
+		name := fmt.Sprintf("T%d", i)
+		if err := e.CreateTable(ctx, acct, name, storage.TableSettings{}); err != nil {
+			t.Fatal(err)
+		}
+		props := []entity.Property{{Name: "N", Value: entity.Int32Value(1)}}
+		if _, err := e.Apply(ctx, acct, name, "p", []storage.Mutation{{Op: storage.Insert, RowKey: "counter", Props: props}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := e.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	for _, sql := range []string{
+		`ANALYZE cerulean_entities`,
+		`ALTER TABLE cerulean_entities SET (autovacuum_enabled = false)`,
+		`INSERT INTO cerulean_entities (table_id, pk, rk, version, props)
+			SELECT t.id, 'p', lpad(i::TEXT, 9, '0')::BYTEA, i, '\x00'::BYTEA
+			FROM cerulean_tables t, generate_series(1, 20000) i WHERE t.name = 'T0'`,
+		`SET plan_cache_mode = force_generic_plan`,
+	} {
+		if _, err := c.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	key, rks := []byte(storage.TableKey("T0")), [][]byte{[]byte("000000005"), []byte("000015000"), []byte("missing")}
+	for _, q := range []struct {
+		name, sql string
+		args      []any
+	}{
+		{"getMany", e.q.getMany, []any{[]int64{0, 1, 2}, [][]byte{[]byte(acct), []byte(acct), []byte(acct)},
+			[][]byte{key, key, key}, [][]byte{[]byte("p"), []byte("p"), []byte("p")}, rks}},
+		{"readRows", e.q.readRows, []any{[]byte(acct), key, []byte("p"), rks}},
+		{"readRowsProps", e.q.readRowsProps, []any{[]byte(acct), key, []byte("p"), rks}},
+		{"readRow", e.q.readRow, []any{[]byte(acct), key, []byte("p"), rks[1]}},
+		{"readRowProps", e.q.readRowProps, []any{[]byte(acct), key, []byte("p"), rks[1]}},
+	} {
+		t.Run(q.name, func(t *testing.T) {
+			if _, err := c.Exec(ctx, "PREPARE lookup AS "+q.sql); err != nil {
+				t.Fatal(err)
+			}
+			defer c.Exec(ctx, "DEALLOCATE lookup") //nolint:errcheck
+			// EXECUTE takes its arguments as literals.
+			lits := make([]string, len(q.args))
+			for i, a := range q.args {
+				lits[i] = literal(a)
+			}
+			rows, err := c.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE lookup("+strings.Join(lits, ", ")+")")
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Each probe of the entity table must find at most its one row (EXPLAIN shows
+			// the rows per loop); a plan that probes by table id alone reads 20,000.
+			probes, inEntity := 0, false
+			for i, line := range plan {
+				if strings.Contains(line, "->") || i == 0 {
+					inEntity = strings.Contains(line, "on cerulean_entities")
+				}
+				if inEntity && strings.Contains(line, "Rows Removed by") {
+					t.Errorf("the entity table's probes read rows they filter out (%s):\n%s", strings.TrimSpace(line), strings.Join(plan, "\n"))
+				}
+				at := strings.Index(line, "(actual rows=")
+				if !strings.Contains(line, "on cerulean_entities") || at < 0 {
+					continue // not the entity table, or never executed
+				}
+				var n, loops int
+				if _, err := fmt.Sscanf(line[at:], "(actual rows=%d loops=%d)", &n, &loops); err != nil {
+					t.Fatalf("plan line %d %q: %v", i, line, err)
+				}
+				probes += loops
+				if n > 1 {
+					t.Errorf("%d rows per probe of the entity table:\n%s", n, strings.Join(plan, "\n"))
+				}
+			}
+			if probes == 0 {
+				t.Errorf("no probe of the entity table:\n%s", strings.Join(plan, "\n"))
+			}
+		})
+	}
+}
+
+// literal is a SQL literal of a BYTEA, BYTEA[] or INT8[] argument.
+func literal(a any) string {
+	switch v := a.(type) {
+	case []byte:
+		return fmt.Sprintf(`'\x%x'::BYTEA`, v)
+	case [][]byte:
+		s := make([]string, len(v))
+		for i := range v {
+			s[i] = fmt.Sprintf(`'\x%x'`, v[i])
+		}
+		return "ARRAY[" + strings.Join(s, ", ") + "]::BYTEA[]"
+	case []int64:
+		s := make([]string, len(v))
+		for i := range v {
+			s[i] = fmt.Sprint(v[i])
+		}
+		return "ARRAY[" + strings.Join(s, ", ") + "]::INT8[]"
+	}
+	panic(fmt.Sprintf("literal of %T", a))
+}
