@@ -226,3 +226,20 @@ func BenchmarkReplaceIf(b *testing.B) {
 		return 1
 	})
 }
+
+// BenchmarkMergeBatch is 32 callers each merging into 10 entities of its own partition
+// in one batch (a read of the ten rows, then ten compare-and-swaps in one transaction).
+func BenchmarkMergeBatch(b *testing.B) {
+	e, acct := benchEngine(b)
+	ctx := context.Background()
+	parallel32(b, func(w int64, i int) int {
+		muts := make([]storage.Mutation, 10)
+		for j := range muts {
+			muts[j] = storage.Mutation{Op: storage.InsertOrMerge, RowKey: fmt.Sprintf("r%02d", (i*10+j)%64), Props: benchProps(i)}
+		}
+		if _, err := e.Apply(ctx, acct, "T", fmt.Sprintf("w%03d", w), muts); err != nil {
+			b.Error(err)
+		}
+		return len(muts)
+	})
+}
