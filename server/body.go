@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -193,7 +194,15 @@ func (s *Server) readBatchBody(rq *request, limit int64) ([]byte, error) {
 func (s *Server) readBodyTo(rq *request, limit int64, pooled bool) ([]byte, error) {
 	r := rq.r
 	if r.ContentLength > limit {
-		return nil, azerr.New(azerr.RequestBodyTooLarge)
+		// A client that asked to be told to go on (Expect: 100-continue) has not sent the
+		// body, and will not if it is refused first.
+		if r.ContentLength <= limit+drainMax && !strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+			br := s.startBody(rq)
+			var scratch [4 << 10]byte
+			s.drain(rq, br, scratch[:])
+			s.endBody(br)
+		}
+		return nil, s.bodyFailed(rq, azerr.New(azerr.RequestBodyTooLarge))
 	}
 	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
 		rq.bodyDone = true
@@ -230,6 +239,7 @@ func (s *Server) readBodyTo(rq *request, limit int64, pooled bool) ([]byte, erro
 			br.mu.Unlock()
 		}
 		if total > limit {
+			s.drain(rq, br, c)
 			return nil, s.bodyFailed(rq, azerr.New(azerr.RequestBodyTooLarge))
 		}
 		if err == io.EOF {
@@ -280,6 +290,34 @@ func bodyReadError(err error, cut bool) *azerr.Error {
 
 // bodyFailed marks the connection for closing after a body that was not read to its end:
 // what remains of it on the wire is not worth waiting for.
+// drainMax is how much of a body over its limit the server still reads (and discards)
+// before it answers 413. Many clients (Python's http.client, .NET's, curl without
+// Expect: 100-continue) send the whole body before they read the answer, and a server that
+// stops reading and closes the connection under them resets it: they report a broken pipe
+// or a reset connection instead of RequestBodyTooLarge. A body up to drainMax past its
+// limit is read to its end, under the same timeouts as any body, so its client reads the
+// 413; a larger one is cut off.
+const drainMax = 4 << 20
+
+// drain reads and discards the rest of rq's body, up to drainMax bytes, into buf, under
+// br's timeouts.
+func (s *Server) drain(rq *request, br *bodyRead, buf []byte) {
+	var n int64
+	for n < drainMax {
+		br.arm()
+		k, err := rq.r.Body.Read(buf[:min(int64(len(buf)), drainMax-n)])
+		n += int64(k)
+		if k > 0 {
+			br.mu.Lock()
+			br.progress = time.Now()
+			br.mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
 func (s *Server) bodyFailed(rq *request, e *azerr.Error) *azerr.Error {
 	rq.w.Header()["Connection"] = []string{"close"}
 	return e

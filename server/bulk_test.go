@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -267,6 +269,88 @@ func TestBulkBodyLimit(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || ans.Failed != 0 {
 		t.Errorf("%d bytes: %d %.300s", ok.Len(), resp.StatusCode, b)
 	}
+}
+
+// TestOverLimitBodySentWhole: a client that sends its whole body before it reads the
+// answer (as Python's http.client and curl do) reads 413 RequestBodyTooLarge for a body
+// over the limit, declared or chunked, rather than a broken pipe or a reset: the server
+// reads the rest of the body (up to drainMax) before it answers and closes. Without that
+// the server closed the connection with the body unread, which resets it: the client,
+// still writing its last 64 KiB a second later, failed with a broken pipe (as
+// TestBulkBodyLimit's Go client once did on a loaded machine).
+func TestOverLimitBodySentWhole(t *testing.T) {
+	hs, _ := bulkServer(t, Limits{MaxBodyMemory: 8 << 20})
+	limit := 2 << 20
+	item := `{"op":"upsert","entity":{"PartitionKey":"p","RowKey":"%d","S":"` + strings.Repeat("x", 900) + `"}},`
+	var sb strings.Builder
+	sb.WriteString(`{"operations":[`)
+	for i := 0; sb.Len() < limit+(1<<20); i++ {
+		fmt.Fprintf(&sb, item, i)
+	}
+	body := strings.TrimSuffix(sb.String(), ",") + "]}"
+	for _, chunked := range []bool{false, true} {
+		r := signed(t, hs, http.MethodPost, "/elastic?comp=bulk", nil)
+		r.Header.Set("Content-Type", "application/json")
+		// The last 64 KiB go a second later, past the half second net/http lingers
+		// before it closes a connection whose body was left unread.
+		head, tail := body[:len(body)-64<<10], body[len(body)-64<<10:]
+		r.Body = io.NopCloser(io.MultiReader(strings.NewReader(head), pause{time.Second}, strings.NewReader(tail)))
+		r.ContentLength = int64(len(body))
+		if chunked {
+			r.ContentLength = -1
+		}
+		conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+		if err := r.Write(conn); err != nil {
+			t.Errorf("chunked=%v: sending %d bytes: %v", chunked, len(body), err)
+			conn.Close()
+			continue
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), r)
+		if err != nil {
+			t.Errorf("chunked=%v: %v", chunked, err)
+		} else if resp.StatusCode != http.StatusRequestEntityTooLarge || resp.Header.Get("X-Ms-Error-Code") != "RequestBodyTooLarge" {
+			t.Errorf("chunked=%v: %d %s", chunked, resp.StatusCode, resp.Header.Get("X-Ms-Error-Code"))
+		}
+		conn.Close()
+	}
+
+	// A client that waits for 100 Continue before it sends a declared body is refused at
+	// once: it sends nothing, and the answer comes without the body.
+	r := signed(t, hs, http.MethodPost, "/elastic?comp=bulk", nil)
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Expect", "100-continue")
+	r.ContentLength = int64(len(body))
+	conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n", r.URL.RequestURI(), r.Host, len(body))
+	if err := r.Header.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(conn, "\r\n")
+	start := time.Now()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), r)
+	if err != nil {
+		t.Fatalf("100-continue: %v", err)
+	}
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || time.Since(start) > 5*time.Second {
+		t.Errorf("100-continue: %d after %v", resp.StatusCode, time.Since(start))
+	}
+}
+
+// pause is an empty reader that takes its time.
+type pause struct{ d time.Duration }
+
+func (p pause) Read([]byte) (int, error) {
+	time.Sleep(p.d)
+	return 0, io.EOF
 }
 
 // TestBulkSAS: a SAS allows in bulk what it allows one entity at a time, item by item;
