@@ -489,7 +489,21 @@ func TestReplicaKilled(t *testing.T) {
 		phase = p
 		mu.Unlock()
 	}
-	time.Sleep(time.Second)
+	// servedBy waits at least a second, and then until the replica has served a read in
+	// the current phase (at most 20 s): on a loaded machine the first second may see
+	// only a few dozen reads (CI once had 49, all from the primary).
+	servedBy := func(key string) {
+		time.Sleep(time.Second)
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			mu.Lock()
+			n := sources[key]
+			mu.Unlock()
+			if n > 0 {
+				return
+			}
+		}
+	}
+	servedBy("before " + mineSource)
 	setPhase("killed")
 	standby.Kill()
 	// Out of rotation, by the reads' failures or the next poll.
@@ -506,7 +520,7 @@ func TestReplicaKilled(t *testing.T) {
 	standby.Start()
 	waitRotation(t, e, 2)
 	setPhase("back")
-	time.Sleep(time.Second)
+	servedBy("back " + mineSource)
 	close(stop)
 	wg.Wait()
 	t.Logf("reads by phase and source: %v", sources)
