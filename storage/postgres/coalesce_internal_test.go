@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -281,13 +282,27 @@ func TestStaleTableID(t *testing.T) {
 
 // internalEngine opens an engine on CERULEAN_TEST_POSTGRES_URL without the purger (the
 // test drives what it needs), closed when the test ends; without the URL the test skips.
-func internalEngine(t testing.TB) *Engine {
+// internalURL is the test database's URL; without one the test is skipped.
+func internalURL(t testing.TB) string {
 	t.Helper()
 	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
 	if url == "" {
 		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
 	}
-	e, err := Open(context.Background(), url, Options{DisablePurger: true})
+	return url
+}
+
+// withParam adds a query parameter ("name=value") to a database URL.
+func withParam(url, param string) string {
+	if strings.Contains(url, "?") {
+		return url + "&" + param
+	}
+	return url + "?" + param
+}
+
+func internalEngine(t testing.TB) *Engine {
+	t.Helper()
+	e, err := Open(context.Background(), internalURL(t), Options{DisablePurger: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -44,10 +43,7 @@ func BenchmarkNewConnection(b *testing.B) {
 //	CERULEAN_TEST_POSTGRES_URL=... go test -run '^$' -bench ColdStart -benchtime 10x ./storage/postgres
 func BenchmarkColdStart(b *testing.B) {
 	ctx := context.Background()
-	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
-	if url == "" {
-		b.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
-	}
+	url := internalURL(b)
 	_, acct := tableEngine(b, "cs")
 	var worst []time.Duration
 	for i := 0; b.Loop(); i++ {

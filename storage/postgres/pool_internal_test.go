@@ -3,8 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,10 +16,7 @@ import (
 // spread; a pool_min_conns in the URL wins.
 func TestPoolStaysWarm(t *testing.T) {
 	ctx := context.Background()
-	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
-	if url == "" {
-		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
-	}
+	url := internalURL(t)
 	_, acct := tableEngine(t, "pw")
 	e, err := Open(ctx, url, Options{PoolSize: 8, DisablePurger: true})
 	if err != nil {
@@ -74,11 +69,7 @@ func TestPoolStaysWarm(t *testing.T) {
 		t.Errorf("the first requests opened %d connections", n)
 	}
 
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	own, err := Open(ctx, url+sep+"pool_min_conns=1", Options{PoolSize: 8, DisablePurger: true})
+	own, err := Open(ctx, withParam(url, "pool_min_conns=1"), Options{PoolSize: 8, DisablePurger: true})
 	if err != nil {
 		t.Fatal(err)
 	}

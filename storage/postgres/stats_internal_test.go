@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 
@@ -25,10 +24,7 @@ import (
 // probe", readRows "Rows Removed by Filter: 19999").
 func TestLookupsIgnoreStats(t *testing.T) {
 	ctx := context.Background()
-	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
-	if url == "" {
-		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set")
-	}
+	url := internalURL(t)
 	admin, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
@@ -39,11 +35,7 @@ func TestLookupsIgnoreStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE") //nolint:errcheck
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	e, err := Open(ctx, url+sep+"search_path="+schema, Options{DisablePurger: true})
+	e, err := Open(ctx, withParam(url, "search_path="+schema), Options{DisablePurger: true})
 	if err != nil {
 		t.Fatal(err)
 	}
