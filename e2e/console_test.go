@@ -219,8 +219,21 @@ func setValue(sel, v string) chromedp.Action {
 	return chromedp.Tasks{chromedp.WaitVisible(sel, chromedp.ByQuery), js(fmt.Sprintf(`(() => { const el = document.querySelector(%q); el.value = %q; el.dispatchEvent(new Event('input', {bubbles: true})); })()`, sel, v))}
 }
 
+// click clicks the element sel once it is visible. A view that is still rendering can
+// replace the element between the query and the click ("Could not find node with given
+// id"); the click is then tried again on the element that replaced it, up to 5 times.
 func click(sel string) chromedp.Action {
-	return chromedp.Click(sel, chromedp.ByQuery, chromedp.NodeVisible)
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		var err error
+		for range 5 {
+			err = chromedp.Click(sel, chromedp.ByQuery, chromedp.NodeVisible).Do(ctx)
+			if err == nil || !strings.Contains(err.Error(), "Could not find node") {
+				return err
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return err
+	})
 }
 
 // rawEntity reads an entity through the Go SDK's client as its raw JSON (numbers kept as
