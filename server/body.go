@@ -102,6 +102,13 @@ type bodyRead struct {
 
 // arm sets the connection's read deadline for the next read: the stall allowance from the
 // last progress, but never past the body's deadline.
+// moved notes that bytes arrived: the next pause is timed from now.
+func (b *bodyRead) moved() {
+	b.mu.Lock()
+	b.progress = time.Now()
+	b.mu.Unlock()
+}
+
 func (b *bodyRead) arm() {
 	b.mu.Lock()
 	d := b.progress.Add(b.stall)
@@ -234,9 +241,7 @@ func (s *Server) readBodyTo(rq *request, limit int64, pooled bool) ([]byte, erro
 		n, err := r.Body.Read(c[off:])
 		total += int64(n)
 		if n > 0 {
-			br.mu.Lock()
-			br.progress = time.Now()
-			br.mu.Unlock()
+			br.moved()
 		}
 		if total > limit {
 			s.drain(rq, br, c)
@@ -288,8 +293,6 @@ func bodyReadError(err error, cut bool) *azerr.Error {
 	return azerr.Newf(azerr.InvalidInput, "The request body could not be read.")
 }
 
-// bodyFailed marks the connection for closing after a body that was not read to its end:
-// what remains of it on the wire is not worth waiting for.
 // drainMax is how much of a body over its limit the server still reads (and discards)
 // before it answers 413. Many clients (Python's http.client, .NET's, curl without
 // Expect: 100-continue) send the whole body before they read the answer, and a server that
@@ -308,9 +311,7 @@ func (s *Server) drain(rq *request, br *bodyRead, buf []byte) {
 		k, err := rq.r.Body.Read(buf[:min(int64(len(buf)), drainMax-n)])
 		n += int64(k)
 		if k > 0 {
-			br.mu.Lock()
-			br.progress = time.Now()
-			br.mu.Unlock()
+			br.moved()
 		}
 		if err != nil {
 			return
@@ -318,6 +319,8 @@ func (s *Server) drain(rq *request, br *bodyRead, buf []byte) {
 	}
 }
 
+// bodyFailed marks the connection for closing after a body that was not read to its end:
+// what remains of it on the wire is not worth waiting for.
 func (s *Server) bodyFailed(rq *request, e *azerr.Error) *azerr.Error {
 	rq.w.Header()["Connection"] = []string{"close"}
 	return e

@@ -270,12 +270,13 @@ func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutat
 		}
 		a.ent = ent
 	}
+	pk, rk := []byte(a.pk), []byte(m.RowKey)
 	var ver int64
-	st := e.singleStmt(a, m, ttl, &ver)
+	st := e.singleStmt(a, m, pk, rk, ttl, &ver)
 	if st.sql == "" {
 		return storage.Applied{}, false, fmt.Errorf("applySingle: %v", m.Op)
 	}
-	pos, err := e.singles.do(ctx, &st, a.ent.id, st.args[3].([]byte), st.args[4].([]byte))
+	pos, err := e.singles.do(ctx, &st, a.ent.id, pk, rk)
 	if err != nil {
 		return storage.Applied{}, false, err
 	}
@@ -292,11 +293,10 @@ func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutat
 	return storage.Applied{Versions: []int64{ver}, Position: pos}, true, nil
 }
 
-// singleStmt is applySingle's statement for m (no SQL for an op it does not make), on
-// the table id and generation in a.ent, answering the new version (the old one for a
-// delete) into ver. Its args hold the PartitionKey at 3 and the RowKey at 4.
-func (e *Engine) singleStmt(a *applyArgs, m *storage.Mutation, ttl int64, ver *int64) stmt {
-	pk, rk := []byte(a.pk), []byte(m.RowKey)
+// singleStmt is applySingle's statement for m (no SQL for an op it does not make), of
+// the row pk, rk, on the table id and generation in a.ent, answering the new version (the
+// old one for a delete) into ver.
+func (e *Engine) singleStmt(a *applyArgs, m *storage.Mutation, pk, rk []byte, ttl int64, ver *int64) stmt {
 	st := stmt{dest: []any{ver}}
 	switch m.Op {
 	case storage.Insert:

@@ -575,7 +575,7 @@ func TestGroupRowOrder(t *testing.T) {
 					a := applyArgs{acct: []byte(acct), key: key, pk: fmt.Sprintf("p%d", p), ent: ent}
 					m := storage.Mutation{Op: op, RowKey: fmt.Sprintf("r%02d", r), Props: []entity.Property{{Name: "N", Value: entity.Int32Value(int32(r))}}}
 					var ver int64
-					st := e.singleStmt(&a, &m, 0, &ver)
+					st := e.singleStmt(&a, &m, []byte(a.pk), []byte(m.RowKey), 0, &ver)
 					group = append(group, &single{st: &st, tid: ent.id, pk: []byte(a.pk), rk: []byte(m.RowKey)})
 				}
 			}

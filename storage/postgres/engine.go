@@ -102,6 +102,19 @@ const (
 // writes and to other front ends, but those can still race as hard.
 const maxAttempts = 200
 
+// prepareAll prepares sqls (nil: none) on c, each named by its text as pipeline expects.
+func prepareAll(ctx context.Context, c *pgx.Conn, sqls *[]string) error {
+	if sqls == nil {
+		return nil
+	}
+	for _, sql := range *sqls {
+		if _, err := c.Prepare(ctx, sql, sql); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ErrClosed is returned by every method called after Close.
 var ErrClosed = fmt.Errorf("engine closed: %w", storage.ErrUnavailable)
 
@@ -290,14 +303,7 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 		if err := setTimeout(ctx, c); err != nil {
 			return err
 		}
-		if p := prepare.Load(); p != nil {
-			for _, sql := range *p {
-				if _, err := c.Prepare(ctx, sql, sql); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+		return prepareAll(ctx, c, prepare.Load())
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -315,13 +321,10 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 	q := buildQueries(d)
 	prepare.Store(&[]string{q.insert1, q.upsert1, q.replace1, q.delete1, q.insertB, q.upsertB, q.replaceB, q.deleteB,
 		q.insertMany, q.upsertMany, q.casUpdate, q.casDelete, q.casInsert, q.casUpdateB, q.casDeleteB, q.casInsertB, q.position, q.mark})
-	// The connections the pool opened meanwhile (MinConns) prepare them now.
+	// The connections the pool opened meanwhile (MinConns) prepare them now; should one
+	// fail, its statements are prepared on first use (a broken connection is dropped).
 	for _, c := range pool.AcquireAllIdle(ctx) {
-		for _, sql := range *prepare.Load() {
-			if _, err := c.Conn().Prepare(ctx, sql, sql); err != nil {
-				break // prepared on first use instead (a broken connection is dropped)
-			}
-		}
+		_ = prepareAll(ctx, c.Conn(), prepare.Load())
 		c.Release()
 	}
 	e := &Engine{
@@ -410,10 +413,7 @@ func unavailableCode(code string) bool {
 // nothing was sent before the connection failed.
 func retryable(err error) bool {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return retryableCode(pe.Code)
-	}
-	return contended(err) || pgconn.SafeToRetry(err)
+	return contended(err) || !errors.As(err, &pe) && pgconn.SafeToRetry(err)
 }
 
 // contended reports a write that lost to a concurrent write of the same rows: a lost
