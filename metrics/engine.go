@@ -174,6 +174,8 @@ var (
 		"Database errors the engine reported, by class: unavailable, no_space, contention, other.", []string{"class"}, nil)
 	pgRetries = prometheus.NewDesc("cerulean_postgres_retries_total",
 		"Calls run again after losing to a concurrent write of the same rows (a lost compare-and-swap, a serialization failure, a deadlock).", nil, nil)
+	pgPurges = prometheus.NewDesc("cerulean_postgres_pending_table_purges",
+		"Deleted tables whose rows are still to be purged, as this front end's purger last found.", nil, nil)
 	pgReplicaUp = prometheus.NewDesc("cerulean_postgres_replica_in_rotation",
 		"1 if the read replica may serve reads, else 0; by replica (host:port as configured).", []string{"replica"}, nil)
 	pgReplicaStaleness = prometheus.NewDesc("cerulean_postgres_replica_staleness_seconds",
@@ -186,7 +188,7 @@ type postgresCollector struct{ e *postgres.Engine }
 
 func (c *postgresCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{pgPoolMax, pgPoolConns, pgPoolAcquires, pgPoolWaits, pgPoolWaitSeconds,
-		pgPoolCanceled, pgStmtErrors, pgRetries, pgReplicaUp, pgReplicaStaleness, pgReplicaLag} {
+		pgPoolCanceled, pgStmtErrors, pgRetries, pgPurges, pgReplicaUp, pgReplicaStaleness, pgReplicaLag} {
 		ch <- d
 	}
 }
@@ -214,6 +216,7 @@ func (c *postgresCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(pgStmtErrors, float64(e.Contention), "contention")
 	counter(pgStmtErrors, float64(e.Other), "other")
 	counter(pgRetries, float64(st.Retries))
+	gauge(pgPurges, float64(st.PendingPurges))
 	for _, r := range st.Replicas {
 		up := 0.0
 		if r.InRotation {

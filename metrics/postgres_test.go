@@ -33,7 +33,7 @@ func TestPostgresFigures(t *testing.T) {
 	if got["cerulean_postgres_pool_acquires_total{}"] < 1 {
 		t.Errorf("pool acquires %v after a read", got["cerulean_postgres_pool_acquires_total{}"])
 	}
-	for _, k := range []string{"cerulean_postgres_pool_conns{state=in_use}", "cerulean_postgres_pool_conns{state=idle}", "cerulean_postgres_statement_errors_total{class=other}", "cerulean_postgres_retries_total{}"} {
+	for _, k := range []string{"cerulean_postgres_pool_conns{state=in_use}", "cerulean_postgres_pool_conns{state=idle}", "cerulean_postgres_statement_errors_total{class=other}", "cerulean_postgres_retries_total{}", "cerulean_postgres_pending_table_purges{}"} {
 		if _, ok := got[k]; !ok {
 			t.Errorf("no %s", k)
 		}

@@ -204,9 +204,12 @@ type Engine struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	purgeMu   sync.Mutex
-	purgeWake chan struct{}
-	purgeStop chan struct{}
-	loops     sync.WaitGroup // the background purges
+	// pendingPurges is how many deleted tables still have rows to purge, as this front
+	// end last saw (Stats.PendingPurges).
+	pendingPurges atomic.Int64
+	purgeWake     chan struct{}
+	purgeStop     chan struct{}
+	loops         sync.WaitGroup // the background purges
 }
 
 var _ storage.Engine = (*Engine)(nil)

@@ -20,6 +20,11 @@ type Stats struct {
 	Retries uint64
 	// Replicas is each read replica's state (Replicas).
 	Replicas []ReplicaStatus
+	// PendingPurges is how many deleted tables still have rows to purge, as this front
+	// end's purger last found (a table deleted through this front end counts at once; one
+	// deleted through another, from the next pass of this one's purger, every
+	// PurgeInterval).
+	PendingPurges int64
 }
 
 // PoolStats describe the primary's connection pool (pgxpool.Stat).
@@ -67,7 +72,8 @@ func (e *Engine) Stats() Stats {
 			Contention:  e.stmtErrs.contention.Load(),
 			Other:       e.stmtErrs.other.Load(),
 		},
-		Retries:  e.retries.Load(),
-		Replicas: e.Replicas(),
+		Retries:       e.retries.Load(),
+		Replicas:      e.Replicas(),
+		PendingPurges: e.pendingPurges.Load(),
 	}
 }

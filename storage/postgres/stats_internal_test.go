@@ -149,3 +149,95 @@ func literal(a any) string {
 	}
 	panic(fmt.Sprintf("literal of %T", a))
 }
+
+// TestPendingPurges: Stats.PendingPurges counts a table deleted through this front end
+// at once, keeps counting it through a purge pass that fails, and is 0 once a pass has
+// purged every deleted table's rows, another front end's included.
+func TestPendingPurges(t *testing.T) {
+	ctx := context.Background()
+	url := internalURL(t)
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	schema := fmt.Sprintf("purges_%016x", rand.Uint64())
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE") //nolint:errcheck
+	open := func() *Engine {
+		t.Helper()
+		e, err := Open(ctx, withParam(url, "search_path="+schema), Options{DisablePurger: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e
+	}
+	e, other := open(), open()
+	fill := func(e *Engine, name string, n int) {
+		t.Helper()
+		if err := e.CreateTable(ctx, "purges", name, storage.TableSettings{}); err != nil {
+			t.Fatal(err)
+		}
+		for b := 0; b < n; b += 100 {
+			var muts []storage.Mutation
+			for r := b; r < min(b+100, n); r++ {
+				muts = append(muts, storage.Mutation{Op: storage.Insert, RowKey: fmt.Sprintf("r%05d", r)})
+			}
+			if _, err := e.Apply(ctx, "purges", name, "p", muts); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pending := func(e *Engine, want int64, when string) {
+		t.Helper()
+		if got := e.Stats().PendingPurges; got != want {
+			t.Errorf("%s: PendingPurges %d, want %d", when, got, want)
+		}
+	}
+	rowsLeft := func() int {
+		t.Helper()
+		var n int
+		if err := admin.QueryRow(ctx, "SELECT count(*) FROM "+schema+".cerulean_entities").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	fill(e, "T", PurgeChunk+5) // two chunks
+	fill(other, "U", 10)
+	pending(e, 0, "before any delete")
+	if err := e.DeleteTable(ctx, "purges", "T"); err != nil {
+		t.Fatal(err)
+	}
+	pending(e, 1, "after deleting T")
+	if err := other.DeleteTable(ctx, "purges", "U"); err != nil {
+		t.Fatal(err)
+	}
+	pending(e, 1, "after another front end deleted U (not seen yet)")
+	pending(other, 1, "the other front end, after deleting U")
+
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := e.Purge(canceled); err == nil {
+		t.Fatal("a purge with a canceled context succeeded")
+	}
+	pending(e, 1, "after a purge pass that failed")
+	if n := rowsLeft(); n != PurgeChunk+5+10 {
+		t.Fatalf("%d rows left after a failed pass, want %d", n, PurgeChunk+5+10)
+	}
+
+	if err := e.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pending(e, 0, "after a purge pass")
+	if n := rowsLeft(); n != 0 {
+		t.Errorf("%d rows left after a purge pass (T's and the other front end's U)", n)
+	}
+	if err := other.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pending(other, 0, "the other front end, after its pass")
+}

@@ -129,6 +129,7 @@ func (e *Engine) DeleteTable(ctx context.Context, account, name string) error {
 	})
 	e.cache.drop(tableRef{account, storage.TableKey(name)})
 	if err == nil {
+		e.pendingPurges.Add(1)
 		e.wakePurger()
 	}
 	return err
@@ -261,6 +262,10 @@ func (e *Engine) loopContext() (context.Context, context.CancelFunc) {
 // delete statement (and transaction) per chunk, and drops the queue entries whose grace
 // period has passed and whose rows are all gone. Front ends may purge the same table at
 // once: each chunk is idempotent.
+//
+// It counts the queued tables in pendingPurges, and counts each one off once its rows are
+// gone: a pass that fails leaves the rest counted, and a table deleted meanwhile is added
+// by DeleteTable and listed by the next pass, which DeleteTable wakes.
 func (e *Engine) purgePending(ctx context.Context) error {
 	e.purgeMu.Lock()
 	defer e.purgeMu.Unlock()
@@ -285,6 +290,7 @@ func (e *Engine) purgePending(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	e.pendingPurges.Store(int64(len(entries)))
 	for _, en := range entries {
 		for {
 			if err := ctx.Err(); err != nil {
@@ -308,6 +314,7 @@ func (e *Engine) purgePending(ctx context.Context) error {
 				break
 			}
 		}
+		e.pendingPurges.Add(-1)
 		if en.old {
 			if _, err := e.pool.Exec(ctx, e.q.purgeDone, en.id); err != nil {
 				return fmt.Errorf("purge table %d: %w", en.id, err)
