@@ -280,8 +280,6 @@ func TestStaleTableID(t *testing.T) {
 	_ = b.Purge(ctx)
 }
 
-// internalEngine opens an engine on CERULEAN_TEST_POSTGRES_URL without the purger (the
-// test drives what it needs), closed when the test ends; without the URL the test skips.
 // internalURL is the test database's URL; without one the test is skipped.
 func internalURL(t testing.TB) string {
 	t.Helper()
@@ -300,6 +298,8 @@ func withParam(url, param string) string {
 	return url + "?" + param
 }
 
+// internalEngine opens an engine on CERULEAN_TEST_POSTGRES_URL without the purger (the
+// test drives what it needs), closed when the test ends; without the URL the test skips.
 func internalEngine(t testing.TB) *Engine {
 	t.Helper()
 	e, err := Open(context.Background(), internalURL(t), Options{DisablePurger: true})

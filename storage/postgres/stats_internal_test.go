@@ -24,18 +24,8 @@ import (
 // probe", readRows "Rows Removed by Filter: 19999").
 func TestLookupsIgnoreStats(t *testing.T) {
 	ctx := context.Background()
-	url := internalURL(t)
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	schema := fmt.Sprintf("stats_%016x", rand.Uint64())
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE") //nolint:errcheck
-	e, err := Open(ctx, withParam(url, "search_path="+schema), Options{DisablePurger: true})
+	_, _, url := ownSchema(t, "stats")
+	e, err := Open(ctx, url, Options{DisablePurger: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,20 +145,10 @@ func literal(a any) string {
 // purged every deleted table's rows, another front end's included.
 func TestPendingPurges(t *testing.T) {
 	ctx := context.Background()
-	url := internalURL(t)
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	schema := fmt.Sprintf("purges_%016x", rand.Uint64())
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE") //nolint:errcheck
+	admin, schema, url := ownSchema(t, "purges")
 	open := func() *Engine {
 		t.Helper()
-		e, err := Open(ctx, withParam(url, "search_path="+schema), Options{DisablePurger: true})
+		e, err := Open(ctx, url, Options{DisablePurger: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,4 +220,29 @@ func TestPendingPurges(t *testing.T) {
 		t.Fatal(err)
 	}
 	pending(other, 0, "the other front end, after its pass")
+}
+
+// ownSchema creates a schema of the test's own (prefix and a random suffix) in the test
+// database, so that what the test writes and analyses meets no other test's, and drops it
+// when the test ends, after the engines the test opened later have closed. It returns a
+// connection to the database, the schema's name, and the URL of engines that work in it.
+func ownSchema(t *testing.T, prefix string) (admin *pgx.Conn, schema, url string) {
+	t.Helper()
+	ctx := context.Background()
+	base := internalURL(t)
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(ctx) })
+	schema = fmt.Sprintf("%s_%016x", prefix, rand.Uint64())
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop the test's schema: %v", err)
+		}
+	})
+	return admin, schema, withParam(base, "search_path="+schema)
 }
