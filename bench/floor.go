@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ceruleandb/cerulean/client"
+	"github.com/ceruleandb/cerulean/h1"
 	"github.com/ceruleandb/cerulean/tlsconf"
 )
 
@@ -33,8 +34,9 @@ import (
 // server is measured. The recorder keeps the first successful answer per workload and
 // request kind (method, entity or collection URL, continuation position), so a scan's
 // pages replay in order with their continuation headers and the scan ends where the
-// server's did. It serves plain Go net/http, as Cerulean does, over TLS when the measured
-// endpoint is https.
+// server's did. It serves HTTP as Cerulean does, with package h1 in front of a net/http
+// server (so that the ratio compares the server's own work, not two HTTP stacks), over TLS
+// when the measured endpoint is https.
 
 // recorder keeps the first answer to each kind of request of each workload.
 type recorder struct {
@@ -94,7 +96,7 @@ func (r *recorder) put(key string, status int, header http.Header, body []byte) 
 		return
 	}
 	h := header.Clone()
-	// The floor's net/http sets these itself, as the server's did.
+	// The floor's HTTP server sets these itself, as the server's did.
 	for _, k := range []string{"Date", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive"} {
 		h.Del(k)
 	}
@@ -130,7 +132,7 @@ func (t recordingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 // floor is the replaying server.
 type floor struct {
 	rec       *recorder
-	srv       *http.Server
+	srv       *h1.Server
 	endpoint  string      // the floor's table endpoint, with the measured endpoint's path
 	clientTLS *tls.Config // trusts the floor's certificate; nil over plain HTTP
 	dir       string      // the certificate's directory, removed by close
@@ -144,7 +146,7 @@ func startFloor(rec *recorder, useTLS bool, basePath string) (*floor, error) {
 		return nil, fmt.Errorf("floor: %w", err)
 	}
 	f := &floor{rec: rec}
-	f.srv = &http.Server{Handler: f, ReadHeaderTimeout: httpTimeout, IdleTimeout: 2 * time.Minute}
+	f.srv = &h1.Server{HTTP: &http.Server{Handler: f, ReadHeaderTimeout: httpTimeout, IdleTimeout: 2 * time.Minute}}
 	scheme := "http"
 	if useTLS {
 		scheme = "https"

@@ -256,7 +256,8 @@ func (s *Server) readBodyTo(rq *request, limit int64, pooled bool) ([]byte, erro
 	}
 	rq.bodyDone = true
 	// The body is complete: no read deadline may stay armed, or it would cancel the request's
-	// context while the handler works (net/http watches the idle connection from here on).
+	// context while the handler works (net/http, which serves the connections h1 hands it,
+	// watches the idle connection from here on).
 	_ = rq.rc.SetReadDeadline(time.Time{})
 
 	// One contiguous copy for the decoders; the chunks go back to the pool.

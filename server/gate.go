@@ -57,7 +57,7 @@ func (s *Server) gate(rq *request, tbl, pk string, entities int) error {
 		case faults.ResetBefore:
 			s.injected(rq, op, d.Kind)
 			rq.reset = true
-			panic(http.ErrAbortHandler) // net/http closes the connection, answering nothing
+			panic(http.ErrAbortHandler) // the HTTP server closes the connection, answering nothing
 		case faults.ResetAfter:
 			after = d.Kind
 		case faults.Cut:

@@ -241,9 +241,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rq.rc = &rq.rcv
 	rq.rw = responseWriter{ResponseWriter: w, s: s, rq: rq}
 	rq.w = &rq.rw
-	// The write deadline responseWriter arms for a response is cleared by net/http after
-	// each request (conn.serve, in the Go 1.26 go.mod requires), so a request starts with
-	// none, and its 100 Continue cannot be cut off by the previous response's
+	// The write deadline responseWriter arms for a response is cleared by the HTTP server
+	// after each request (h1's serveRequest; net/http's conn.serve, in the Go 1.26 go.mod
+	// requires, for the connections h1 hands over), so a request starts with none, and its 100 Continue cannot be cut off by the previous response's
 	// (TestStaleWriteDeadline): nothing is reset here.
 	defer s.logRequest(rq, start)
 	if s.observer != nil {

@@ -91,7 +91,8 @@ func (w *responseWriter) armWriteAt(now time.Time) {
 // beforeHeader runs once, just before the status line is sent. It adds Keep-Alive:
 // timeout=N (what Node's servers and so Azurite send, read by pooling clients to retire a
 // socket before the server closes it) only when the connection will stay open. A body the
-// handler did not read is discarded by net/http after the handler returns, up to 256 KiB;
+// handler did not read is discarded by the HTTP server (h1 or net/http) after the handler
+// returns, up to 256 KiB;
 // that discard gets a stall deadline too, so a client that stops half-way cannot hold it,
 // and none at all when the connection closes anyway.
 func (s *Server) beforeHeader(rq *request) {
@@ -100,8 +101,8 @@ func (s *Server) beforeHeader(rq *request) {
 	consumed := rq.bodyDone || r.ContentLength == 0
 	switch {
 	case !consumed && closing:
-		// net/http reads what is left of a short body even on a connection it closes;
-		// nothing of it is wanted.
+		// net/http reads what is left of a short body even on a connection it closes
+		// (h1 does not); nothing of it is wanted.
 		_ = rq.rc.SetReadDeadline(time.Now())
 	case !consumed:
 		_ = rq.rc.SetReadDeadline(time.Now().Add(s.limits.StallTimeout))

@@ -1,0 +1,230 @@
+// Package h1 serves HTTP/1.1 requests of the plain shape table clients send — a request
+// line in origin form, well-formed headers, a Content-Length body or none — with less work
+// per request than net/http, and hands every other connection to a net/http Server.
+//
+// Why: on a small machine a point read costs the server about as much CPU in net/http's
+// connection loop as in the table service itself. Most of that loop is general machinery a
+// keep-alive client of a table service never needs per request: a goroutine started for
+// each request to watch the idle connection, three read deadlines, a context with its
+// own cancellation, the response header map cloned and sorted. This server reads a request
+// head with one buffered peek, builds the *http.Request the handler expects, and writes the
+// response's head once, at the end, with its Content-Length.
+//
+// What it does not handle it leaves to net/http, whole: at a connection's first request
+// that is not of the plain shape (HTTP/1.0, a Transfer-Encoding or Expect header, an
+// obsolete folded header line, a request target in absolute or asterisk form, a head
+// larger than the read buffer, anything malformed), the bytes read so far are handed with
+// the connection to the fallback http.Server, which serves it from there on as if it had
+// accepted it, errors included. TLS connections go to the fallback at once. So the rules
+// of HTTP that net/http enforces still hold for every request: this server only answers
+// the requests whose parsing leaves no room for interpretation.
+//
+// The handler sees the usual types. Its ResponseWriter supports http.ResponseController
+// (Flush, SetReadDeadline, SetWriteDeadline); there is no Hijack and no full duplex. A
+// request's context ends when the handler returns or the connection is closed by the
+// server (Close); unlike net/http's, it is not cancelled when the client goes away during
+// the request, which a handler learns when its response cannot be written.
+package h1
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Server serves HTTP/1.1 on a listener with the settings of its fallback: Handler,
+// ReadHeaderTimeout, IdleTimeout, ConnState and ErrorLog are read from it, and it serves
+// the connections this server hands over.
+type Server struct {
+	HTTP *http.Server
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	ln       net.Listener
+	handoff  *handoffListener
+	closing  atomic.Bool
+	done     chan struct{} // closed when Shutdown or Close begins
+	doneOnce sync.Once
+	wg       sync.WaitGroup // the connections being served here
+}
+
+// Serve accepts connections on ln until Shutdown or Close, serving each on its own
+// goroutine. It returns http.ErrServerClosed after Shutdown or Close, and otherwise the
+// listener's error.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.done == nil {
+		s.done = make(chan struct{})
+	}
+	if s.closing.Load() {
+		s.mu.Unlock()
+		return http.ErrServerClosed
+	}
+	s.ln = ln
+	s.conns = map[*conn]struct{}{}
+	s.handoff = newHandoffListener(ln.Addr())
+	s.mu.Unlock()
+
+	fallbackErr := make(chan error, 1)
+	go func() { fallbackErr <- s.HTTP.Serve(s.handoff) }()
+
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return http.ErrServerClosed
+			}
+			if te, ok := err.(interface{ Temporary() bool }); ok && te.Temporary() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.logf("h1: accept error: %v; retrying in %v", err, delay)
+				time.Sleep(delay)
+				continue
+			}
+			_ = s.HTTP.Close()
+			<-fallbackErr
+			return err
+		}
+		delay = 0
+		if _, ok := nc.(*tls.Conn); ok {
+			// net/http does the handshake, ALPN and Request.TLS.
+			s.handoff.put(nc)
+			continue
+		}
+		c := s.newConn(nc)
+		if c == nil {
+			continue
+		}
+		go c.serve()
+	}
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.HTTP.ErrorLog != nil {
+		s.HTTP.ErrorLog.Printf(format, args...)
+	}
+}
+
+// newConn registers a connection; nil (and the connection closed) if shutdown has begun.
+func (s *Server) newConn(nc net.Conn) *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		_ = nc.Close()
+		return nil
+	}
+	c := &conn{s: s, nc: nc}
+	c.state.Store(int32(http.StateNew))
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	if s.HTTP.ConnState != nil {
+		s.HTTP.ConnState(nc, http.StateNew)
+	}
+	return c
+}
+
+// forget removes a connection that is closed or handed over.
+func (s *Server) forget(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// Shutdown stops accepting, closes the idle connections, lets every request being served
+// finish (closing each connection after its response), and shuts the fallback server down,
+// all within ctx. As net/http's, a connection that has not begun its first request is
+// given up to five seconds.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.beginClose()
+	fallback := make(chan error, 1)
+	go func() { fallback <- s.HTTP.Shutdown(ctx) }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	started := time.Now()
+	for {
+		if s.closeIdle(time.Since(started) > 5*time.Second) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			<-fallback
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return <-fallback
+}
+
+// Close closes the listener and every connection at once, and the fallback server.
+func (s *Server) Close() error {
+	s.beginClose()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.close()
+	}
+	s.mu.Unlock()
+	return s.HTTP.Close()
+}
+
+func (s *Server) beginClose() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done == nil {
+		s.done = make(chan struct{})
+	}
+	s.closing.Store(true)
+	s.doneOnce.Do(func() { close(s.done) })
+	if s.ln != nil {
+		_ = s.ln.Close()
+	}
+}
+
+// closeIdle closes the connections waiting for a request (and those that have not begun
+// their first one, if newToo), and reports whether none is left.
+func (s *Server) closeIdle(newToo bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		st := http.ConnState(c.state.Load())
+		if st == http.StateIdle || newToo && st == http.StateNew {
+			// Only an idle connection that has not just begun a request: the CAS
+			// in conn.await decides the race.
+			if c.state.CompareAndSwap(int32(st), int32(http.StateClosed)) {
+				c.close()
+			}
+		}
+	}
+	return len(s.conns) == 0
+}
+
+// bufioPools recycle the connections' buffers between connections.
+var (
+	readerPool sync.Pool // of *bufio.Reader
+	writerPool sync.Pool // of *bufio.Writer
+)
+
+// bufSize is the size of a connection's read and write buffers, as net/http's. A request
+// head that does not fit is handed to the fallback.
+const bufSize = 4096
+
+func getReader(r net.Conn) *bufio.Reader {
+	if br, ok := readerPool.Get().(*bufio.Reader); ok {
+		br.Reset(r)
+		return br
+	}
+	return bufio.NewReaderSize(r, bufSize)
+}
+
+func getWriter(w net.Conn) *bufio.Writer {
+	if bw, ok := writerPool.Get().(*bufio.Writer); ok {
+		bw.Reset(w)
+		return bw
+	}
+	return bufio.NewWriterSize(w, bufSize)
+}
