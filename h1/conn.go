@@ -33,6 +33,15 @@ type conn struct {
 	noBody body  // the body of requests without one
 	res    response
 
+	// The watch for a client going away (watch.go).
+	cr       connReader
+	wmu      sync.Mutex
+	ws       watchState
+	bodyDone atomic.Bool   // the request's body has been read to its end
+	seq      uint64        // the requests begun
+	running  atomic.Uint64 // seq of the request running, 0 between requests
+	lastSeen uint64        // running at the watch loop's last look (its own)
+
 	// linger: the connection closes with the client perhaps still sending a body the
 	// server did not read; see closeWriteAndWait.
 	linger bool
@@ -63,11 +72,7 @@ const discardTimeout = 10 * time.Second
 
 func (c *conn) close() {
 	_ = c.nc.Close()
-	c.mu.Lock()
-	if c.cancel != nil {
-		c.cancel()
-	}
-	c.mu.Unlock()
+	c.cancelRequest()
 }
 
 func (c *conn) setState(st http.ConnState) {
@@ -79,7 +84,8 @@ func (c *conn) setState(st http.ConnState) {
 
 // serve serves the connection's requests until it closes or is handed over.
 func (c *conn) serve() {
-	c.br = getReader(c.nc)
+	c.cr.c = c
+	c.br = getReader(&c.cr)
 	c.bw = getWriter(c.nc)
 	c.remote = c.nc.RemoteAddr().String()
 	handedOver := false
@@ -209,14 +215,19 @@ func (c *conn) serveRequest(p *parsed) (keep bool) {
 	if req.ContentLength > 0 {
 		c.body = &body{c: c, remaining: req.ContentLength}
 		req.Body = c.body
+		c.bodyDone.Store(false)
 	} else {
 		c.body = &c.noBody
 		req.Body = http.NoBody
+		c.bodyDone.Store(true)
 	}
 	// The body of this request may be read without a deadline unless the handler sets
 	// one, as net/http does without a ReadTimeout.
 	_ = c.nc.SetReadDeadline(time.Time{})
-	if !c.runHandler(w, req) {
+	c.beginRequest()
+	ok := c.runHandler(w, req)
+	c.endRequest()
+	if !ok {
 		return false
 	}
 	if !w.finish() {
@@ -327,6 +338,7 @@ func (b *body) Read(p []byte) (int, error) {
 	n, err := b.c.br.Read(p)
 	b.remaining -= int64(n)
 	if b.remaining == 0 {
+		b.c.bodyDone.Store(true)
 		return n, io.EOF
 	}
 	if err == io.EOF {

@@ -133,7 +133,7 @@ func (w *response) takeHeader() {
 			continue // as net/http: no response splitting through a header name
 		}
 		for _, v := range vv {
-			if strings.ContainsAny(v, "\r\n") {
+			if strings.IndexByte(v, '\r') >= 0 || strings.IndexByte(v, '\n') >= 0 {
 				v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
 			}
 			v = strings.Trim(v, " \t")

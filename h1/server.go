@@ -30,6 +30,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -51,6 +52,11 @@ type Server struct {
 	done     chan struct{} // closed when Shutdown or Close begins
 	doneOnce sync.Once
 	wg       sync.WaitGroup // the connections being served here
+
+	// The watch for clients going away (watch.go): the loop waits on watchWake while
+	// watchIdle.
+	watchIdle atomic.Bool
+	watchWake chan struct{}
 }
 
 // Serve accepts connections on ln until Shutdown or Close, serving each on its own
@@ -68,7 +74,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.conns = map[*conn]struct{}{}
 	s.handoff = newHandoffListener(ln.Addr())
+	s.watchWake = make(chan struct{}, 1)
 	s.mu.Unlock()
+	go s.watchLoop()
 
 	fallbackErr := make(chan error, 1)
 	go func() { fallbackErr <- s.HTTP.Serve(s.handoff) }()
@@ -86,6 +94,7 @@ func (s *Server) Serve(ln net.Listener) error {
 				time.Sleep(delay)
 				continue
 			}
+			s.beginClose()
 			_ = s.HTTP.Close()
 			<-fallbackErr
 			return err
@@ -213,7 +222,7 @@ var (
 // head that does not fit is handed to the fallback.
 const bufSize = 4096
 
-func getReader(r net.Conn) *bufio.Reader {
+func getReader(r io.Reader) *bufio.Reader {
 	if br, ok := readerPool.Get().(*bufio.Reader); ok {
 		br.Reset(r)
 		return br

@@ -577,3 +577,72 @@ func TestAnswerBeforeClose(t *testing.T) {
 		}
 	}
 }
+
+// TestClientGone: a request's context is cancelled when its client closes the connection
+// while the handler runs (once its body is read, as net/http does), and not when the
+// client sends its next request early.
+func TestClientGone(t *testing.T) {
+	cancelled := make(chan string, 4)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+			cancelled <- r.URL.Path
+		case <-time.After(500 * time.Millisecond):
+		}
+		io.WriteString(w, r.Method+" done")
+	})
+	_, addr, _ := servers(t, h)
+	for _, c := range []struct{ name, raw string }{
+		{"no body", "GET /nobody HTTP/1.1\r\nHost: h\r\n\r\n"},
+		{"body", "POST /body HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc"},
+	} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(conn, c.raw)
+		time.Sleep(50 * time.Millisecond)
+		start := time.Now()
+		conn.Close()
+		select {
+		case <-cancelled:
+			if d := time.Since(start); d > 200*time.Millisecond {
+				t.Errorf("%s: cancelled %v after the client went", c.name, d)
+			}
+		case <-time.After(time.Second):
+			t.Errorf("%s: the request's context outlived its client", c.name)
+		}
+	}
+	// Two requests at once: the first is not cancelled, and the second is answered.
+	out, _ := exchange(t, addr, "GET /first HTTP/1.1\r\nHost: h\r\n\r\nGET /second HTTP/1.1\r\nHost: h\r\n\r\n", "GET", "GET")
+	if len(out) != 2 || !strings.Contains(out[0], `"GET done"`) || !strings.Contains(out[1], `"GET done"`) {
+		t.Errorf("pipelined: %q", out)
+	}
+	// A request whose client waits, sending its next request while the first runs.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "GET /early1 HTTP/1.1\r\nHost: h\r\n\r\n")
+	time.Sleep(50 * time.Millisecond) // the watch has begun
+	io.WriteString(conn, "GET /early2 HTTP/1.1\r\nHost: h\r\n\r\n")
+	br := bufio.NewReader(conn)
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for i := range 2 {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("early request %d: %v", i+1, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if string(b) != "GET done" {
+			t.Errorf("early request %d: %q", i+1, b)
+		}
+	}
+	select {
+	case p := <-cancelled:
+		t.Errorf("%s cancelled with its client still there", p)
+	default:
+	}
+}
