@@ -10,20 +10,21 @@
 // head with one buffered peek, builds the *http.Request the handler expects, and writes the
 // response's head once, at the end, with its Content-Length.
 //
-// What it does not handle it leaves to net/http, whole: at a connection's first request
-// that is not of the plain shape (HTTP/1.0, a Transfer-Encoding or Expect header, an
-// obsolete folded header line, a request target in absolute or asterisk form, a head
-// larger than the read buffer, anything malformed), the bytes read so far are handed with
-// the connection to the fallback http.Server, which serves it from there on as if it had
-// accepted it, errors included. TLS connections go to the fallback at once. So the rules
-// of HTTP that net/http enforces still hold for every request: this server only answers
-// the requests whose parsing leaves no room for interpretation.
+// What it does not handle it leaves to net/http, whole: at the first request on a
+// connection that is not of the plain shape (HTTP/1.0, a Transfer-Encoding or Expect
+// header, an obsolete folded header line, a request target in absolute or asterisk form, a
+// head larger than the read buffer, anything malformed), the bytes read so far are handed
+// with the connection to the fallback http.Server, which serves it from there on as if it
+// had accepted it, errors included. TLS connections go to the fallback at once. So the
+// rules of HTTP that net/http enforces still hold for every request: this server only
+// answers the requests whose parsing leaves no room for interpretation.
 //
 // The handler sees the usual types. Its ResponseWriter supports http.ResponseController
-// (Flush, SetReadDeadline, SetWriteDeadline); there is no Hijack and no full duplex. A
-// request's context ends when the handler returns or the connection is closed by the
-// server (Close); unlike net/http's, it is not cancelled when the client goes away during
-// the request, which a handler learns when its response cannot be written.
+// (Flush, SetReadDeadline, SetWriteDeadline); there is no Hijack, no full duplex and no
+// trailers. As with net/http, neither the ResponseWriter nor the request's body may be used
+// once the handler has returned. A request's context ends when the handler returns, when
+// the server closes the connection (Close), and when the client goes away while the request
+// runs, which is noticed only once it has run for watchDelay (watch.go).
 package h1
 
 import (
@@ -40,7 +41,10 @@ import (
 
 // Server serves HTTP/1.1 on a listener with the settings of its fallback: Handler,
 // ReadHeaderTimeout, IdleTimeout, ConnState and ErrorLog are read from it, and it serves
-// the connections this server hands over.
+// the connections this server hands over. Its other settings (ReadTimeout, WriteTimeout,
+// MaxHeaderBytes, TLSConfig) apply to those connections only: for the requests this server
+// answers, a handler sets its deadlines through http.ResponseController, and a head larger
+// than the read buffer goes to the fallback anyway.
 type Server struct {
 	HTTP *http.Server
 
