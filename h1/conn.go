@@ -246,7 +246,7 @@ func (c *conn) serveRequest(p *parsed) (keep bool) {
 		if !w.readDeadline {
 			_ = c.nc.SetReadDeadline(time.Now().Add(discardTimeout))
 		}
-		if _, err := io.CopyN(io.Discard, rawBody{c}, c.body.remaining); err != nil {
+		if _, err := io.CopyN(io.Discard, bodyRest{c.body}, c.body.remaining); err != nil {
 			return false
 		}
 	}
@@ -329,6 +329,11 @@ func (b *body) Read(p []byte) (int, error) {
 	if b.closed {
 		return 0, errBodyAfterHandler
 	}
+	return b.read(p)
+}
+
+// read reads the body's next bytes, for the handler (Read) or to discard what it left.
+func (b *body) read(p []byte) (int, error) {
 	if b.remaining <= 0 {
 		return 0, io.EOF
 	}
@@ -349,18 +354,7 @@ func (b *body) Read(p []byte) (int, error) {
 
 func (b *body) Close() error { return nil }
 
-// rawBody reads what is left of the body after the handler, for discarding.
-type rawBody struct{ c *conn }
+// bodyRest reads what is left of a body after the handler, for discarding.
+type bodyRest struct{ *body }
 
-func (r rawBody) Read(p []byte) (int, error) {
-	b := r.c.body
-	if b.remaining <= 0 {
-		return 0, io.EOF
-	}
-	if int64(len(p)) > b.remaining {
-		p = p[:b.remaining]
-	}
-	n, err := r.c.br.Read(p)
-	b.remaining -= int64(n)
-	return n, err
-}
+func (r bodyRest) Read(p []byte) (int, error) { return r.read(p) }
