@@ -55,7 +55,6 @@ type Server struct {
 	closing  atomic.Bool
 	done     chan struct{} // closed when Shutdown or Close begins
 	doneOnce sync.Once
-	wg       sync.WaitGroup // the connections being served here
 
 	// The watch for clients going away (watch.go): the loop waits on watchWake while
 	// watchIdle.
@@ -134,7 +133,6 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc}
 	c.state.Store(int32(http.StateNew))
 	s.conns[c] = struct{}{}
-	s.wg.Add(1)
 	if s.HTTP.ConnState != nil {
 		s.HTTP.ConnState(nc, http.StateNew)
 	}
@@ -146,7 +144,6 @@ func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
-	s.wg.Done()
 }
 
 // Shutdown stops accepting, closes the idle connections, lets every request being served
