@@ -194,7 +194,7 @@ func (c *conn) await(first bool) ([]byte, error) {
 
 var crlfcrlf = []byte("\r\n\r\n")
 
-// serveRequest runs the handler for req and finishes its response. It reports whether the
+// serveRequest runs the handler for the request p and finishes its response. It reports whether the
 // connection may serve another request.
 func (c *conn) serveRequest(p *parsed) (keep bool) {
 	ctx, cancel := context.WithCancel(context.Background())

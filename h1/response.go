@@ -24,8 +24,7 @@ const bufferBeforeChunking = 2048
 // request or the handler asked for it, shutdown has begun, or the unread rest of the
 // request body is too large to skip.
 type response struct {
-	c   *conn
-	req *http.Request
+	c *conn
 
 	header      http.Header // the handler's
 	status      int
@@ -54,7 +53,7 @@ func (w *response) reset(c *conn, req *http.Request) {
 		clear(w.header)
 	}
 	*w = response{
-		c: c, req: req, header: w.header, cl: -1, isHead: req.Method == http.MethodHead,
+		c: c, header: w.header, cl: -1, isHead: req.Method == http.MethodHead,
 		closeAfter: req.Close,
 		pending:    w.pending[:0], snapshot: w.snapshot[:0], keys: w.keys[:0],
 	}

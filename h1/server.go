@@ -48,13 +48,12 @@ import (
 type Server struct {
 	HTTP *http.Server
 
-	mu       sync.Mutex
-	conns    map[*conn]struct{}
-	ln       net.Listener
-	handoff  *handoffListener
-	closing  atomic.Bool
-	done     chan struct{} // closed when Shutdown or Close begins
-	doneOnce sync.Once
+	mu      sync.Mutex
+	conns   map[*conn]struct{}
+	ln      net.Listener
+	handoff *handoffListener
+	closing atomic.Bool
+	done    chan struct{} // closed when Shutdown or Close begins (and closing is set)
 
 	// The watch for clients going away (watch.go): the loop waits on watchWake while
 	// watchIdle.
@@ -112,6 +111,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		if c == nil {
 			continue
 		}
+		if s.HTTP.ConnState != nil {
+			s.HTTP.ConnState(nc, http.StateNew)
+		}
 		go c.serve()
 	}
 }
@@ -133,9 +135,6 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc}
 	c.state.Store(int32(http.StateNew))
 	s.conns[c] = struct{}{}
-	if s.HTTP.ConnState != nil {
-		s.HTTP.ConnState(nc, http.StateNew)
-	}
 	return c
 }
 
@@ -188,8 +187,9 @@ func (s *Server) beginClose() {
 	if s.done == nil {
 		s.done = make(chan struct{})
 	}
-	s.closing.Store(true)
-	s.doneOnce.Do(func() { close(s.done) })
+	if !s.closing.Swap(true) {
+		close(s.done)
+	}
 	if s.ln != nil {
 		_ = s.ln.Close()
 	}
