@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -23,6 +24,7 @@ type conn struct {
 	bw     *bufio.Writer
 	state  atomic.Int32 // http.ConnState
 	remote string
+	tls    *tls.ConnectionState // of a TLS connection, once its handshake is done
 
 	// cancel ends the current request's context; Close calls it for a request
 	// still running.
@@ -103,6 +105,17 @@ func (c *conn) serve() {
 		writerPool.Put(c.bw)
 		c.s.forget(c)
 	}()
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		if !c.handshake(tc) {
+			return
+		}
+		if p := c.tls.NegotiatedProtocol; p != "" && p != "http/1.1" {
+			// h2, say: net/http serves it (TLSNextProto), the handshake done.
+			c.handOver()
+			handedOver = true
+			return
+		}
+	}
 	for first := true; ; first = false {
 		head, err := c.await(first)
 		if err != nil {
@@ -125,16 +138,20 @@ func (c *conn) serve() {
 	}
 }
 
-// handOver gives the connection, with the bytes buffered so far, to the fallback server.
+// handOver gives the connection, with the bytes buffered so far, to the fallback server:
+// as it is if none were read (a TLS connection stays a *tls.Conn), else wrapped to replay
+// them.
 func (c *conn) handOver() {
-	pending, _ := c.br.Peek(c.br.Buffered())
-	rc := &replayConn{Conn: c.nc, pending: bytes.Clone(pending)}
+	nc := c.nc
+	if pending, _ := c.br.Peek(c.br.Buffered()); len(pending) > 0 {
+		nc = &replayConn{Conn: c.nc, pending: bytes.Clone(pending), tls: c.tls}
+	}
 	_ = c.nc.SetReadDeadline(time.Time{})
 	if h := c.s.HTTP.ConnState; h != nil {
-		// The fallback reports the connection as new again under its own wrapper.
+		// The fallback reports the connection as new again.
 		h(c.nc, http.StateHijacked)
 	}
-	c.s.handoff.put(rc)
+	c.s.handoff.put(nc)
 }
 
 // await waits for the next request's head and returns it (still buffered, not consumed).
@@ -271,7 +288,7 @@ func (c *conn) runHandler(w *response, req *http.Request) (ok bool) {
 			ok = false
 		}
 	}()
-	c.s.HTTP.Handler.ServeHTTP(w, req)
+	c.s.handler.ServeHTTP(w, req)
 	return true
 }
 
@@ -312,6 +329,7 @@ func (c *conn) request(p *parsed, ctx context.Context) *http.Request {
 		Close:         p.close,
 		RemoteAddr:    c.remote,
 		RequestURI:    p.target,
+		TLS:           c.tls,
 	}
 	return req.WithContext(ctx)
 }

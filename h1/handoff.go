@@ -1,6 +1,7 @@
 package h1
 
 import (
+	"crypto/tls"
 	"net"
 	"sync"
 )
@@ -44,10 +45,11 @@ func (l *handoffListener) Close() error {
 func (l *handoffListener) Addr() net.Addr { return l.addr }
 
 // replayConn is a connection handed over after some of its bytes were read: its reads
-// return those bytes first.
+// return those bytes first. tls is the state of a TLS connection (see tlsRestorer).
 type replayConn struct {
 	net.Conn
 	pending []byte
+	tls     *tls.ConnectionState
 }
 
 func (c *replayConn) Read(p []byte) (int, error) {

@@ -15,9 +15,17 @@
 // header, an obsolete folded header line, a request target in absolute or asterisk form, a
 // head larger than the read buffer, anything malformed), the bytes read so far are handed
 // with the connection to the fallback http.Server, which serves it from there on as if it
-// had accepted it, errors included. TLS connections go to the fallback at once. So the
-// rules of HTTP that net/http enforces still hold for every request: this server only
-// answers the requests whose parsing leaves no room for interpretation.
+// had accepted it, errors included. So the rules of HTTP that net/http enforces still hold
+// for every request: this server only answers the requests whose parsing leaves no room
+// for interpretation.
+//
+// TLS connections (a listener of tls.NewListener) get their handshake here, as net/http
+// does it (its timeout, its 400 to a client speaking plain HTTP, its log line); one that
+// negotiates a protocol other than HTTP/1.1 by ALPN (h2) goes to the fallback untouched,
+// and the others are served here, with Request.TLS set. A TLS connection handed over after
+// its first bytes were read reaches the fallback wrapped, no longer a *tls.Conn, so
+// Serve wraps the fallback's Handler and ConnContext to give its requests their
+// Request.TLS all the same.
 //
 // The handler sees the usual types. Its ResponseWriter supports http.ResponseController
 // (Flush, SetReadDeadline, SetWriteDeadline); there is no Hijack, no full duplex and no
@@ -30,7 +38,6 @@ package h1
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -45,8 +52,13 @@ import (
 // MaxHeaderBytes, TLSConfig) apply to those connections only: for the requests this server
 // answers, a handler sets its deadlines through http.ResponseController, and a head larger
 // than the read buffer goes to the fallback anyway.
+//
+// Serve replaces HTTP.Handler and HTTP.ConnContext with wrappers of them (tlsRestorer):
+// set them before Serve, not after.
 type Server struct {
 	HTTP *http.Server
+
+	handler http.Handler // HTTP.Handler as Serve found it
 
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
@@ -77,6 +89,12 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.conns = map[*conn]struct{}{}
 	s.handoff = newHandoffListener(ln.Addr())
 	s.watchWake = make(chan struct{}, 1)
+	s.handler = s.HTTP.Handler
+	if s.handler == nil {
+		s.handler = http.DefaultServeMux
+	}
+	s.HTTP.Handler = tlsRestorer{s.handler}
+	s.HTTP.ConnContext = withReplayedTLS(s.HTTP.ConnContext)
 	s.mu.Unlock()
 	go s.watchLoop()
 
@@ -102,11 +120,6 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		delay = 0
-		if _, ok := nc.(*tls.Conn); ok {
-			// net/http does the handshake, ALPN and Request.TLS.
-			s.handoff.put(nc)
-			continue
-		}
 		c := s.newConn(nc)
 		if c == nil {
 			continue

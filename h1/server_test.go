@@ -502,28 +502,126 @@ func TestDeadlines(t *testing.T) {
 	}
 }
 
-// TestTLSGoesToNetHTTP: TLS connections are served by net/http, which fills Request.TLS.
-func TestTLSGoesToNetHTTP(t *testing.T) {
-	ts := httptest.NewUnstartedServer(testHandler())
-	ts.StartTLS() // for its certificate and client
-	cfg := ts.TLS
+// tlsServer starts h on h1 behind tls.NewListener; it returns the address, a client
+// config trusting the server, and the server's error log. next, if given, is the ALPN
+// list the server offers.
+func tlsServer(t *testing.T, h http.Handler, timeout time.Duration, next ...string) (addr string, client *tls.Config, errLog *syncBuffer) {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(h)
+	ts.StartTLS() // for its certificate and a client trusting it
+	cfg := ts.TLS.Clone()
+	cfg.NextProtos = next
+	client = ts.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
 	ts.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{HTTP: &http.Server{Handler: testHandler()}}
+	errLog = &syncBuffer{}
+	s := &Server{HTTP: &http.Server{Handler: h, ErrorLog: log.New(errLog, "", 0), ReadHeaderTimeout: timeout, IdleTimeout: 5 * time.Second}}
 	go s.Serve(tls.NewListener(ln, cfg))
-	defer s.Close()
-	cl := ts.Client()
-	resp, err := cl.Get("https://" + ln.Addr().String() + "/tls")
+	t.Cleanup(func() { s.Close() })
+	return ln.Addr().String(), client, errLog
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestTLS: TLS connections are served here after a handshake of their own, with
+// Request.TLS set; a request net/http must serve (a chunked body) takes the connection
+// there with its Request.TLS kept; a connection that negotiates h2 goes to net/http as it
+// is; a client speaking plain HTTP to the TLS port gets net/http's 400, and one that
+// never begins its handshake is closed after the timeout; both are logged as net/http
+// logs them.
+func TestTLS(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		served := "net/http"
+		if _, ok := w.(*response); ok {
+			served = "h1"
+		}
+		fmt.Fprintf(w, "%s HTTP/%d tls=%v", served, r.ProtoMajor, r.TLS != nil && r.TLS.HandshakeComplete)
+	})
+	addr, client, errLog := tlsServer(t, h, 300*time.Millisecond)
+
+	conn, err := tls.Dial("tcp", addr, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(conn)
+	for i, c := range []struct{ raw, want string }{
+		{"GET /a HTTP/1.1\r\nHost: h\r\n\r\n", "h1 HTTP/1 tls=true"},
+		{"POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc", "h1 HTTP/1 tls=true"},
+		{"POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", "net/http HTTP/1 tls=true"},
+		{"GET /d HTTP/1.1\r\nHost: h\r\n\r\n", "net/http HTTP/1 tls=true"},
+	} {
+		io.WriteString(conn, c.raw)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if string(b) != c.want {
+			t.Errorf("request %d: %q, want %q", i+1, b, c.want)
+		}
+	}
+
+	// ALPN: h2 is net/http's.
+	addr2, client2, _ := tlsServer(t, h, time.Second, "h2", "http/1.1")
+	tr := &http.Transport{TLSClientConfig: client2, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get("https://" + addr2 + "/h2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if string(b) != "tls true" {
-		t.Errorf("got %q, want tls true", b)
+	if string(b) != "net/http HTTP/2 tls=true" {
+		t.Errorf("h2: %q", b)
+	}
+
+	// Plain HTTP to the TLS port.
+	out, _ := exchange(t, addr, "GET / HTTP/1.1\r\nHost: h\r\n\r\n", "GET")
+	if len(out) != 1 || !strings.Contains(out[0], "400") || !strings.Contains(out[0], "Client sent an HTTP request to an HTTPS server") {
+		t.Errorf("plain HTTP to the TLS port: %q", out)
+	}
+	// A client that never begins its handshake.
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetReadDeadline(time.Now().Add(3 * time.Second))
+	start := time.Now()
+	if _, err := raw.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("stalled handshake: read %v, want EOF", err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond || d > 2*time.Second {
+		t.Errorf("stalled handshake closed after %v, want the 300ms timeout", d)
+	}
+	time.Sleep(50 * time.Millisecond)
+	logged := errLog.String()
+	for _, want := range []string{"http: TLS handshake error from 127.0.0.1:", "client sent an HTTP request to an HTTPS server", "timeout"} {
+		if !strings.Contains(logged, want) {
+			t.Errorf("log lacks %q:\n%s", want, logged)
+		}
 	}
 }
 
@@ -582,6 +680,11 @@ func TestAnswerBeforeClose(t *testing.T) {
 // while the handler runs (once its body is read, as net/http does), and not when the
 // client sends its next request early.
 func TestClientGone(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { testClientGone(t, false) })
+	t.Run("tls", func(t *testing.T) { testClientGone(t, true) })
+}
+
+func testClientGone(t *testing.T, useTLS bool) {
 	cancelled := make(chan string, 4)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -592,12 +695,20 @@ func TestClientGone(t *testing.T) {
 		}
 		io.WriteString(w, r.Method+" done")
 	})
-	_, addr, _ := servers(t, h)
+	var addr string
+	dial := func() (net.Conn, error) { return net.Dial("tcp", addr) }
+	if useTLS {
+		var client *tls.Config
+		addr, client, _ = tlsServer(t, h, 5*time.Second)
+		dial = func() (net.Conn, error) { return tls.Dial("tcp", addr, client) }
+	} else {
+		_, addr, _ = servers(t, h)
+	}
 	for _, c := range []struct{ name, raw string }{
 		{"no body", "GET /nobody HTTP/1.1\r\nHost: h\r\n\r\n"},
 		{"body", "POST /body HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc"},
 	} {
-		conn, err := net.Dial("tcp", addr)
+		conn, err := dial()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -614,13 +725,15 @@ func TestClientGone(t *testing.T) {
 			t.Errorf("%s: the request's context outlived its client", c.name)
 		}
 	}
-	// Two requests at once: the first is not cancelled, and the second is answered.
-	out, _ := exchange(t, addr, "GET /first HTTP/1.1\r\nHost: h\r\n\r\nGET /second HTTP/1.1\r\nHost: h\r\n\r\n", "GET", "GET")
-	if len(out) != 2 || !strings.Contains(out[0], `"GET done"`) || !strings.Contains(out[1], `"GET done"`) {
-		t.Errorf("pipelined: %q", out)
+	if !useTLS {
+		// Two requests at once: the first is not cancelled, and the second is answered.
+		out, _ := exchange(t, addr, "GET /first HTTP/1.1\r\nHost: h\r\n\r\nGET /second HTTP/1.1\r\nHost: h\r\n\r\n", "GET", "GET")
+		if len(out) != 2 || !strings.Contains(out[0], `"GET done"`) || !strings.Contains(out[1], `"GET done"`) {
+			t.Errorf("pipelined: %q", out)
+		}
 	}
 	// A request whose client waits, sending its next request while the first runs.
-	conn, err := net.Dial("tcp", addr)
+	conn, err := dial()
 	if err != nil {
 		t.Fatal(err)
 	}
