@@ -753,6 +753,16 @@ func testClientGone(t *testing.T, useTLS bool) {
 			t.Errorf("early request %d: %q", i+1, b)
 		}
 	}
+	// The second ran with its client silent: its watcher was cut short at its end, and
+	// the connection serves a third.
+	io.WriteString(conn, "GET /after HTTP/1.1\r\nHost: h\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("request after a watched one: %v", err)
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "GET done" {
+		t.Errorf("request after a watched one: %q", b)
+	}
 	select {
 	case p := <-cancelled:
 		t.Errorf("%s cancelled with its client still there", p)
