@@ -3,17 +3,21 @@ package h1
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 )
 
 // BenchmarkServe compares h1 with net/http answering a table client's point read: a GET
 // with the headers an SDK sends, answered with the headers Cerulean sends and a 1 KiB
-// body, over one loopback keep-alive connection, one request at a time. The time per
-// request includes the client's (a minimal one, the same for both) and the kernel's.
+// body, over one loopback keep-alive connection, one request at a time, in plain HTTP and
+// in TLS. The time per request includes the client's (a minimal one, the same for both)
+// and the kernel's.
 //
 //	go test -run '^$' -bench Serve -benchmem ./h1
 func BenchmarkServe(b *testing.B) {
@@ -40,14 +44,19 @@ func BenchmarkServe(b *testing.B) {
 		"Accept: application/json;odata=nometadata\r\nDataserviceversion: 3.0\r\n" +
 		"X-Ms-Version: 2019-02-02\r\nX-Ms-Date: Sun, 29 Nov 2026 08:00:00 GMT\r\n" +
 		"Authorization: SharedKeyLite devstoreaccount1:0123456789abcdefghijklmnopqrstuvwxyzABCDEFG=\r\n\r\n")
-	for _, name := range []string{"h1", "net-http"} {
+	srvTLS, cliTLS := benchTLS(b)
+	for _, name := range []string{"h1", "net-http", "h1/tls", "net-http/tls"} {
 		b.Run(name, func(b *testing.B) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				b.Fatal(err)
 			}
+			useTLS := strings.HasSuffix(name, "/tls")
+			if useTLS {
+				ln = tls.NewListener(ln, srvTLS)
+			}
 			hs := &http.Server{Handler: h}
-			if name == "h1" {
+			if strings.HasPrefix(name, "h1") {
 				s := &Server{HTTP: hs}
 				go s.Serve(ln)
 				defer s.Close()
@@ -55,7 +64,12 @@ func BenchmarkServe(b *testing.B) {
 				go hs.Serve(ln)
 				defer hs.Close()
 			}
-			c, err := net.Dial("tcp", ln.Addr().String())
+			var c net.Conn
+			if useTLS {
+				c, err = tls.Dial("tcp", ln.Addr().String(), cliTLS)
+			} else {
+				c, err = net.Dial("tcp", ln.Addr().String())
+			}
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -73,6 +87,14 @@ func BenchmarkServe(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchTLS is a server config with httptest's certificate, and a client config trusting it.
+func benchTLS(b *testing.B) (server, client *tls.Config) {
+	ts := httptest.NewUnstartedServer(http.NotFoundHandler())
+	ts.StartTLS()
+	defer ts.Close()
+	return ts.TLS.Clone(), ts.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
 }
 
 // readResponse reads one response with a Content-Length, checking for a 200.
