@@ -51,7 +51,9 @@ import (
 // the connections this server hands over. Its other settings (ReadTimeout, WriteTimeout,
 // MaxHeaderBytes, TLSConfig) apply to those connections only: for the requests this server
 // answers, a handler sets its deadlines through http.ResponseController, and a head larger
-// than the read buffer goes to the fallback anyway.
+// than the read buffer goes to the fallback anyway. (ReadTimeout and WriteTimeout, with
+// ReadHeaderTimeout, do bound a TLS handshake here, as in net/http. The TLS configuration
+// is the listener's, as for net/http's Serve.)
 //
 // Serve replaces HTTP.Handler and HTTP.ConnContext with wrappers of them (tlsRestorer):
 // set them before Serve, not after.
