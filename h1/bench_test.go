@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,7 +43,7 @@ func BenchmarkServe(b *testing.B) {
 		"Accept: application/json;odata=nometadata\r\nDataserviceversion: 3.0\r\n" +
 		"X-Ms-Version: 2019-02-02\r\nX-Ms-Date: Sun, 29 Nov 2026 08:00:00 GMT\r\n" +
 		"Authorization: SharedKeyLite devstoreaccount1:0123456789abcdefghijklmnopqrstuvwxyzABCDEFG=\r\n\r\n")
-	srvTLS, cliTLS := benchTLS(b)
+	srvTLS, cliTLS := testTLS()
 	for _, name := range []string{"h1", "net-http", "h1/tls", "net-http/tls"} {
 		b.Run(name, func(b *testing.B) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -87,14 +86,6 @@ func BenchmarkServe(b *testing.B) {
 			}
 		})
 	}
-}
-
-// benchTLS is a server config with httptest's certificate, and a client config trusting it.
-func benchTLS(b *testing.B) (server, client *tls.Config) {
-	ts := httptest.NewUnstartedServer(http.NotFoundHandler())
-	ts.StartTLS()
-	defer ts.Close()
-	return ts.TLS.Clone(), ts.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
 }
 
 // readResponse reads one response with a Content-Length, checking for a 200.

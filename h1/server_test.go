@@ -502,17 +502,21 @@ func TestDeadlines(t *testing.T) {
 	}
 }
 
+// testTLS is a server config with httptest's certificate, and a client config trusting it.
+func testTLS() (server, client *tls.Config) {
+	ts := httptest.NewUnstartedServer(http.NotFoundHandler())
+	ts.StartTLS()
+	defer ts.Close()
+	return ts.TLS.Clone(), ts.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+}
+
 // tlsServer starts h on h1 behind tls.NewListener; it returns the address, a client
 // config trusting the server, and the server's error log. next, if given, is the ALPN
 // list the server offers.
 func tlsServer(t *testing.T, h http.Handler, timeout time.Duration, next ...string) (addr string, client *tls.Config, errLog *syncBuffer) {
 	t.Helper()
-	ts := httptest.NewUnstartedServer(h)
-	ts.StartTLS() // for its certificate and a client trusting it
-	cfg := ts.TLS.Clone()
+	cfg, client := testTLS()
 	cfg.NextProtos = next
-	client = ts.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
-	ts.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
