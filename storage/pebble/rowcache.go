@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"hash/maphash"
 	"sync"
-	"sync/atomic"
 )
 
 // rowCache keeps the stored values of recently read entities by data key, so that a point
@@ -29,7 +28,12 @@ import (
 // are unreachable and age out.
 //
 // Its memory is bounded by its size in bytes (keys, values and a fixed overhead per
-// entry), split evenly between shards, each evicting its least recently used entries.
+// entry), split evenly between shards, each evicting by CLOCK (second chance): a hit only
+// marks its entry, and eviction, taking the oldest entries first, spares a marked one
+// once, clearing its mark and making it the newest. That keeps what is read again as LRU
+// would, but a hit writes nothing outside its own entry: moving it to the front of a
+// recency list at every hit wrote two other entries' links, two cache misses on a random
+// read, which is most of what a hit cost beside the copy.
 // It is in the Go heap, where its entries are few pointers each (the bytes are one
 // pointer-free block), so it adds little to the garbage collector's marking.
 type rowCache struct {
@@ -38,8 +42,6 @@ type rowCache struct {
 	// maxValue is the largest key and value an entry may hold: an eighth of a shard, so
 	// one large entity cannot empty a shard of everything else.
 	maxValue int
-
-	hits, misses atomic.Uint64
 }
 
 // rowCacheShards is how many independently locked parts the cache has.
@@ -56,10 +58,13 @@ type rowShard struct {
 	seq     uint64
 	pending int
 	entries map[uint64]*rowEntry // by the key's hash
-	lru     rowEntry             // sentinel of the recency list: lru.next is the newest
+	clock   rowEntry             // sentinel of the entries, newest (filled or spared) first
 	size    int                  // bytes charged for the entries
 	max     int
-	_       [64]byte // keeps neighbouring shards' locks off one cache line
+	// hits and misses count the shard's lookups; under mu, so that counting them does not
+	// bounce one shared counter's cache line between the cores at every read.
+	hits, misses uint64
+	_            [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
 // rowEntry is a cached value: buf holds the key, then the stored value. buf is written
@@ -69,6 +74,7 @@ type rowEntry struct {
 	buf        []byte
 	klen       int
 	prev, next *rowEntry
+	ref        bool // read since it was filled or last spared by eviction
 }
 
 // fillToken is what a read that missed may fill the cache with: the key's shard and hash,
@@ -90,7 +96,7 @@ func newRowCache(size int64) *rowCache {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.entries = make(map[uint64]*rowEntry)
-		s.lru.next, s.lru.prev = &s.lru, &s.lru
+		s.clock.next, s.clock.prev = &s.clock, &s.clock
 		s.max = per
 	}
 	return c
@@ -113,19 +119,18 @@ func (c *rowCache) get(key []byte, found func(v []byte)) (bool, fillToken) {
 	s, h := c.shard(key)
 	s.mu.Lock()
 	if e := s.entries[h]; e != nil && bytes.Equal(e.buf[:e.klen], key) {
-		s.unlink(e)
-		s.pushFront(e)
+		e.ref = true
+		s.hits++
 		found(e.buf[e.klen:])
 		s.mu.Unlock()
-		c.hits.Add(1)
 		return true, fillToken{}
 	}
 	t := fillToken{s: s, hash: h, seq: s.seq}
 	if s.pending > 0 {
 		t.s = nil
 	}
+	s.misses++
 	s.mu.Unlock()
-	c.misses.Add(1)
 	return false, t
 }
 
@@ -147,13 +152,24 @@ func (c *rowCache) fill(t fillToken, key, v []byte) {
 	if old := s.entries[h]; old != nil {
 		s.remove(old) // another key of the same hash, or a concurrent fill of this one
 	}
+	// Room first, so that the new entry is not a candidate itself: in a shard whose
+	// entries were all read again it would otherwise be the one left unmarked. Each
+	// entry is spared at most once here, so this ends.
+	need := len(buf) + rowEntryOverhead
+	for s.size+need > s.max && s.clock.prev != &s.clock {
+		old := s.clock.prev
+		if old.ref { // a second chance: it stays, as the newest
+			old.ref = false
+			s.unlink(old)
+			s.pushFront(old)
+			continue
+		}
+		s.remove(old)
+	}
 	e := &rowEntry{hash: h, buf: buf, klen: len(key)}
 	s.entries[h] = e
 	s.pushFront(e)
-	s.size += len(buf) + rowEntryOverhead
-	for s.size > s.max {
-		s.remove(s.lru.prev)
-	}
+	s.size += need
 }
 
 // begin invalidates the rows' keys before a write of them becomes visible; end, which
@@ -187,10 +203,12 @@ func (c *rowCache) stats() (hits, misses uint64, size int64) {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
+		hits += s.hits
+		misses += s.misses
 		size += int64(s.size)
 		s.mu.Unlock()
 	}
-	return c.hits.Load(), c.misses.Load(), size
+	return hits, misses, size
 }
 
 func (s *rowShard) remove(e *rowEntry) {
@@ -204,7 +222,7 @@ func (s *rowShard) unlink(e *rowEntry) {
 }
 
 func (s *rowShard) pushFront(e *rowEntry) {
-	e.prev, e.next = &s.lru, s.lru.next
-	s.lru.next.prev = e
-	s.lru.next = e
+	e.prev, e.next = &s.clock, s.clock.next
+	s.clock.next.prev = e
+	s.clock.next = e
 }

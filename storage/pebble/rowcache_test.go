@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -125,12 +126,12 @@ func TestRowCacheEviction(t *testing.T) {
 // stored) and then with Get (decoded), and reports whether the cache answered the first.
 func getCounter(t *testing.T, e *Engine, table, row string) (int64, bool) {
 	t.Helper()
-	hits := e.rows.hits.Load()
+	hits := rowCacheHits(e)
 	enc, err := e.GetEncoded(context.Background(), "a", table, "p", row)
 	if err != nil {
 		t.Fatalf("GetEncoded %s: %v", row, err)
 	}
-	hit := e.rows.hits.Load() > hits
+	hit := rowCacheHits(e) > hits
 	props, err := entity.DecodeProps(enc.Encoded)
 	if err != nil || len(props) != 1 {
 		t.Fatalf("GetEncoded %s: %+v (%v)", row, props, err)
@@ -222,11 +223,11 @@ func TestRowCacheSeesEveryWrite(t *testing.T) {
 	}
 	getCounter(t, e, "E", "x")
 	waitUntilExpired(v.Versions[0], 1)
-	hits := e.rows.hits.Load()
+	hits := rowCacheHits(e)
 	if _, err := e.GetEncoded(ctx, "a", "E", "p", "x"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("GetEncoded of an expired entity: %v", err)
 	}
-	if e.rows.hits.Load() == hits {
+	if rowCacheHits(e) == hits {
 		t.Fatal("the expired entity was not read from the cache")
 	}
 }
@@ -255,12 +256,12 @@ func TestRowCacheRecordsShareEntries(t *testing.T) {
 	hit := func(rk string) storage.Record {
 		t.Helper()
 		for range 2 { // the first read may fill
-			hits := e.rows.hits.Load()
+			hits := rowCacheHits(e)
 			rec, err := e.GetEncoded(ctx, "a", "T", "p", rk)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if e.rows.hits.Load() > hits {
+			if rowCacheHits(e) > hits {
 				return rec
 			}
 		}
@@ -432,4 +433,85 @@ func TestRowCacheConcurrent(t *testing.T) {
 	if h, m, _ := e.rows.stats(); h == 0 || m == 0 {
 		t.Fatalf("the readers never hit (%d) or never missed (%d): the test tried nothing", h, m)
 	}
+}
+
+// rowCacheHits is the engine's row cache hits so far.
+func rowCacheHits(e *Engine) uint64 {
+	h, _, _ := e.rows.stats()
+	return h
+}
+
+// TestRowCacheSecondChance fills a shard with entries that are all read again, then
+// fills one more: the newcomer is cached (not evicted for being the only unread entry),
+// the oldest entry makes room, and the others, spared once, stay.
+func TestRowCacheSecondChance(t *testing.T) {
+	c := newRowCache(rowCacheShards * 16 << 10) // 16 KiB a shard, entries of ~1.1 KiB
+	first, _ := c.shard([]byte("k0"))
+	var keys [][]byte
+	for i := 0; len(keys) < 20; i++ {
+		k := []byte(fmt.Sprintf("k%d", i))
+		if s, _ := c.shard(k); s == first {
+			keys = append(keys, k)
+		}
+	}
+	val := bytes.Repeat([]byte{'v'}, 1000)
+	put := func(k []byte) {
+		_, tok := c.get(k, func([]byte) {})
+		c.fill(tok, k, val)
+	}
+	n := first.max / (len(keys[0]) + len(val) + rowEntryOverhead) // what fits (keys of 2-3 bytes)
+	for _, k := range keys[:n] {
+		put(k)
+	}
+	if len(first.entries) != n {
+		t.Fatalf("shard holds %d entries, want %d", len(first.entries), n)
+	}
+	for _, k := range keys[:n] { // every entry read again
+		if _, ok := cachedValue(c, k); !ok {
+			t.Fatalf("%s not cached", k)
+		}
+	}
+	put(keys[n])
+	if _, ok := cachedValue(c, keys[n]); !ok {
+		t.Fatal("the new entry was evicted to make room for itself")
+	}
+	if first.size > first.max {
+		t.Fatalf("shard holds %d bytes, bound %d", first.size, first.max)
+	}
+	if _, ok := cachedValue(c, keys[0]); ok {
+		t.Fatal("the oldest entry was kept")
+	}
+	for _, k := range keys[1:n] {
+		if _, ok := cachedValue(c, k); !ok {
+			t.Fatalf("%s, read again, was evicted", k)
+		}
+	}
+}
+
+// BenchmarkRowCacheHit reads entries of 1 KiB at random from a cache of 64 MiB holding
+// 40,000 of them (more than the processor's caches), from as many goroutines as Ps: what
+// a hit costs when its entry, and whatever else a hit touches, is not already in cache.
+func BenchmarkRowCacheHit(b *testing.B) {
+	const n = 40000
+	c := newRowCache(64 << 20)
+	keys := make([][]byte, n)
+	val := bytes.Repeat([]byte{'v'}, 1024)
+	for i := range keys {
+		keys[i] = []byte(fmt.Sprintf("\x00\x00\x00\x01p\x00%08d", i))
+		_, tok := c.get(keys[i], func([]byte) {})
+		c.fill(tok, keys[i], val)
+	}
+	var seed atomic.Uint64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		r := rand.New(rand.NewPCG(seed.Add(1), 0))
+		var sink int
+		for pb.Next() {
+			if ok, _ := c.get(keys[r.IntN(n)], func(v []byte) { sink += len(v) }); !ok {
+				b.Error("miss")
+				return
+			}
+		}
+		_ = sink
+	})
 }
