@@ -40,6 +40,9 @@ func FuzzParseAuthorization(f *testing.F) {
 			}
 			return
 		}
+		if got := Scheme(header); got != scheme {
+			t.Fatalf("Scheme(%q) = %q, ParseAuthorization's %q", header, got, scheme)
+		}
 		switch scheme {
 		case SchemeBearer:
 			if account != "" || sig == "" || !printable(sig) {

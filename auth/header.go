@@ -28,15 +28,15 @@ const (
 // credentials) is a *azerr.Error InvalidAuthenticationInfo. Its detail never repeats the
 // credentials, since a Bearer token is a secret.
 func ParseAuthorization(header string) (scheme, account, signature string, err error) {
-	h := strings.Trim(header, " \t")
-	sp := strings.IndexAny(h, " \t")
+	h := trimBlank(header)
+	sp := indexBlank(h)
 	if sp < 0 {
 		if h == "" {
 			return "", "", "", invalidAuthInfo("The Authorization header is empty.")
 		}
 		return "", "", "", invalidAuthInfo("The Authorization header must be '<scheme> <credentials>'.")
 	}
-	name, cred := h[:sp], strings.TrimLeft(h[sp:], " \t")
+	name, cred := h[:sp], trimBlank(h[sp:])
 	switch {
 	case strings.EqualFold(name, SchemeSharedKey):
 		scheme = SchemeSharedKey
@@ -58,6 +58,43 @@ func ParseAuthorization(header string) (scheme, account, signature string, err e
 		return "", "", "", invalidAuthInfo("The credentials of a " + scheme + " Authorization header contain whitespace or control characters.")
 	}
 	return scheme, account, signature, nil
+}
+
+// Scheme is the normalised scheme of an Authorization header value that
+// ParseAuthorization accepts, without checking the credentials again: for a header that
+// has already been accepted. It is "" for a header of no known scheme.
+func Scheme(header string) string {
+	h := trimBlank(header)
+	if sp := indexBlank(h); sp >= 0 {
+		h = h[:sp]
+	}
+	for _, s := range [...]string{SchemeSharedKey, SchemeSharedKeyLite, SchemeBearer} {
+		if strings.EqualFold(h, s) {
+			return s
+		}
+	}
+	return ""
+}
+
+// trimBlank and indexBlank are strings.Trim and strings.IndexAny for spaces and tabs,
+// without building a set of the two at every call (one per request each).
+func trimBlank(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func indexBlank(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ' ' || s[i] == '\t' {
+			return i
+		}
+	}
+	return -1
 }
 
 // printable reports whether s has no ASCII whitespace or control characters (bytes ≥ 0x80

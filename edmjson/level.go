@@ -72,6 +72,16 @@ func ParseLevel(mediaType string) (Level, bool) {
 // nothing acceptable is offered (for example only application/atom+xml or
 // application/xml); the caller answers 415 AtomFormatNotSupported in that case.
 func NegotiateLevel(format, accept string) (Level, bool) {
+	if format == "" {
+		switch accept { // what the SDKs send: answered without parsing the list
+		case "application/json;odata=minimalmetadata":
+			return MinimalMetadata, true
+		case "application/json;odata=nometadata":
+			return NoMetadata, true
+		case "application/json;odata=fullmetadata":
+			return FullMetadata, true
+		}
+	}
 	if f := trimSpace(format); f != "" {
 		if strings.EqualFold(f, "json") {
 			return MinimalMetadata, true

@@ -54,6 +54,8 @@ func TestNegotiateLevel(t *testing.T) {
 		{"", "application/json;odata=minimalmetadata", MinimalMetadata, true},
 		{"", "application/json", MinimalMetadata, true},
 		{"", "application/json;odata=nometadata", NoMetadata, true},
+		{"", "application/json;odata=fullmetadata", FullMetadata, true},
+		{"", "Application/JSON;odata=nometadata", NoMetadata, true},
 		{"", "application/json; odata=fullmetadata", FullMetadata, true},
 		{"", "*/*", MinimalMetadata, true},
 		{"", "application/*", MinimalMetadata, true},

@@ -204,7 +204,7 @@ func (s *Server) observeRequest(rq *request, start time.Time) {
 	o.Start = start
 	o.Latency = time.Since(start)
 	o.ID = rq.id
-	o.ClientRequestID = rq.w.Header().Get("X-Ms-Client-Request-Id")
+	o.ClientRequestID = first(rq.w.Header()["X-Ms-Client-Request-Id"])
 	o.Account = rq.account
 	o.Operation = s.operation(rq)
 	res := rq.res
@@ -223,7 +223,7 @@ func (s *Server) observeRequest(rq *request, start time.Time) {
 	if o.Status == 0 && !rq.reset {
 		o.Status = http.StatusOK
 	}
-	o.ErrorCode = rq.w.Header().Get("X-Ms-Error-Code")
+	o.ErrorCode = first(rq.w.Header()["X-Ms-Error-Code"])
 	o.BytesIn, o.BytesOut = rq.bytesIn, rq.rw.bytesOut
 	o.RemoteAddr = rq.r.RemoteAddr
 	o.AuthScheme = authScheme(rq)
@@ -280,7 +280,10 @@ func authScheme(rq *request) string {
 	if rq.sas != nil {
 		return "SAS"
 	}
-	if h := rq.r.Header.Get("Authorization"); h != "" {
+	if h := first(rq.r.Header["Authorization"]); h != "" {
+		if rq.keyVerified {
+			return auth.Scheme(h)
+		}
 		if scheme, _, _, err := auth.ParseAuthorization(h); err == nil {
 			return scheme
 		}

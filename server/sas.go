@@ -52,6 +52,7 @@ func (s *Server) authenticate(rq *request) (*auth.SAS, error) {
 	keyErr := s.verifier.Authenticate(rq.r, rq.account)
 	switch {
 	case keyErr == nil:
+		rq.keyVerified = true
 		return nil, nil
 	case sas != nil:
 		rq.keyRefused = keyErr

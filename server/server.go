@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -175,6 +176,9 @@ type request struct {
 	// keyRefused is why the request's Authorization header did not verify when its SAS
 	// is used instead (see authenticate), for the SAS's error detail.
 	keyRefused error
+	// keyVerified is set when the Authorization header verified (shared key), so that the
+	// access log and metrics can name its scheme without parsing it again.
+	keyVerified bool
 
 	// The body: whether it was read to its end, whether it counts as large, how much of
 	// the body budget the request holds, and its size.
@@ -391,7 +395,7 @@ func (s *Server) address(rq *request) bool {
 		host = h
 	}
 	host = strings.Trim(host, "[]")
-	pathStyle := net.ParseIP(host) != nil || !strings.Contains(host, ".") || host == "host.docker.internal"
+	pathStyle := !strings.Contains(host, ".") || host == "host.docker.internal" || isIP(host)
 	var acct string
 	if pathStyle {
 		acct = firstSegment(rq.r.URL.Path)
@@ -404,6 +408,13 @@ func (s *Server) address(rq *request) bool {
 	}
 	rq.account = acct
 	return pathStyle
+}
+
+// isIP reports whether host is an IP address, as net.ParseIP != nil would, without
+// allocating the address.
+func isIP(host string) bool {
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Zone() == "" // net.ParseIP takes no zone
 }
 
 // resourcePath is the decoded path after the account. On the path-style secondary
