@@ -82,19 +82,9 @@ func TestRowCacheFillAndInvalidate(t *testing.T) {
 // one that was read again stays, and the charged size stays within the bound.
 func TestRowCacheEviction(t *testing.T) {
 	c := newRowCache(rowCacheShards * 16 << 10) // 16 KiB a shard, entries of ~1.1 KiB
-	first, _ := c.shard([]byte("k0"))
-	var keys [][]byte
-	for i := 0; len(keys) < 40; i++ {
-		k := []byte(fmt.Sprintf("k%d", i))
-		if s, _ := c.shard(k); s == first {
-			keys = append(keys, k)
-		}
-	}
+	first, keys := oneShard(c, 40)
 	val := bytes.Repeat([]byte{'v'}, 1000)
-	put := func(k []byte) {
-		_, tok := c.get(k, func([]byte) {})
-		c.fill(tok, k, val)
-	}
+	put := func(k []byte) { readFill(c, k, val) }
 	for _, k := range keys[:10] {
 		put(k)
 	}
@@ -446,19 +436,9 @@ func rowCacheHits(e *Engine) uint64 {
 // the oldest entry makes room, and the others, spared once, stay.
 func TestRowCacheSecondChance(t *testing.T) {
 	c := newRowCache(rowCacheShards * 16 << 10) // 16 KiB a shard, entries of ~1.1 KiB
-	first, _ := c.shard([]byte("k0"))
-	var keys [][]byte
-	for i := 0; len(keys) < 20; i++ {
-		k := []byte(fmt.Sprintf("k%d", i))
-		if s, _ := c.shard(k); s == first {
-			keys = append(keys, k)
-		}
-	}
+	first, keys := oneShard(c, 20)
 	val := bytes.Repeat([]byte{'v'}, 1000)
-	put := func(k []byte) {
-		_, tok := c.get(k, func([]byte) {})
-		c.fill(tok, k, val)
-	}
+	put := func(k []byte) { readFill(c, k, val) }
 	n := first.max / (len(keys[0]) + len(val) + rowEntryOverhead) // what fits (keys of 2-3 bytes)
 	for _, k := range keys[:n] {
 		put(k)
@@ -498,8 +478,7 @@ func BenchmarkRowCacheHit(b *testing.B) {
 	val := bytes.Repeat([]byte{'v'}, 1024)
 	for i := range keys {
 		keys[i] = []byte(fmt.Sprintf("\x00\x00\x00\x01p\x00%08d", i))
-		_, tok := c.get(keys[i], func([]byte) {})
-		c.fill(tok, keys[i], val)
+		readFill(c, keys[i], val)
 	}
 	var seed atomic.Uint64
 	b.ResetTimer()
@@ -514,4 +493,24 @@ func BenchmarkRowCacheHit(b *testing.B) {
 		}
 		_ = sink
 	})
+}
+
+// oneShard returns n keys that c puts in one shard, and the shard.
+func oneShard(c *rowCache, n int) (*rowShard, [][]byte) {
+	first, _ := c.shard([]byte("k0"))
+	var keys [][]byte
+	for i := 0; len(keys) < n; i++ {
+		k := []byte(fmt.Sprintf("k%d", i))
+		if s, _ := c.shard(k); s == first {
+			keys = append(keys, k)
+		}
+	}
+	return first, keys
+}
+
+// readFill reads k from c and, on a miss, fills it with val, as a point read does.
+func readFill(c *rowCache, k, val []byte) {
+	if ok, tok := c.get(k, func([]byte) {}); !ok {
+		c.fill(tok, k, val)
+	}
 }
