@@ -1,0 +1,5 @@
+//go:build !race
+
+package edmjson
+
+const raceEnabled = false
