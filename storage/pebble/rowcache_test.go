@@ -78,7 +78,7 @@ func TestRowCacheFillAndInvalidate(t *testing.T) {
 	off.end([]row{{key: k}})
 }
 
-// TestRowCacheEviction fills one shard past its bound: the least recently used entries go,
+// TestRowCacheEviction fills one shard past its bound: the oldest entries not read again go,
 // one that was read again stays, and the charged size stays within the bound.
 func TestRowCacheEviction(t *testing.T) {
 	c := newRowCache(rowCacheShards * 16 << 10) // 16 KiB a shard, entries of ~1.1 KiB
