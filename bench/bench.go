@@ -272,6 +272,12 @@ func (b *bench) startFloor() error {
 		f.close()
 		return errors.New("bench: floor: cannot point the connection string at the floor")
 	}
+	if b.opts.DurableFloor != "" {
+		if f.log, err = openDurableLog(b.opts.DurableFloor, durableRingSize); err != nil {
+			f.close()
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
 	b.floor = f
 	return nil
 }

@@ -136,6 +136,10 @@ type floor struct {
 	endpoint  string      // the floor's table endpoint, with the measured endpoint's path
 	clientTLS *tls.Config // trusts the floor's certificate; nil over plain HTTP
 	dir       string      // the certificate's directory, removed by close
+	// log, with --durable-floor, is where requests that change data go before they are
+	// answered while durable is set (durable.go).
+	log     *durableLog
+	durable atomic.Bool
 }
 
 // startFloor starts the floor on a loopback port, over TLS when useTLS, answering under
@@ -194,9 +198,21 @@ func floorTLS() (server, clientCfg *tls.Config, dir string, err error) {
 }
 
 // ServeHTTP replays the recorded answer to the request's kind. The body is read to the end
-// first, as a server must.
+// first, as a server must; while f.durable is set, a request that changes data (any but
+// GET and HEAD) is written to f.log with its body and synced before it is answered.
 func (f *floor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
+	if f.durable.Load() && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		body, err := io.ReadAll(r.Body)
+		if err == nil {
+			err = f.log.append([]byte(r.Method+" "+r.URL.RequestURI()+"\n"), body)
+		}
+		if err != nil {
+			http.Error(w, "floor: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+	} else {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}
 	a := f.rec.get(f.rec.keyOf(r))
 	if a == nil {
 		http.Error(w, "floor: no recorded answer for "+r.Method+" "+r.URL.Path, http.StatusNotImplemented)
@@ -212,6 +228,9 @@ func (f *floor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (f *floor) close() {
 	f.srv.Close()
+	if f.log != nil {
+		f.log.close()
+	}
 	if f.dir != "" {
 		os.RemoveAll(f.dir)
 	}

@@ -157,6 +157,12 @@ type Options struct {
 	// the measured server's answers without doing any work (floor.go) — with the same
 	// client, and reports each workload's ratio to it. bulkload has no floor.
 	Floor bool
+	// DurableFloor, if set, is a directory on the disk the measured server writes to:
+	// every write workload (insert, upsert, update, batch, batchload) then also runs against
+	// the durable floor — the floor syncing each request that changes data to a log in
+	// that directory before it answers (durable.go) — and reports its ratio to it. It
+	// implies Floor.
+	DurableFloor string
 	// Rounds runs each workload this many times (default 1) and reports the median round
 	// (by entities/s), with P50 and P99 the medians over rounds; with Floor the floor runs
 	// after each round of the server.
@@ -202,6 +208,12 @@ func (o Options) normalize() (Options, error) {
 	}
 	if o.Client == "" {
 		o.Client = ClientSDK
+	}
+	if o.DurableFloor != "" {
+		if fi, err := os.Stat(o.DurableFloor); err != nil || !fi.IsDir() {
+			return Options{}, fmt.Errorf("bench: --durable-floor %s: not a directory", o.DurableFloor)
+		}
+		o.Floor = true
 	}
 	if o.Rounds == 0 {
 		o.Rounds = 1
@@ -317,6 +329,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	fs.BoolVar(&o.Retry, "retry", false, "give the measured requests the SDK's default retry policy (3 retries, back-off from 800ms), as an application has; throttled (503) answers and retries are reported either way")
 	fs.StringVar(&o.Client, "client", ClientSDK, "how requests are sent: sdk (the official Go SDK, what applications see) or raw (the bench's light keep-alive HTTP client, SharedKeyLite or SAS signing, so the server's own capacity shows on a shared machine)")
 	fs.BoolVar(&o.Floor, "floor", false, "also run each workload against an in-process server that replays the measured server's answers without doing any work (the machine's HTTP floor) and print the ratio to it")
+	fs.StringVar(&o.DurableFloor, "durable-floor", "", "with a `directory` on the disk the server writes to: also run each write workload against the floor made durable — it writes each request that changes data to a log there and syncs it (group-committed) before answering, the least a durable server does — and print the ratio to it (implies --floor)")
 	fs.IntVar(&o.Rounds, "rounds", 1, "run each workload this many times and report the median round")
 	fs.Float64Var(&o.LatencyAt, "latency-at", 0, "after the rounds, run each workload --rounds more times paced at this `fraction` of its measured rate (e.g. 0.5) and report the median latencies")
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON document with the options and all results")

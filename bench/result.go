@@ -51,6 +51,10 @@ type Result struct {
 	// (Options.Floor), and FloorRatio is EntitiesPerSec / FloorPerSec.
 	FloorPerSec float64 `json:"floor_entities_per_sec,omitempty"`
 	FloorRatio  float64 `json:"floor_ratio,omitempty"`
+	// DurableFloorPerSec is the durable floor's (median) entities/s for a write workload
+	// (Options.DurableFloor), and DurableFloorRatio is EntitiesPerSec / DurableFloorPerSec.
+	DurableFloorPerSec float64 `json:"durable_floor_entities_per_sec,omitempty"`
+	DurableFloorRatio  float64 `json:"durable_floor_ratio,omitempty"`
 	// Paced is the rounds paced at Options.LatencyAt of the measured rate.
 	Paced *Paced `json:"paced,omitempty"`
 	// Notes carries workload-specific findings: the update workload's
@@ -153,6 +157,13 @@ func writeResultText(w io.Writer, r Result) {
 	}
 	if r.FloorPerSec > 0 {
 		fmt.Fprintf(w, "%sfloor %s entities/s: server/floor = %.2f\n", indent, commas(r.FloorPerSec), r.FloorRatio)
+	}
+	if r.DurableFloorPerSec > 0 {
+		fmt.Fprintf(w, "%sdurable floor %s entities/s: server/durable floor = %.2f", indent, commas(r.DurableFloorPerSec), r.DurableFloorRatio)
+		if r.FloorPerSec > 0 {
+			fmt.Fprintf(w, ", durable floor/floor = %.2f", r.DurableFloorPerSec/r.FloorPerSec)
+		}
+		fmt.Fprintln(w)
 	}
 	if p := r.Paced; p != nil {
 		rounds := ""

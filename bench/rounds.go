@@ -10,7 +10,8 @@ import (
 )
 
 // runRounds runs workload name Options.Rounds times against the server — each round, with
-// Options.Floor, followed by the same round against the floor — and then, with
+// Options.Floor, followed by the same round against the floor, and for a write workload
+// with Options.DurableFloor then against the durable floor — and then, with
 // Options.LatencyAt, Options.Rounds more rounds paced at that fraction of the median rate.
 // It returns the median round's Result carrying the figures across rounds (see
 // Result.RoundsPerSec and Result.Paced). Paced latencies are medians of rounds like the
@@ -18,7 +19,7 @@ import (
 // Alternating server and floor rounds lets both see the same drift of a shared machine.
 func (b *bench) runRounds(ctx context.Context, name string) (Result, error) {
 	var runs []Result
-	var floors []float64
+	var floors, durables []float64
 	var errs []error
 	var floorNote string
 	for round := range b.opts.Rounds {
@@ -35,6 +36,15 @@ func (b *bench) runRounds(ctx context.Context, name string) (Result, error) {
 			floors = append(floors, f.EntitiesPerSec)
 			if f.Errors > 0 && floorNote == "" {
 				floorNote = "floor " + f.Notes
+			}
+			if b.floor.log != nil && writes(name) && ctx.Err() == nil {
+				b.floor.durable.Store(true)
+				d, _ := b.runOnce(ctx, name, true, 0)
+				b.floor.durable.Store(false)
+				durables = append(durables, d.EntitiesPerSec)
+				if d.Errors > 0 && floorNote == "" {
+					floorNote = "durable floor " + d.Notes
+				}
 			}
 		}
 		if b.opts.Rounds > 1 {
@@ -53,6 +63,13 @@ func (b *bench) runRounds(ctx context.Context, name string) (Result, error) {
 		}
 		if floorNote != "" {
 			res.Notes = joinNotes(res.Notes, floorNote)
+		}
+	}
+	if len(durables) > 0 {
+		slices.Sort(durables)
+		res.DurableFloorPerSec = durables[len(durables)/2]
+		if res.DurableFloorPerSec > 0 {
+			res.DurableFloorRatio = res.EntitiesPerSec / res.DurableFloorPerSec
 		}
 	}
 	if f := b.opts.LatencyAt; f > 0 && paceable(name) && res.OpsPerSec() > 0 && ctx.Err() == nil {
@@ -92,6 +109,15 @@ func (b *bench) runOnce(ctx context.Context, name string, onFloor bool, rate flo
 	r, err := b.runWorkload(ctx, name)
 	r.Throttled, r.Retries = b.pipeline.take()
 	return r, err
+}
+
+// writes reports whether a workload changes data, and so has a durable floor.
+func writes(name string) bool {
+	switch name {
+	case WorkloadInsert, WorkloadUpsert, WorkloadUpdate, WorkloadBatch, WorkloadBatchLoad:
+		return true
+	}
+	return false
 }
 
 // paceable reports whether a workload runs for a duration (drive) and so can be paced; the

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package bench
+
+import "os"
+
+// syncData syncs f (fsync where fdatasync is not at hand).
+func syncData(f *os.File) error { return f.Sync() }

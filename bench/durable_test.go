@@ -1,0 +1,141 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// With --durable-floor every write workload also runs against the durable floor (and only
+// the write workloads), each round error-free; the ratios are the rates' quotients, and
+// the log file is gone after the run.
+func TestDurableFloorAgainstFake(t *testing.T) {
+	forClients(t, func(t *testing.T, client string) {
+		_, cs := newFake(t)
+		dir := t.TempDir()
+		o := quick(cs)
+		o.Client, o.DurableFloor, o.Rounds = client, dir, 2
+		o.Workloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpsert, WorkloadUpdate}
+		var out bytes.Buffer
+		rs, err := Run(context.Background(), o, &out)
+		if err != nil {
+			t.Fatalf("Run: %v\n%s", err, out.String())
+		}
+		t.Logf("\n%s", out.String())
+		for _, r := range rs {
+			if r.FloorPerSec <= 0 || r.Errors != 0 || strings.Contains(r.Notes, "floor") {
+				t.Errorf("%s: %+v", r.Workload, r)
+			}
+			if !writes(r.Workload) {
+				if r.DurableFloorPerSec != 0 {
+					t.Errorf("%s: a durable floor for a read workload: %+v", r.Workload, r)
+				}
+				continue
+			}
+			if r.DurableFloorPerSec <= 0 {
+				t.Errorf("%s: no durable floor: %+v", r.Workload, r)
+			} else if d := r.DurableFloorRatio - r.EntitiesPerSec/r.DurableFloorPerSec; d > 1e-9 || d < -1e-9 {
+				t.Errorf("%s: ratio %v, want %v / %v", r.Workload, r.DurableFloorRatio, r.EntitiesPerSec, r.DurableFloorPerSec)
+			}
+		}
+		if n := strings.Count(out.String(), "server/durable floor = "); n != 3 {
+			t.Errorf("text report has %d durable floors, want 3 (insert, upsert, update):\n%s", n, out.String())
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Errorf("left in the durable floor's directory: %v", left)
+		}
+	})
+}
+
+// The directory must exist.
+func TestDurableFloorDirectory(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{file, filepath.Join(t.TempDir(), "missing")} {
+		if _, err := ParseFlags([]string{"--durable-floor", dir}); err == nil || !strings.Contains(err.Error(), "not a directory") {
+			t.Errorf("--durable-floor %s: %v", dir, err)
+		}
+	}
+	o, err := ParseFlags([]string{"--durable-floor", t.TempDir()})
+	if err != nil || !o.Floor {
+		t.Errorf("--durable-floor implies --floor: %+v, %v", o, err)
+	}
+}
+
+// Concurrent appends each return once their record is written and synced: every record
+// is in the file after the appends return, and the appends shared syncs (at most one per
+// append).
+func TestDurableLogAppends(t *testing.T) {
+	l, err := openDurableLog(t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 64
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			errs <- l.append([]byte(fmt.Sprintf("<record %d:", i)), []byte(strings.Repeat("x", i)+">"))
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("append: %v", err)
+		}
+	}
+	data, err := os.ReadFile(l.f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(data)) != l.size {
+		t.Errorf("file is %d bytes, want %d", len(data), l.size)
+	}
+	for i := range n {
+		if want := fmt.Sprintf("<record %d:%s>", i, strings.Repeat("x", i)); !bytes.Contains(data, []byte(want)) {
+			t.Errorf("record %d not in the file", i)
+		}
+	}
+	name := l.f.Name()
+	l.close()
+	if l.syncs < 1 || l.syncs > n {
+		t.Errorf("%d syncs for %d appends", l.syncs, n)
+	}
+	if _, err := os.Stat(name); !os.IsNotExist(err) {
+		t.Errorf("log file left after close: %v", err)
+	}
+	if err := l.append([]byte("late")); err == nil {
+		t.Error("append after close succeeded")
+	}
+}
+
+// The log is written round and round: a record that reaches the end of the file goes on
+// at its start.
+func TestDurableLogWraps(t *testing.T) {
+	l, err := openDurableLog(t.TempDir(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	for _, c := range "abc" {
+		if err := l.append(bytes.Repeat([]byte{byte(c)}, 40)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(l.f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Repeat("c", 20) + strings.Repeat("a", 20) + strings.Repeat("b", 40) + strings.Repeat("c", 20)
+	if string(data) != want {
+		t.Errorf("file %q, want %q", data, want)
+	}
+}
