@@ -16,7 +16,10 @@
 // fraction of that. Options.Floor measures what the machine's HTTP stack
 // allows at all: each workload runs again against an in-process server that
 // replays the measured server's answers without doing any work (floor.go),
-// and each result carries its ratio to that floor. Options.Rounds repeats
+// and each result carries its ratio to that floor. Options.DurableFloor adds,
+// for the write workloads, the floor made durable: it syncs each write to a log
+// on the server's disk before answering (durable.go), the least any server that
+// acknowledges only synced writes does. Options.Rounds repeats
 // each workload and reports the median; Options.LatencyAt adds as many rounds
 // paced at a fraction of the measured rate, for latency at a given load.
 //

@@ -15,3 +15,14 @@ func syncData(f *os.File) error {
 		}
 	}
 }
+
+// inMemory reports whether dir is on a file system that keeps files in memory only
+// (tmpfs, ramfs), where a sync writes nothing to a disk.
+func inMemory(dir string) bool {
+	const tmpfsMagic, ramfsMagic = 0x01021994, 0x858458f6
+	var st syscall.Statfs_t
+	if syscall.Statfs(dir, &st) != nil {
+		return false
+	}
+	return st.Type == tmpfsMagic || st.Type == ramfsMagic
+}

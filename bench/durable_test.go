@@ -17,7 +17,7 @@ import (
 func TestDurableFloorAgainstFake(t *testing.T) {
 	forClients(t, func(t *testing.T, client string) {
 		_, cs := newFake(t)
-		dir := t.TempDir()
+		dir := diskDir(t)
 		o := quick(cs)
 		o.Client, o.DurableFloor, o.Rounds = client, dir, 2
 		o.Workloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpsert, WorkloadUpdate}
@@ -52,7 +52,7 @@ func TestDurableFloorAgainstFake(t *testing.T) {
 	})
 }
 
-// The directory must exist.
+// The directory must exist, and be on a disk: not in memory, where a sync writes nothing.
 func TestDurableFloorDirectory(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "f")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
@@ -63,10 +63,32 @@ func TestDurableFloorDirectory(t *testing.T) {
 			t.Errorf("--durable-floor %s: %v", dir, err)
 		}
 	}
-	o, err := ParseFlags([]string{"--durable-floor", t.TempDir()})
+	if shm := "/dev/shm"; inMemory(shm) {
+		if _, err := ParseFlags([]string{"--durable-floor", shm}); err == nil || !strings.Contains(err.Error(), "in memory") {
+			t.Errorf("--durable-floor %s (tmpfs): %v", shm, err)
+		}
+	} else {
+		t.Logf("no tmpfs at %s: the in-memory check not exercised", shm)
+	}
+	o, err := ParseFlags([]string{"--durable-floor", diskDir(t)})
 	if err != nil || !o.Floor {
 		t.Errorf("--durable-floor implies --floor: %+v, %v", o, err)
 	}
+}
+
+// diskDir is a new directory on a disk for a durable floor: t.TempDir() unless that is in
+// memory (a tmpfs /tmp), else one in the package's directory. It is removed after the test.
+func diskDir(t *testing.T) string {
+	t.Helper()
+	if dir := t.TempDir(); !inMemory(dir) {
+		return dir
+	}
+	dir, err := os.MkdirTemp(".", "durable-floor-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // Concurrent appends each return once their record is written and synced: every record

@@ -213,6 +213,9 @@ func (o Options) normalize() (Options, error) {
 		if fi, err := os.Stat(o.DurableFloor); err != nil || !fi.IsDir() {
 			return Options{}, fmt.Errorf("bench: --durable-floor %s: not a directory", o.DurableFloor)
 		}
+		if inMemory(o.DurableFloor) {
+			return Options{}, fmt.Errorf("bench: --durable-floor %s: in memory (tmpfs), where a sync writes nothing to disk: give a directory on the disk the server writes to", o.DurableFloor)
+		}
 		o.Floor = true
 	}
 	if o.Rounds == 0 {
