@@ -273,6 +273,19 @@ func quick(cs string) Options {
 	}
 }
 
+// runLogged runs the bench with o, failing the test on an error, and logs and returns the
+// text report with the results.
+func runLogged(t *testing.T, o Options) ([]Result, *bytes.Buffer) {
+	t.Helper()
+	var out bytes.Buffer
+	rs, err := Run(context.Background(), o, &out)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	t.Logf("\n%s", out.String())
+	return rs, &out
+}
+
 func resultByName(t *testing.T, rs []Result, name string) Result {
 	t.Helper()
 	for _, r := range rs {
@@ -295,14 +308,9 @@ func TestRunAgainstFake(t *testing.T) { forClients(t, testRunAgainstFake) }
 
 func testRunAgainstFake(t *testing.T, client string) {
 	f, cs := newFake(t)
-	var out bytes.Buffer
 	o := quick(cs)
 	o.Client = client
-	rs, err := Run(context.Background(), o, &out)
-	if err != nil {
-		t.Fatalf("Run: %v\n%s", err, out.String())
-	}
-	t.Logf("\n%s", out.String())
+	rs, out := runLogged(t, o)
 	if len(rs) != len(AllWorkloads) {
 		t.Fatalf("%d results", len(rs))
 	}

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,12 +20,7 @@ func TestDurableFloorAgainstFake(t *testing.T) {
 		o := quick(cs)
 		o.Client, o.DurableFloor, o.Rounds = client, dir, 2
 		o.Workloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpsert, WorkloadUpdate}
-		var out bytes.Buffer
-		rs, err := Run(context.Background(), o, &out)
-		if err != nil {
-			t.Fatalf("Run: %v\n%s", err, out.String())
-		}
-		t.Logf("\n%s", out.String())
+		rs, out := runLogged(t, o)
 		for _, r := range rs {
 			if r.FloorPerSec <= 0 || r.Errors != 0 || strings.Contains(r.Notes, "floor") {
 				t.Errorf("%s: %+v", r.Workload, r)

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"net/http/httptest"
 	"strings"
@@ -36,12 +35,7 @@ func TestLoadAgainstCerulean(t *testing.T) {
 	o.EntitySize = 200
 	o.Table = "loadtest"
 	o.Keep = true
-	var out bytes.Buffer
-	rs, err := Run(context.Background(), o, &out)
-	if err != nil {
-		t.Fatalf("Run: %v\n%s", err, out.String())
-	}
-	t.Logf("\n%s", out.String())
+	rs, _ := runLogged(t, o)
 	for _, r := range rs {
 		if r.Entities != int64(o.Load) || r.Errors != 0 || r.EntitiesPerSec <= 0 || strings.HasPrefix(r.Notes, "skipped") {
 			t.Errorf("%s: %+v", r.Workload, r)

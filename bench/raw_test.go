@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -24,12 +23,7 @@ func TestFloorAgainstFake(t *testing.T) {
 		o := quick(cs)
 		o.Client, o.Floor, o.Rounds = client, true, 3
 		o.Workloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpdate, WorkloadQuery, WorkloadScan}
-		var out bytes.Buffer
-		rs, err := Run(context.Background(), o, &out)
-		if err != nil {
-			t.Fatalf("Run: %v\n%s", err, out.String())
-		}
-		t.Logf("\n%s", out.String())
+		rs, out := runLogged(t, o)
 		for _, r := range rs {
 			if r.FloorPerSec <= 0 || r.Errors != 0 || len(r.RoundsPerSec) != 3 || strings.Contains(r.Notes, "floor") {
 				t.Errorf("%s: %+v", r.Workload, r)

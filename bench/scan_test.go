@@ -84,12 +84,7 @@ func TestRunScanAgainstFake(t *testing.T) {
 	// outside the preload's key space, ~1% of them with a small Ratio too: the scan's key
 	// bounds must keep them out (30 per scan, not more).
 	o.Workloads = []string{"scan", "insert"}
-	var out bytes.Buffer
-	rs, err := Run(context.Background(), o, &out)
-	if err != nil {
-		t.Fatalf("Run: %v\n%s", err, out.String())
-	}
-	t.Logf("\n%s", out.String())
+	rs, out := runLogged(t, o)
 	s := resultByName(t, rs, WorkloadScan)
 	if s.Ops == 0 || s.Errors != 0 || s.Entities != s.Ops*2500 || s.Seconds < 0.2 || s.P50 <= 0 {
 		t.Errorf("scan: implausible result %+v", s)
