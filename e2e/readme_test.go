@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,4 +133,60 @@ func TestReadmeConnectSnippets(t *testing.T) {
 		}
 		runSnippet(t, root, "bash", "-c", check(t, "sh"))
 	})
+}
+
+// TestMarkdownFences checks every Markdown page of the repository for a code block that is
+// never closed, or that holds a section heading: rendered, such a block swallows the text
+// after it (the README once hid "Read consistency" and "Bulk writes" inside a Python block
+// that lacked its closing fence).
+func TestMarkdownFences(t *testing.T) {
+	root := compatRepoRoot(t)
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".md") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		for _, p := range fenceProblems(string(b)) {
+			t.Errorf("%s: %s", rel, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fenceProblems lists a page's unclosed code blocks and the section headings inside code
+// blocks, by line. A fence is a line of three or more backticks, indented or not (a block
+// inside a list item); a block closes at a fence of at least its opener's length with no
+// info string, as CommonMark says.
+func fenceProblems(text string) []string {
+	var problems []string
+	open, opener := 0, 0 // the open block's first line and fence length; 0 outside
+	for i, line := range strings.Split(text, "\n") {
+		trimmed := strings.TrimLeft(line, " ")
+		n := len(trimmed) - len(strings.TrimLeft(trimmed, "`"))
+		switch {
+		case open == 0 && n >= 3:
+			open, opener = i+1, n
+		case open != 0 && n >= opener && strings.TrimSpace(trimmed[n:]) == "":
+			open = 0
+		case open != 0 && (strings.HasPrefix(line, "## ") || strings.HasPrefix(line, "### ")):
+			problems = append(problems, fmt.Sprintf("line %d: the heading %q is inside the code block opened at line %d", i+1, line, open))
+		}
+	}
+	if open != 0 {
+		problems = append(problems, fmt.Sprintf("the code block opened at line %d is never closed", open))
+	}
+	return problems
 }

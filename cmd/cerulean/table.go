@@ -43,7 +43,9 @@ An elastic table may have a time-to-live: --ttl N makes entities expire N second
 2147483647) after their last write, --ttl -1 turns time-to-live on without a default (only
 entities with their own TTL expire), --ttl off turns it off. An entity's own TTL is its
 integer property TTLInSeconds (or the name --ttl-property gives): -1 never, N seconds.
-A change applies to later writes; entities keep the expiry they were written with.
+A change applies to later writes; entities keep the expiry they were written with, so
+--ttl off (or --elastic=false) does not stop an entity written with an expiry from expiring
+then: write it again to keep it.
 Flags may come before or after NAME. Exit status: 0 done, 1 refused or unreachable, 2 a
 command-line mistake.
 
