@@ -135,7 +135,8 @@ func (f *failureLog) admit(code azerr.Code, now time.Time) (show bool, omitted i
 // messages", https://learn.microsoft.com/rest/api/storageservices/storage-analytics-logged-operations-and-status-messages).
 // The operation is the one SAS authorization checks (sasOperation); only a read of one
 // table by its own URL, which authorization treats as Query Tables, has a name of its own.
-// A request too malformed to name is "Unknown".
+// A request too malformed to name, or naming no operation of the service (a comp it does
+// not know), is "Unknown".
 func (s *Server) operation(rq *request) string {
 	r := rq.r
 	if r.Method == http.MethodOptions {
@@ -164,8 +165,7 @@ func (s *Server) operation(rq *request) string {
 	if res.Kind == KindEntities && q.Get("comp") == compBulk {
 		return "BulkWrite" // Cerulean's own: no Storage Analytics name
 	}
-	cond, _ := ifMatch(r) // a malformed If-Match is still a conditional write
-	if name, ok := operationNames[sasOperation(res, method, q, cond)]; ok {
+	if name, ok := operationNames[sasOperation(res, method, q, opCondition(r))]; ok {
 		return name
 	}
 	return "Unknown"

@@ -327,8 +327,8 @@ func (s *Server) serve(rq *request) error {
 	}
 	if sas != nil {
 		rq.sas = sas
-		cond, _ := ifMatch(r) // a bad If-Match is reported by the handler
-		if err := s.authorizeSAS(rq, sas, sasOperation(res, method, rq.query, cond)); err != nil {
+		// A bad If-Match is reported by the handler.
+		if err := s.authorizeSAS(rq, sas, sasOperation(res, method, rq.query, opCondition(r))); err != nil {
 			return err
 		}
 	}
