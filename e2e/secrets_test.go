@@ -96,10 +96,7 @@ func (s *splitServer) stop() {
 // survived some other encoding).
 func secretForms(secret string) []string {
 	forms := []string{secret, url.QueryEscape(secret), url.QueryEscape(url.QueryEscape(secret)), url.PathEscape(secret)}
-	for _, run := range regexp.MustCompile(`[A-Za-z0-9]{12,}`).FindAllString(secret, -1) {
-		forms = append(forms, run)
-	}
-	return forms
+	return append(forms, regexp.MustCompile(`[A-Za-z0-9]{12,}`).FindAllString(secret, -1)...)
 }
 
 // requireNoSecret fails for every line of text that holds a form of a secret.
