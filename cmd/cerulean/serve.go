@@ -171,7 +171,8 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error (CERULEAN_LOG_LEVEL)")
 	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz, /metrics (Prometheus), /debug/replicas (read replicas' state, JSON), /debug/partitions (hot partitions, JSON), /debug/backup (POST, for cerulean backup) and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
 	// Access log (package accesslog).
-	fs.StringVar(&o.accessLog, "access-log", env("CERULEAN_ACCESS_LOG", ""), "write one JSON line per request to this file, or to standard output if '-' (requests, not credentials: see README, Access log); "+
+	fs.StringVar(&o.accessLog, "access-log", env("CERULEAN_ACCESS_LOG", ""), "write one JSON line per request to this file, or to standard output if '-', which then holds nothing else (the start-up banner goes to standard error, without keys) "+
+		"(requests, not credentials: see README, Access log); "+
 		"on SIGHUP the file is reopened at the path, for logrotate (CERULEAN_ACCESS_LOG)")
 	fs.StringVar(&o.elasticTables, "elastic-tables", env("CERULEAN_ELASTIC_TABLES", ""), "make tables elastic when they are created, by name: a comma-separated list of PATTERN[:TTL[:PROPERTY]], "+
 		"e.g. 'events*:86400,cache*:-1,audit*'. PATTERN is a glob (* ? [a-z]) matched case-insensitively against the whole table name; the first match wins. "+
