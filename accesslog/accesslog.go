@@ -12,7 +12,10 @@
 // is lost and counted (Lost), and the failure logged.
 //
 // A line never holds a credential: nothing of the Authorization header or of the query
-// string (a SAS signature travels there) is in observe.Request.
+// string (a SAS signature travels there) is in observe.Request, and the server hands over
+// every value a client chose (account, table, keys, client request id) redacted
+// (auth.Redactor), so that a SAS a client percent-encoded into its path, or a key in a
+// header, is not written either.
 //
 // Rotation is left to the usual tools: they rename the file and make the process call
 // Reopen (SIGHUP in cerulean serve), which opens a new file at the same path.

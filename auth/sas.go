@@ -423,6 +423,11 @@ type OpKind int
 
 // The operations. OpBatch is the $batch envelope: AuthorizeSAS checks everything but
 // permissions for it, and the caller checks each contained operation with Grant.Check.
+// OpUnknown is a request that names no operation of the service (a table-level comp it
+// does not know, such as a misspelt one): AuthorizeSAS checks everything but permissions
+// (the signature verifies, the SAS is in force, the table is its tn), and the server then
+// answers it as it answers the account owner, 400 InvalidQueryParameterValue — a SAS
+// request is not told "only the account owner may" about an operation that does not exist.
 const (
 	OpQueryEntities OpKind = iota + 1
 	OpGetEntity
@@ -445,6 +450,7 @@ const (
 	// (GET and PUT /{table}?comp=properties).
 	OpGetTableSettings
 	OpSetTableSettings
+	OpUnknown
 )
 
 var opNames = map[OpKind]string{
@@ -456,6 +462,7 @@ var opNames = map[OpKind]string{
 	OpGetServiceStats: "Get Table Service Stats", OpGetACL: "Get Table ACL", OpSetACL: "Set Table ACL",
 	OpBatch:            "Entity Group Transaction",
 	OpGetTableSettings: "Get Table Settings", OpSetTableSettings: "Set Table Settings",
+	OpUnknown: "Unknown",
 }
 
 func (k OpKind) String() string {
@@ -588,7 +595,7 @@ func (g *Grant) Check(kind OpKind, table string) error {
 	}
 	rule, ok := opRules[kind]
 	if !ok {
-		if kind == OpBatch {
+		if kind == OpBatch || kind == OpUnknown {
 			return g.checkTable(table)
 		}
 		return azerr.New(azerr.AuthorizationFailure).WithDetail(fmt.Sprintf("Operation %v is not allowed with a shared access signature.", kind))
@@ -681,7 +688,7 @@ func sasTimeText(t time.Time) string {
 //  5. Grant.Check(op.Kind, op.Table): operation allowed for the SAS kind and tn matches
 //     (else 403 AuthorizationFailure), srt covers the operation (else 403
 //     AuthorizationResourceTypeMismatch), permissions (else 403
-//     AuthorizationPermissionMismatch). For OpBatch only tn is checked here;
+//     AuthorizationPermissionMismatch). For OpBatch and OpUnknown only tn is checked here;
 //  6. spr=https over plain HTTP, when op.StrictProtocol → 403 AuthorizationProtocolMismatch;
 //  7. sip: op.ClientIP within the address or range → else 403 AuthorizationSourceIPMismatch.
 //

@@ -37,7 +37,6 @@ const (
 	InvalidURI                              Code = "InvalidUri"
 	InvalidValueType                        Code = "InvalidValueType"
 	InvalidXMLDocument                      Code = "InvalidXmlDocument"
-	InvalidXMLNodeValue                     Code = "InvalidXmlNodeValue"
 	JSONFormatNotSupported                  Code = "JsonFormatNotSupported"
 	MediaTypeNotSupported                   Code = "MediaTypeNotSupported"
 	MethodNotAllowed                        Code = "MethodNotAllowed"
@@ -94,7 +93,6 @@ var catalogue = map[Code]entry{
 	InvalidURI:                              {http.StatusBadRequest, "The requested URI does not represent any resource on the server."},
 	InvalidValueType:                        {http.StatusBadRequest, "The value specified is invalid."},
 	InvalidXMLDocument:                      {http.StatusBadRequest, "XML specified is not syntactically valid."},
-	InvalidXMLNodeValue:                     {http.StatusBadRequest, "The value for one of the XML nodes is not in the correct format."},
 	JSONFormatNotSupported:                  {http.StatusUnsupportedMediaType, "JSON format is not supported."},
 	MediaTypeNotSupported:                   {http.StatusUnsupportedMediaType, "None of the provided media types are supported."},
 	MethodNotAllowed:                        {http.StatusMethodNotAllowed, "The requested method is not allowed on the specified resource."},
@@ -178,6 +176,19 @@ func OutOfRange(name, value string) *Error {
 func InvalidHeader(name, value string) *Error {
 	e := New(InvalidHeaderValue)
 	e.Fields = []Field{{"HeaderName", name}, {"HeaderValue", value}}
+	return e
+}
+
+// InvalidXML is 400 InvalidXmlDocument, the service's answer to any request body it refuses
+// in the XML documents of service properties and access policies — malformed XML and a
+// well-formed document with a value out of bounds alike — with the reason in a <Reason>
+// element after the message, as the service gives it ("Element Days is only expected when
+// RetentionPolicy is enabled."); docs/protocol.md §15.13.
+func InvalidXML(reason string) *Error {
+	e := New(InvalidXMLDocument)
+	if reason != "" {
+		e.Fields = []Field{{"Reason", reason}}
+	}
 	return e
 }
 

@@ -1,11 +1,14 @@
 package e2e
 
-// If-Match spellings, black box (issue 10 item 3): only a value that is not one entity-tag
-// is 400 InvalidInput; every well-formed ETag that does not name the entity's version —
-// lower-case w/, strong, foreign, stale, another entity's — is 412
-// UpdateConditionNotSatisfied with the entity unchanged; the entity's own ETag matches
-// whether written with W/ or w/, ':' or %3A/%3a, with whitespace around. Update (PUT),
-// merge (MERGE) and delete (DELETE), alone and inside a $batch.
+// If-Match spellings, black box (issue 10 item 3, issue 42 item 14): a value that is not
+// one weak entity-tag — a strong tag such as "wrong" or the entity's own ETag without its
+// W/, a bare token, a list — is 400 InvalidInput with the service's message, as Microsoft
+// documents it and its emulator and Azurite answer (docs/protocol.md §15.3); every
+// well-formed weak ETag that does not name the entity's version — lower-case w/, foreign,
+// stale, another entity's — is 412 UpdateConditionNotSatisfied with the entity unchanged;
+// the entity's own ETag matches whether written with W/ or w/, ':' or %3A/%3a, with
+// whitespace around. Update (PUT), merge (MERGE) and delete (DELETE), alone and inside a
+// $batch changeset.
 
 import (
 	"net/http"
@@ -32,13 +35,15 @@ var ifMatchCases = []ifMatchCase{
 	{"LowerWWrong", func(_, _, _ string) string { return `w/"wrong"` }, "412"},
 	{"WeakWrong", func(_, _, _ string) string { return `W/"wrong"` }, "412"},
 	{"LowerWDatetimeOfNothing", func(_, _, _ string) string { return `w/"datetime'2001-01-01T00%3A00%3A00.0000000Z'"` }, "412"},
-	{"Strong", func(c, _, _ string) string { return c[2:] }, "412"},
 	{"Stale", func(_, s, _ string) string { return s }, "412"},
 	{"LowerWStale", func(_, s, _ string) string { return "w" + s[1:] }, "412"},
 	{"OtherEntity", func(_, _, o string) string { return o }, "412"},
 	{"Reformatted", func(c, _, _ string) string { return strings.Replace(c, "Z'", "+00%3A00'", 1) }, "412"},
 	{"Empty", func(_, _, _ string) string { return "" }, "412"},
 
+	{"Strong", func(c, _, _ string) string { return c[2:] }, "400"},
+	{"StrongWrong", func(_, _, _ string) string { return `"wrong"` }, "400"},
+	{"StrongStale", func(_, s, _ string) string { return s[2:] }, "400"},
 	{"Unterminated", func(c, _, _ string) string { return strings.TrimSuffix(c, `"`) }, "400"},
 	{"Unquoted", func(c, _, _ string) string { return strings.Trim(c[2:], `"`) }, "400"},
 	{"WeakPrefixOnly", func(_, _, _ string) string { return "W/" }, "400"},

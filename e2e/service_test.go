@@ -606,7 +606,7 @@ func TestTableACL(t *testing.T) {
 		_, name := newTable(t, svc)
 		body := []byte(`<SignedIdentifiers><SignedIdentifier><Id>x</Id><AccessPolicy><Permission>rx</Permission></AccessPolicy></SignedIdentifier></SignedIdentifiers>`)
 		r := srv.do(t, xmlReq(http.MethodPut, tablePath(acct, name), aclQuery(), body))
-		requireXMLErrIn(t, r, http.StatusBadRequest, "InvalidXmlNodeValue", "InvalidXmlDocument")
+		requireXMLErr(t, r, http.StatusBadRequest, "InvalidXmlDocument")
 		r = srv.do(t, xmlReq(http.MethodPut, tablePath(acct, name), aclQuery(), []byte(`<SignedIdentifiers><SignedIdentifier>`)))
 		requireXMLErr(t, r, http.StatusBadRequest, "InvalidXmlDocument")
 	})
@@ -784,8 +784,8 @@ func TestServiceProperties(t *testing.T) {
 		} else {
 			var re *azcore.ResponseError
 			errors.As(err, &re)
-			if re.ErrorCode != "InvalidXmlDocument" && re.ErrorCode != "InvalidXmlNodeValue" {
-				t.Errorf("6 CORS rules: code %q, want InvalidXmlDocument or InvalidXmlNodeValue", re.ErrorCode)
+			if re.ErrorCode != "InvalidXmlDocument" {
+				t.Errorf("6 CORS rules: code %q, want InvalidXmlDocument", re.ErrorCode)
 			}
 			requireSDKXMLErr(t, err, http.StatusBadRequest, re.ErrorCode)
 		}
@@ -798,8 +798,8 @@ func TestServiceProperties(t *testing.T) {
 		} else {
 			var re *azcore.ResponseError
 			errors.As(err, &re)
-			if re.ErrorCode != "InvalidXmlDocument" && re.ErrorCode != "InvalidXmlNodeValue" {
-				t.Errorf("Days 0: code %q, want InvalidXmlDocument or InvalidXmlNodeValue", re.ErrorCode)
+			if re.ErrorCode != "InvalidXmlDocument" {
+				t.Errorf("Days 0: code %q, want InvalidXmlDocument", re.ErrorCode)
 			}
 			requireSDKXMLErr(t, err, http.StatusBadRequest, re.ErrorCode)
 		}
@@ -811,13 +811,13 @@ func TestServiceProperties(t *testing.T) {
 			fmt.Fprintf(&b, `<CorsRule><AllowedOrigins>http://o%d.example</AllowedOrigins><AllowedMethods>GET</AllowedMethods><MaxAgeInSeconds>1</MaxAgeInSeconds><ExposedHeaders>y</ExposedHeaders><AllowedHeaders>x</AllowedHeaders></CorsRule>`, i)
 		}
 		b.WriteString(`</Cors></StorageServiceProperties>`)
-		requireXMLErrIn(t, srv.do(t, xmlReq(http.MethodPut, "/"+acct, propsQuery(), []byte(b.String()))), http.StatusBadRequest, "InvalidXmlDocument", "InvalidXmlNodeValue")
+		requireXMLErrIn(t, srv.do(t, xmlReq(http.MethodPut, "/"+acct, propsQuery(), []byte(b.String()))), http.StatusBadRequest, "InvalidXmlDocument")
 		requireXMLErrIn(t, srv.do(t, xmlReq(http.MethodPut, "/"+acct, propsQuery(), []byte(
 			`<StorageServiceProperties><HourMetrics><Version>1.0</Version><Enabled>true</Enabled><IncludeAPIs>false</IncludeAPIs><RetentionPolicy><Enabled>true</Enabled><Days>366</Days></RetentionPolicy></HourMetrics></StorageServiceProperties>`))),
-			http.StatusBadRequest, "InvalidXmlDocument", "InvalidXmlNodeValue")
+			http.StatusBadRequest, "InvalidXmlDocument")
 		requireXMLErrIn(t, srv.do(t, xmlReq(http.MethodPut, "/"+acct, propsQuery(), []byte(
 			`<StorageServiceProperties><Cors><CorsRule><AllowedOrigins>*</AllowedOrigins><AllowedMethods>GET,TRACE</AllowedMethods><MaxAgeInSeconds>1</MaxAgeInSeconds><ExposedHeaders></ExposedHeaders><AllowedHeaders></AllowedHeaders></CorsRule></Cors></StorageServiceProperties>`))),
-			http.StatusBadRequest, "InvalidXmlDocument", "InvalidXmlNodeValue")
+			http.StatusBadRequest, "InvalidXmlDocument")
 		requireXMLErr(t, srv.do(t, xmlReq(http.MethodPut, "/"+acct, propsQuery(), []byte(`<StorageServiceProperties><Logging>`))),
 			http.StatusBadRequest, "InvalidXmlDocument")
 

@@ -35,27 +35,32 @@ func AppendETag(dst []byte, version int64) []byte {
 	return append(dst, `'"`...)
 }
 
-// ErrBadETag reports an If-Match value that is not one entity-tag: not an entity-tag at
-// all, or a list of them (the service answers 400 InvalidInput "The etag value '…' … is not
-// valid. Please make sure only one etag value is specified and is valid.").
+// ErrBadETag reports an If-Match value that is not one weak entity-tag: not an entity-tag
+// at all, a list of them, or a strong one (the service answers 400 InvalidInput "The etag
+// value '…' … is not valid. Please make sure only one etag value is specified and is
+// valid."; docs/protocol.md §15.3).
 var ErrBadETag = errors.New("entity: malformed etag")
 
 // ParseETag interprets one entity-tag from If-Match and returns the version it names.
 //
-// Only a value that is not a single entity-tag is malformed (ErrBadETag): anything else is
-// a precondition, which fails (412) unless it names the entity's version. The syntax is
-// RFC 9110's entity-tag as .NET's EntityTagHeaderValue (the service's stack) reads it:
-// optional whitespace around, an optional weak prefix "W/" or "w/" ("the RFC defines 'W/'
-// as prefix, but we'll be flexible and also accept lower-case 'w'"), optional whitespace
-// after it, then one quoted string, in which a backslash escapes the next character.
+// The service hands out weak ETags only, and accepts nothing else in If-Match: a value that
+// is not one weak entity-tag — a strong tag ("wrong" in quotes, the server's own ETag
+// without its W/), a bare token, a list — is malformed (ErrBadETag), 400 InvalidInput, as
+// Microsoft documents ("Table service error codes") and as its storage emulator and
+// Azurite answer (Azurite: a weak ETag "is required", "for parity with Azure and the
+// legacy emulator"). A well-formed weak tag is a precondition, which fails (412) unless it
+// names the entity's version. The syntax is RFC 9110's weak entity-tag as .NET's
+// EntityTagHeaderValue (the service's stack) reads it: optional whitespace around, the
+// weak prefix "W/" or "w/" ("the RFC defines 'W/' as prefix, but we'll be flexible and
+// also accept lower-case 'w'"), optional whitespace after it, then one quoted string, in
+// which a backslash escapes the next character.
 //
-// A well-formed tag names a version (ok) only if it is weak, as every ETag this server
-// hands out, and its opaque part is exactly the service's datetime'<Timestamp>' with each
-// ':' of the timestamp written as ':', "%3A" or "%3a" (clients sometimes decode it, and
-// percent-encoding is case-insensitive). Otherwise (ok == false, err == nil) it can never
-// match: a strong tag (.NET compares IsWeak too; RFC 9110's strong comparison never matches
-// a weak tag), a foreign tag, or a timestamp not in the canonical 7-digit form the server
-// writes (ETags are opaque strings a client echoes, not dates it may reformat).
+// A weak tag names a version (ok) only if its opaque part is exactly the service's
+// datetime'<Timestamp>' with each ':' of the timestamp written as ':', "%3A" or "%3a"
+// (clients sometimes decode it, and percent-encoding is case-insensitive). Otherwise
+// (ok == false, err == nil) it can never match: a foreign tag, or a timestamp not in the
+// canonical 7-digit form the server writes (ETags are opaque strings a client echoes, not
+// dates it may reformat).
 func ParseETag(s string) (version int64, ok bool, err error) {
 	s = trimOWS(s)
 	weak := false
@@ -81,7 +86,7 @@ func ParseETag(s string) (version int64, ok bool, err error) {
 		return 0, false, ErrBadETag // unterminated, or something after it (a list)
 	}
 	if !weak {
-		return 0, false, nil
+		return 0, false, ErrBadETag
 	}
 	inner := s[1:end]
 	ts, found := strings.CutPrefix(inner, "datetime'")

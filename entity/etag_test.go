@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// TestParseETag is the If-Match grammar, case by case: only a value that is not one
-// entity-tag is malformed (400); every well-formed tag is a precondition that matches
-// only when it names the version in the service's own spelling.
+// TestParseETag is the If-Match grammar, case by case: a value that is not one weak
+// entity-tag (strong tags included) is malformed (400); every well-formed weak tag is a
+// precondition that matches only when it names the version in the service's own spelling.
 func TestParseETag(t *testing.T) {
 	const ts = "2021-04-06T21:03:31.9231271Z"
 	v, err := ParseDateTime(ts)
@@ -40,11 +40,8 @@ func TestParseETag(t *testing.T) {
 		{`W/"wrong"`, never},
 		{`W/""`, never},
 		{`W/"a b"`, never},
-		{`W/"a,b"`, never},                 // a comma inside the quotes is part of the tag
-		{`W/"a\"b"`, never},                // quoted-pair, as .NET reads it
-		{`"datetime'` + enc + `'"`, never}, // strong: never equal to a weak tag
-		{`"wrong"`, never},
-		{`"*"`, never},
+		{`W/"a,b"`, never},  // a comma inside the quotes is part of the tag
+		{`W/"a\"b"`, never}, // quoted-pair, as .NET reads it
 		{`W/"datetime'2021-04-06T21%3A03%3A31.923127Z'"`, never},         // 6 digits: not our spelling
 		{`W/"datetime'2021-04-06T21%3A03%3A31.92312710Z'"`, never},       // 8 digits
 		{`W/"datetime'2021-04-06T23%3A03%3A31.9231271+02%3A00'"`, never}, // same instant, other form
@@ -54,7 +51,11 @@ func TestParseETag(t *testing.T) {
 		{`W/"datetime'yesterday'"`, never},
 		{`W/"datetime'2021-04-06T21%3B03%3A31.9231271Z'"`, never},
 
-		// Not one entity-tag: 400.
+		// Not one weak entity-tag: 400.
+		{`"datetime'` + enc + `'"`, reject}, // strong: the service takes weak tags only
+		{`"wrong"`, reject},
+		{`"*"`, reject},
+		{` "wrong" `, reject},
 		{``, reject},
 		{`W/`, reject},
 		{`w/`, reject},

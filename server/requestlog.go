@@ -20,8 +20,9 @@ import (
 // 503 ServerBusy, the answer of a state (storage unreachable, disk full, the body budget
 // spent) that is itself logged when it begins and ends, while every client retries; and
 // 500 OperationTimedOut, which stalled or trickling uploads earn by the hundred. The line carries what an operator needs to find the request again
-// (request ids, operation, account, table), never a credential: no Authorization header and
-// no query string (a SAS signature travels in it).
+// (request ids, operation, account, table), never a credential: no Authorization header, no
+// query string (a SAS signature travels in it), and every client-supplied value redacted
+// (see redacted).
 func (s *Server) logRequest(rq *request, start time.Time) {
 	elapsed := time.Since(start)
 	status := rq.rw.status
@@ -66,9 +67,9 @@ func (s *Server) logRequest(rq *request, start time.Time) {
 		slog.String("request_id", rq.id),
 	)
 	if v := rq.w.Header().Get("X-Ms-Client-Request-Id"); v != "" {
-		attrs = append(attrs, slog.String("client_request_id", v))
+		attrs = append(attrs, slog.String("client_request_id", s.redacted(rq, v)))
 	}
-	attrs = append(attrs, slog.String("account", rq.account))
+	attrs = append(attrs, slog.String("account", s.redacted(rq, rq.account)))
 	if rq.obs.Throttled != "" {
 		attrs = append(attrs, slog.String("throttled", rq.obs.Throttled))
 	}
@@ -76,7 +77,7 @@ func (s *Server) logRequest(rq *request, start time.Time) {
 		attrs = append(attrs, slog.String("fault", rq.obs.Fault))
 	}
 	if rq.res.Table != "" {
-		attrs = append(attrs, slog.String("table", rq.res.Table))
+		attrs = append(attrs, slog.String("table", s.redacted(rq, rq.res.Table)))
 	}
 	attrs = append(attrs,
 		slog.Int64("bytes_in", rq.bytesIn),
@@ -84,7 +85,7 @@ func (s *Server) logRequest(rq *request, start time.Time) {
 		slog.String("remote", rq.r.RemoteAddr),
 	)
 	if failStatus >= 500 && rq.err != nil {
-		attrs = append(attrs, slog.String("err", rq.err.Message))
+		attrs = append(attrs, slog.String("err", s.redacted(rq, rq.err.Message)))
 	}
 	if omitted > 0 {
 		attrs = append(attrs, slog.Int64("similar_not_logged", omitted))
@@ -134,7 +135,8 @@ func (f *failureLog) admit(code azerr.Code, now time.Time) (show bool, omitted i
 // messages", https://learn.microsoft.com/rest/api/storageservices/storage-analytics-logged-operations-and-status-messages).
 // The operation is the one SAS authorization checks (sasOperation); only a read of one
 // table by its own URL, which authorization treats as Query Tables, has a name of its own.
-// A request too malformed to name is "Unknown".
+// A request too malformed to name, or naming no operation of the service (a comp it does
+// not know), is "Unknown".
 func (s *Server) operation(rq *request) string {
 	r := rq.r
 	if r.Method == http.MethodOptions {
@@ -163,8 +165,7 @@ func (s *Server) operation(rq *request) string {
 	if res.Kind == KindEntities && q.Get("comp") == compBulk {
 		return "BulkWrite" // Cerulean's own: no Storage Analytics name
 	}
-	cond, _ := ifMatch(r) // a malformed If-Match is still a conditional write
-	if name, ok := operationNames[sasOperation(res, method, q, cond)]; ok {
+	if name, ok := operationNames[sasOperation(res, method, q, opCondition(r))]; ok {
 		return name
 	}
 	return "Unknown"
@@ -194,18 +195,44 @@ var operationNames = map[auth.OpKind]string{
 	auth.OpSetTableSettings: "SetTableSettings",
 }
 
+// redacted is v with every credential in it redacted (auth.Redactor): a SAS signature
+// (sig=…) or an account key in any layer of percent-encoding, and the request's own SAS
+// signature wherever it appears. It is how every client-supplied value reaches a log or an
+// observer: a client that percent-encodes the '?' of a SAS URL sends its signature as part
+// of the path, so the account or table the request addressed can hold it.
+func (s *Server) redacted(rq *request, v string) string {
+	if v == "" {
+		return v
+	}
+	if !rq.ownSigKnown {
+		rq.ownSigKnown = true
+		switch {
+		case rq.sas != nil:
+			rq.ownSig = rq.sas.Signature
+		case strings.Contains(rq.r.URL.RawQuery, "sig="):
+			rq.ownSig = rq.r.URL.Query().Get("sig")
+		}
+		// An unescaped '+' arrives as a space (auth.ParseSAS restores it the same way).
+		rq.ownSig = strings.ReplaceAll(rq.ownSig, " ", "+")
+	}
+	return s.redact.StringWith(v, rq.ownSig)
+}
+
 // noteError keeps the error a request is answered with, for its log line.
 func (rq *request) noteError(e *azerr.Error) { rq.err = e }
 
 // observeRequest hands the answered request to the observer. The handlers have filled
-// rq.obs's PartitionKey and entity counts; the rest is what the log line reports too.
+// rq.obs's PartitionKey and entity counts; the rest is what the log line reports too. Every
+// string the client chose (account, table, keys, client request id) is redacted, so no
+// observer — the access log, the hot-partition lines and metric, the console — ever holds
+// a credential a client put where it did not belong.
 func (s *Server) observeRequest(rq *request, start time.Time) {
 	o := &rq.obs
 	o.Start = start
 	o.Latency = time.Since(start)
 	o.ID = rq.id
-	o.ClientRequestID = first(rq.w.Header()["X-Ms-Client-Request-Id"])
-	o.Account = rq.account
+	o.ClientRequestID = s.redacted(rq, first(rq.w.Header()["X-Ms-Client-Request-Id"]))
+	o.Account = s.redacted(rq, rq.account)
 	o.Operation = s.operation(rq)
 	res := rq.res
 	if res.Kind == 0 { // not routed (refused before): what it addressed, for the access log
@@ -219,6 +246,9 @@ func (s *Server) observeRequest(rq *request, start time.Time) {
 	if o.PartitionKey == "" && res.Kind == KindEntity {
 		o.PartitionKey = res.PartitionKey
 	}
+	o.Table = s.redacted(rq, o.Table)
+	o.PartitionKey = s.redacted(rq, o.PartitionKey)
+	o.QueryPartition = s.redacted(rq, o.QueryPartition)
 	o.Status = rq.rw.status
 	if o.Status == 0 && !rq.reset {
 		o.Status = http.StatusOK

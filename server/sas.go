@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 
@@ -45,6 +46,9 @@ func (s *Server) authenticate(rq *request) (*auth.SAS, error) {
 			return nil, sasErr
 		}
 		if sas != nil {
+			if err := checkSASVersion(sas); err != nil {
+				return nil, err
+			}
 			return sas, nil
 		}
 		return nil, s.verifier.Authenticate(rq.r, rq.account) // 401 NoAuthenticationInformation
@@ -55,12 +59,29 @@ func (s *Server) authenticate(rq *request) (*auth.SAS, error) {
 		rq.keyVerified = true
 		return nil, nil
 	case sas != nil:
+		if err := checkSASVersion(sas); err != nil {
+			return nil, noteRefusal(err, "The Authorization header was not used, it did not verify", keyErr)
+		}
 		rq.keyRefused = keyErr
 		return sas, nil
 	case sasErr != nil:
 		return nil, noteRefusal(keyErr, "The shared access signature in the query was refused too", sasErr)
 	}
 	return nil, keyErr
+}
+
+// checkSASVersion refuses, 403 AuthenticationFailed, a SAS whose signed version is not one
+// of the storage service versions Cerulean serves (serviceVersions): the request would be
+// processed with that version (requestVersion), and a version Cerulean does not know is
+// one whose string to sign and semantics it cannot claim to honour — as an unknown
+// x-ms-version is 400 with a shared key. (Azure implementations answer an sv they do not
+// support with AuthenticationFailed: docs/protocol.md §15.2.)
+func checkSASVersion(sas *auth.SAS) error {
+	if serviceVersions[sas.Version] {
+		return nil
+	}
+	return azerr.New(azerr.AuthenticationFailed).WithDetail(fmt.Sprintf(
+		"The signed version (sv) '%s' is not a version of the storage services this server knows (%s to %s).", sas.Version, oldestVersion, newestVersion))
 }
 
 // noteRefusal adds to err's detail why the other credential of the request was refused.
@@ -81,14 +102,27 @@ func noteRefusal(err error, what string, other error) error {
 	return e.WithDetail(note)
 }
 
-// sasOperation names what a routed request does, for SAS permission checks.
+// sasOperation names what a routed request does, for SAS permission checks (and, through
+// operationNames, for the logs and metrics). A request that names no operation of the
+// service — a comp it does not know on a table or on the service, the service root without
+// restype=service — is auth.OpUnknown: authorized as far as the SAS goes, then answered 400
+// InvalidQueryParameterValue by its handler, as the account owner is.
 func sasOperation(res Resource, method string, q map[string][]string, cond table.Condition) auth.OpKind {
-	_, comp := q["comp"]
+	comps, hasComp := q["comp"]
+	comp := ""
+	if len(comps) > 0 {
+		comp = comps[0]
+	}
 	switch res.Kind {
 	case KindService:
+		if rt := q["restype"]; len(rt) == 0 || rt[0] != "service" {
+			return auth.OpUnknown
+		}
 		switch {
-		case len(q["comp"]) > 0 && q["comp"][0] == "stats":
+		case comp == "stats":
 			return auth.OpGetServiceStats
+		case comp != "properties":
+			return auth.OpUnknown
 		case method == http.MethodPut:
 			return auth.OpSetServiceProps
 		}
@@ -106,26 +140,42 @@ func sasOperation(res Resource, method string, q map[string][]string, cond table
 	case KindBatch:
 		return auth.OpBatch
 	case KindEntities:
-		if comp && len(q["comp"]) > 0 && q["comp"][0] == compSettings {
+		if !hasComp {
+			if method == http.MethodPost {
+				return auth.OpInsert
+			}
+			return auth.OpQueryEntities
+		}
+		switch comp {
+		case compSettings:
 			if method == http.MethodPut {
 				return auth.OpSetTableSettings
 			}
 			return auth.OpGetTableSettings
-		}
-		switch {
-		case comp && len(q["comp"]) > 0 && q["comp"][0] == compBulk:
-			// Like a $batch: the table here, each operation by the handler.
+		case compBulk:
+			// Like a $batch: the table here, each operation by the handler (and, on a
+			// standard table, the answer to an unknown comp).
 			return auth.OpBatch
-		case comp && method == http.MethodPut:
-			return auth.OpSetACL
-		case comp:
+		case "acl":
+			if method == http.MethodPut {
+				return auth.OpSetACL
+			}
 			return auth.OpGetACL
-		case method == http.MethodPost:
-			return auth.OpInsert
 		}
-		return auth.OpQueryEntities
+		return auth.OpUnknown
 	}
 	return entityOp(method, cond)
+}
+
+// opCondition is the request's If-Match as far as naming its operation goes: a malformed
+// one is still a condition, so that a PUT with If-Match: "x" is an Update (authorized and
+// logged as one, and answered 400 by its handler), not an Insert Or Replace.
+func opCondition(r *http.Request) table.Condition {
+	cond, err := ifMatch(r)
+	if err != nil && len(r.Header["If-Match"]) > 0 {
+		cond.Present = true
+	}
+	return cond
 }
 
 // entityOp names a single-entity operation (also inside a batch).

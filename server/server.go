@@ -89,7 +89,9 @@ type Server struct {
 	deletions *faults.Deletions
 	// busyLog summarises the log lines of 5xx answers that come in floods (see logRequest).
 	busyLog failureLog
-	budget  *bodyBudget
+	// redact removes credentials from what the logs and the observers get (redacted).
+	redact *auth.Redactor
+	budget *bodyBudget
 	// keepAlive is the Keep-Alive header of responses on connections kept open. Every such
 	// response shares this one slice (net/http only reads it), so it must never be modified.
 	keepAlive []string
@@ -129,6 +131,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		tables:         table.New(opts.Engine, log, table.WithElasticTables(opts.ElasticTables)),
 		verifier:       auth.NewVerifier(opts.Accounts, opts.Now),
+		redact:         auth.NewRedactor(opts.Accounts),
 		log:            log,
 		limits:         limits,
 		consistency:    opts.ReadConsistency,
@@ -179,6 +182,10 @@ type request struct {
 	// keyVerified is set when the Authorization header verified (shared key), so that the
 	// access log and metrics can name its scheme without parsing it again.
 	keyVerified bool
+	// ownSig is the signature of the SAS in the request's query ("" if none), once
+	// ownSigKnown: what redacted removes besides the accounts' keys.
+	ownSig      string
+	ownSigKnown bool
 
 	// The body: whether it was read to its end, whether it counts as large, how much of
 	// the body budget the request holds, and its size.
@@ -320,8 +327,8 @@ func (s *Server) serve(rq *request) error {
 	}
 	if sas != nil {
 		rq.sas = sas
-		cond, _ := ifMatch(r) // a bad If-Match is reported by the handler
-		if err := s.authorizeSAS(rq, sas, sasOperation(res, method, rq.query, cond)); err != nil {
+		// A bad If-Match is reported by the handler.
+		if err := s.authorizeSAS(rq, sas, sasOperation(res, method, rq.query, opCondition(r))); err != nil {
 			return err
 		}
 	}
@@ -602,8 +609,9 @@ func (rq *request) odataHeaders() {
 func (s *Server) writeError(rq *request, err error) {
 	e, known := azerr.As(err)
 	if !known {
-		// The path only: the query string may carry a SAS signature.
-		s.log.Error("internal error", "request_id", rq.id, "method", rq.r.Method, "path", rq.r.URL.Path, "err", err)
+		// The path only (the query string carries a SAS signature), and redacted: a
+		// percent-encoded '?' can have put one in the path.
+		s.log.Error("internal error", "request_id", rq.id, "method", rq.r.Method, "path", s.redacted(rq, rq.r.URL.Path), "err", err)
 	}
 	rq.noteError(e)
 	msg := errorMessage(rq, e)

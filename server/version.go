@@ -39,13 +39,23 @@ var serviceVersions = map[string]bool{
 	"2026-02-06": true, "2026-04-06": true, "2026-06-06": true, "2026-10-06": true,
 }
 
+// oldestVersion and newestVersion bound serviceVersions, for messages.
+const (
+	oldestVersion = "2013-08-15"
+	newestVersion = "2026-10-06"
+)
+
 // requestVersion is the service version a request is processed with: its x-ms-version, or
 // DefaultVersion when the header is absent or empty. An unknown or malformed version is
 // 400 InvalidHeaderValue naming the header, as the service answers it (HeaderName and
 // HeaderValue in the error body). A request authorized by a shared access signature is
-// processed with the signature's version (sv) and its x-ms-version is ignored ("Previous
-// Azure Storage service versions", https://learn.microsoft.com/rest/api/storageservices/previous-azure-storage-service-versions);
-// an sv Cerulean does not know is the signature's problem, for authentication to report.
+// processed with the signature's version (sv) and its x-ms-version is ignored, whatever it
+// holds ("Previous Azure Storage service versions": "If the x-ms-version header is passed
+// on the request, it's ignored. Only the SignedVersion (sv) parameter determines the
+// service version", https://learn.microsoft.com/rest/api/storageservices/previous-azure-storage-service-versions);
+// an sv Cerulean does not know is the signature's problem, which authentication reports
+// (checkSASVersion, 403 AuthenticationFailed): neither path serves a version it does not
+// know (docs/protocol.md §15.2).
 func requestVersion(r *http.Request, q url.Values) (string, error) {
 	if first(r.Header["Authorization"]) == "" && q.Has("sig") {
 		if sv := q.Get("sv"); serviceVersions[sv] {

@@ -43,9 +43,10 @@ type xmlSignedIdentifiers struct {
 }
 
 // ParseACL parses a Set Table ACL body. An empty body (or <SignedIdentifiers/>) means "no
-// policies". Errors are 400 *azerr.Error: InvalidXmlDocument for malformed XML, a wrong root
-// element, a SignedIdentifier without Id, or more than five identifiers; InvalidXmlNodeValue
-// for an empty, over-long or duplicate Id, a permission outside "raud" (or repeated), or an
+// policies". Errors are 400 InvalidXmlDocument with a reason, as the service answers them
+// (the Go SDK's TestSetInvalidAccessPolicy, recorded against the service): for malformed
+// XML, a wrong root element, a SignedIdentifier without Id, more than five identifiers, an
+// empty, over-long or duplicate Id, a permission outside "raud" (or repeated), or an
 // unparseable Start/Expiry.
 func ParseACL(body []byte) ([]SignedIdentifier, error) {
 	if isBlank(body) {
@@ -56,12 +57,12 @@ func ParseACL(body []byte) ([]SignedIdentifier, error) {
 		return nil, err
 	}
 	if len(doc.Items) > MaxSignedIdentifiers {
-		return nil, errDoc("more than 5 signed identifiers")
+		return nil, errDoc("At most 5 SignedIdentifier elements are allowed.")
 	}
 	out := make([]SignedIdentifier, 0, len(doc.Items))
 	for _, it := range doc.Items {
 		if it.ID == nil {
-			return nil, errDoc("SignedIdentifier without Id")
+			return nil, errDoc("Element Id is required in a SignedIdentifier.")
 		}
 		id := strings.TrimSpace(*it.ID)
 		if id == "" || len([]rune(id)) > MaxIDLength {

@@ -8,18 +8,18 @@ import (
 	"github.com/ceruleandb/cerulean/azerr"
 )
 
-// check400 fails unless err is a 400 *azerr.Error with an XML code.
+// check400 fails unless err is a 400 InvalidXmlDocument *azerr.Error with a reason.
 func check400(t *testing.T, err error) {
 	var e *azerr.Error
 	if !errors.As(err, &e) {
 		t.Fatalf("error %v (%T) is not *azerr.Error", err, err)
 	}
-	if e.Status != 400 || (e.Code != azerr.InvalidXMLDocument && e.Code != azerr.InvalidXMLNodeValue) {
-		t.Fatalf("unexpected error %s/%d", e.Code, e.Status)
+	if e.Status != 400 || e.Code != azerr.InvalidXMLDocument || len(e.Fields) != 1 || e.Fields[0].Name != "Reason" || e.Fields[0].Value == "" {
+		t.Fatalf("unexpected error %s/%d %v", e.Code, e.Status, e.Fields)
 	}
 }
 
-// FuzzParseProperties: no panics; errors are 400 InvalidXmlDocument/InvalidXmlNodeValue;
+// FuzzParseProperties: no panics; errors are 400 InvalidXmlDocument with a reason;
 // whatever parses renders, re-parses and persists to the same properties.
 func FuzzParseProperties(f *testing.F) {
 	f.Add([]byte(defaultPropsXML))
@@ -46,7 +46,7 @@ func FuzzParseProperties(f *testing.F) {
 	})
 }
 
-// FuzzParseACL: no panics; errors are 400 InvalidXmlDocument/InvalidXmlNodeValue; whatever
+// FuzzParseACL: no panics; errors are 400 InvalidXmlDocument with a reason; whatever
 // parses has at most 5 valid identifiers and renders, re-parses and persists unchanged.
 func FuzzParseACL(f *testing.F) {
 	f.Add([]byte(`<SignedIdentifiers><SignedIdentifier><Id>id1</Id><AccessPolicy><Start>2009-09-28T08:49:37.0000000Z</Start><Expiry>2009-09-29T08:49:37Z</Expiry><Permission>raud</Permission></AccessPolicy></SignedIdentifier></SignedIdentifiers>`))

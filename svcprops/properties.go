@@ -149,15 +149,16 @@ type xmlProperties struct {
 // ParseProperties parses a Set Table Service Properties body. The root element is
 // StorageServiceProperties (what every SDK sends); TableServiceProperties, the name of the
 // Go SDK's generated model, is tolerated too. Child elements may come in any order (the Go
-// SDK sends them alphabetically). Errors are 400 *azerr.Error: InvalidXmlDocument for
-// malformed XML, an empty body, a wrong root, more than five CORS rules or a CORS rule
-// without AllowedOrigins/AllowedMethods; InvalidXmlNodeValue for a bad value (version, bool,
-// retention days outside 1–365 when enabled, IncludeAPIs true while disabled, an unknown
-// method, a negative MaxAgeInSeconds, empty or over-long origin/header lists).
+// SDK sends them alphabetically). Errors are 400 InvalidXmlDocument with a reason, as the
+// service answers them: for malformed XML, an empty body, a wrong root, more than five CORS
+// rules or a CORS rule without AllowedOrigins/AllowedMethods, and for a bad value alike
+// (version, bool, retention days outside 1–365 when enabled, IncludeAPIs true while
+// disabled, an unknown method, a negative MaxAgeInSeconds, empty or over-long origin/header
+// lists).
 func ParseProperties(body []byte) (PropertiesUpdate, error) {
 	var u PropertiesUpdate
 	if isBlank(body) {
-		return u, errDoc("empty body")
+		return u, errDoc("The request body is empty.")
 	}
 	var doc xmlProperties
 	if err := decodeDoc(body, &doc, "StorageServiceProperties", "TableServiceProperties"); err != nil {
@@ -182,7 +183,7 @@ func ParseProperties(body []byte) (PropertiesUpdate, error) {
 	if doc.Cors != nil {
 		u.CorsSet = true
 		if len(doc.Cors.Rules) > MaxCorsRules {
-			return PropertiesUpdate{}, errDoc("more than 5 CORS rules")
+			return PropertiesUpdate{}, errDoc("At most 5 CorsRule elements are allowed.")
 		}
 		for _, xr := range doc.Cors.Rules {
 			r, err := parseCorsRule(xr)
@@ -234,7 +235,7 @@ func parseRetention(x *xmlRetention) (RetentionPolicy, error) {
 		return rp, nil
 	}
 	if x.Days == nil {
-		return rp, errNode("Days", "")
+		return rp, errDoc("Element Days is required when RetentionPolicy is enabled.")
 	}
 	if rp.Days, err = parseInt("Days", x.Days, 1, MaxRetentionDays); err != nil {
 		return rp, err
@@ -278,7 +279,7 @@ func parseMetrics(section string, x *xmlMetrics) (*Metrics, error) {
 	}
 	if inc && !m.Enabled {
 		// IncludeAPIs applies only to enabled metrics; false is tolerated (SDKs echo it).
-		return nil, errNode(section+"/IncludeAPIs", strings.TrimSpace(*x.IncludeAPIs))
+		return nil, errDoc("Element IncludeAPIs may be true only when " + section + " is enabled.")
 	}
 	m.IncludeAPIs = inc
 	if m.RetentionPolicy, err = parseRetention(x.RetentionPolicy); err != nil {
@@ -301,7 +302,7 @@ func splitList(s string) []string {
 func parseCorsRule(x xmlCorsRule) (CorsRule, error) {
 	var r CorsRule
 	if x.AllowedOrigins == nil || x.AllowedMethods == nil {
-		return r, errDoc("CorsRule requires AllowedOrigins and AllowedMethods")
+		return r, errDoc("Elements AllowedOrigins and AllowedMethods are required in a CorsRule.")
 	}
 	r.AllowedOrigins = splitList(*x.AllowedOrigins)
 	if len(r.AllowedOrigins) == 0 || len(r.AllowedOrigins) > maxCorsOrigins {

@@ -192,11 +192,11 @@ func TestSDKServiceProperties(t *testing.T) {
 		code  azerr.Code
 	}{
 		{aztables.ServiceProperties{Cors: []*aztables.CorsRule{props.Cors[0], props.Cors[0], props.Cors[0], props.Cors[0], props.Cors[0], props.Cors[0]}}, azerr.InvalidXMLDocument},
-		{aztables.ServiceProperties{Cors: []*aztables.CorsRule{{AllowedOrigins: to.Ptr("*"), AllowedMethods: to.Ptr("TRACE"), MaxAgeInSeconds: to.Ptr[int32](1)}}}, azerr.InvalidXMLNodeValue},
-		{aztables.ServiceProperties{Cors: []*aztables.CorsRule{{AllowedOrigins: to.Ptr("*"), AllowedMethods: to.Ptr("GET"), MaxAgeInSeconds: to.Ptr[int32](-1)}}}, azerr.InvalidXMLNodeValue},
-		{aztables.ServiceProperties{HourMetrics: &aztables.Metrics{Enabled: to.Ptr(true), RetentionPolicy: &aztables.RetentionPolicy{Enabled: to.Ptr(true), Days: to.Ptr[int32](366)}}}, azerr.InvalidXMLNodeValue},
-		{aztables.ServiceProperties{Logging: &aztables.Logging{RetentionPolicy: &aztables.RetentionPolicy{Enabled: to.Ptr(true), Days: to.Ptr[int32](0)}}}, azerr.InvalidXMLNodeValue},
-		{aztables.ServiceProperties{MinuteMetrics: &aztables.Metrics{Enabled: to.Ptr(false), IncludeAPIs: to.Ptr(true)}}, azerr.InvalidXMLNodeValue},
+		{aztables.ServiceProperties{Cors: []*aztables.CorsRule{{AllowedOrigins: to.Ptr("*"), AllowedMethods: to.Ptr("TRACE"), MaxAgeInSeconds: to.Ptr[int32](1)}}}, azerr.InvalidXMLDocument},
+		{aztables.ServiceProperties{Cors: []*aztables.CorsRule{{AllowedOrigins: to.Ptr("*"), AllowedMethods: to.Ptr("GET"), MaxAgeInSeconds: to.Ptr[int32](-1)}}}, azerr.InvalidXMLDocument},
+		{aztables.ServiceProperties{HourMetrics: &aztables.Metrics{Enabled: to.Ptr(true), RetentionPolicy: &aztables.RetentionPolicy{Enabled: to.Ptr(true), Days: to.Ptr[int32](366)}}}, azerr.InvalidXMLDocument},
+		{aztables.ServiceProperties{Logging: &aztables.Logging{RetentionPolicy: &aztables.RetentionPolicy{Enabled: to.Ptr(true), Days: to.Ptr[int32](0)}}}, azerr.InvalidXMLDocument},
+		{aztables.ServiceProperties{MinuteMetrics: &aztables.Metrics{Enabled: to.Ptr(false), IncludeAPIs: to.Ptr(true)}}, azerr.InvalidXMLDocument},
 	}
 	for i, b := range bad {
 		_, err := svc.SetProperties(ctx, b.props, nil)
@@ -277,9 +277,9 @@ func TestSDKAccessPolicy(t *testing.T) {
 		t.Fatalf("expiry-only: %+v", s2.AccessPolicy)
 	}
 
-	// Invalid permission → 400 InvalidXmlNodeValue.
+	// Invalid permission → 400 InvalidXmlDocument (the service's code for any refused value).
 	_, err = client.SetAccessPolicy(ctx, &aztables.SetAccessPolicyOptions{TableACL: []*aztables.SignedIdentifier{{ID: to.Ptr("w"), AccessPolicy: &aztables.AccessPolicy{Permission: to.Ptr("rw")}}}})
-	if code, status := responseCode(t, err); code != string(azerr.InvalidXMLNodeValue) || status != 400 {
+	if code, status := responseCode(t, err); code != string(azerr.InvalidXMLDocument) || status != 400 {
 		t.Fatalf("bad permission: %s %d", code, status)
 	}
 	// Six identifiers: the service says 400 InvalidXmlDocument, which the SDK turns into its own error.

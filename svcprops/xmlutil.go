@@ -2,7 +2,8 @@
 // table-level settings (docs/protocol.md §3.12–3.13, §10): stored access policies (Get/Set Table
 // ACL), service properties (logging, metrics, CORS), service stats, and CORS evaluation for
 // preflight and actual requests. It is pure: no HTTP serving and no storage. Parse errors are
-// always 400 *azerr.Error values (InvalidXmlDocument or InvalidXmlNodeValue).
+// always 400 InvalidXmlDocument *azerr.Error values with a reason (azerr.InvalidXML), the
+// service's answer to a malformed document and to an invalid value alike.
 package svcprops
 
 import (
@@ -20,21 +21,30 @@ import (
 // xmlHeader is the declaration every response document starts with.
 const xmlHeader = `<?xml version="1.0" encoding="utf-8"?>`
 
-// errDoc is a 400 InvalidXmlDocument (malformed or structurally wrong document).
-func errDoc(detail string) *azerr.Error {
-	e := azerr.New(azerr.InvalidXMLDocument)
-	if detail != "" {
-		e = e.WithDetail(detail)
-	}
-	return e
+// errDoc is a 400 InvalidXmlDocument for a malformed or structurally wrong document,
+// reason saying what is wrong ("" for none).
+func errDoc(reason string) *azerr.Error { return azerr.InvalidXML(reason) }
+
+// errNode is a 400 InvalidXmlDocument for a value the service does not accept in element
+// node, the reason naming both (the service answers such values InvalidXmlDocument, not
+// InvalidXmlNodeValue, a code the SDKs' table error lists do not know: docs/protocol.md
+// §15.13).
+func errNode(node, value string) *azerr.Error {
+	return azerr.InvalidXML("The value '" + clip(value) + "' of element " + node + " is not valid.")
 }
 
-// errNode is a 400 InvalidXmlNodeValue naming the offending node and value.
-func errNode(node, value string) *azerr.Error {
-	if len(value) > 64 {
-		value = value[:64] + "..."
+// errRange is errNode for an integer outside [lo, hi].
+func errRange(node, value string, lo, hi int) *azerr.Error {
+	return azerr.InvalidXML("The value '" + clip(value) + "' of element " + node + " is not valid: it must be an integer from " +
+		strconv.Itoa(lo) + " to " + strconv.Itoa(hi) + ".")
+}
+
+// clip shortens a value quoted in a reason.
+func clip(v string) string {
+	if len(v) > 64 {
+		return v[:64] + "..."
 	}
-	return azerr.New(azerr.InvalidXMLNodeValue).WithDetail("XmlNodeName: " + node + ", XmlNodeValue: " + value)
+	return v
 }
 
 // isBlank reports whether body holds nothing but XML whitespace (and an optional BOM).
@@ -61,14 +71,14 @@ func decodeDoc(body []byte, v any, roots ...string) error {
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			return errDoc("")
+			return errDoc(xmlReason(err))
 		}
 		if se, ok := tok.(xml.StartElement); ok {
 			start = se
 			break
 		}
 		if cd, ok := tok.(xml.CharData); ok && len(bytes.TrimSpace(cd)) != 0 {
-			return errDoc("")
+			return errDoc("Text is not expected before the root element.")
 		}
 	}
 	ok := false
@@ -78,10 +88,10 @@ func decodeDoc(body []byte, v any, roots ...string) error {
 		}
 	}
 	if !ok {
-		return errDoc("unexpected root element " + start.Name.Local)
+		return errDoc("The root element " + start.Name.Local + " is not expected; it must be " + strings.Join(roots, " or ") + ".")
 	}
 	if err := dec.DecodeElement(v, &start); err != nil {
-		return errDoc("")
+		return errDoc(xmlReason(err))
 	}
 	for {
 		tok, err := dec.Token()
@@ -89,18 +99,30 @@ func decodeDoc(body []byte, v any, roots ...string) error {
 			return nil
 		}
 		if err != nil {
-			return errDoc("")
+			return errDoc(xmlReason(err))
 		}
 		switch t := tok.(type) {
 		case xml.CharData:
 			if len(bytes.TrimSpace(t)) != 0 {
-				return errDoc("")
+				return errDoc("Text is not expected after the root element.")
 			}
 		case xml.Comment, xml.ProcInst, xml.Directive:
 		default:
-			return errDoc("")
+			return errDoc("Only one root element is expected.")
 		}
 	}
+}
+
+// xmlReason is the reason for a document encoding/xml could not read.
+func xmlReason(err error) string {
+	var se *xml.SyntaxError
+	if errors.As(err, &se) {
+		return "Line " + strconv.Itoa(se.Line) + ": " + se.Msg + "."
+	}
+	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "The document ends before its root element is complete."
+	}
+	return "The document is not valid XML."
 }
 
 // appendEscaped appends s with XML text escaping.
@@ -139,7 +161,7 @@ func parseInt(node string, s *string, lo, hi int) (int, error) {
 	v := strings.TrimSpace(*s)
 	n, err := strconv.Atoi(v)
 	if err != nil || n < lo || n > hi {
-		return 0, errNode(node, v)
+		return 0, errRange(node, v, lo, hi)
 	}
 	return n, nil
 }

@@ -40,8 +40,8 @@ func TestParseCondition(t *testing.T) {
 		{"w" + et[1:], want{version: v}}, // lower-case w/ names the same version
 		{`W/"wrong"`, want{version: -1}},
 		{`w/"wrong"`, want{version: -1}},
-		{et[2:], want{version: -1}}, // the same tag, strong
-		{`"x"`, want{version: -1}},
+		{et[2:], want{bad: true}}, // the same tag, strong: the service takes weak tags only
+		{`"x"`, want{bad: true}},
 		{`W/"datetime'2024-05-01T10%3A00%3A01Z'"`, want{version: -1}}, // not the 7-digit spelling
 		{`W/`, want{bad: true}},
 		{`W/"x`, want{bad: true}},

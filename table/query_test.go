@@ -104,6 +104,10 @@ func runQuerySuite(t *testing.T, open engineFactory) {
 		t.Parallel()
 		testListTablesDifferential(t, open(t), querySeed+2)
 	})
+	t.Run("ListTablesRangeEnd", func(t *testing.T) {
+		t.Parallel()
+		testListTablesRangeEnd(t, open(t))
+	})
 	t.Run("Errors", func(t *testing.T) {
 		t.Parallel()
 		testQueryErrors(t, open(t))
@@ -1365,6 +1369,12 @@ func testListTablesDifferential(t *testing.T, eng storage.Engine, seed uint64) {
 			if tok == "" {
 				break
 			}
+			// A continuation promises a table that matches after the last one returned
+			// (issue 42 item 16), unless the page budget cut the page.
+			if len(got) >= len(want) && elapsed < table.PageBudget {
+				t.Errorf("seed %d filter %d ($filter=%s, $top=%d): page %d carries a continuation though no table that matches follows",
+					seed, i, text, top, pages)
+			}
 			next = tok
 			if pages > tables+2 {
 				t.Fatalf("seed %d filter %d: runaway NextTableName paging", seed, i)
@@ -1443,6 +1453,53 @@ func testTopNone(t *testing.T, eng storage.Engine) {
 	}
 	if _, err := svc.ListTables(ctx, account, nil, "not a token", table.TopNone, table.Read{}); code(err) != azerr.InvalidInput {
 		t.Errorf("ListTables TopNone with a forged token: %v, want InvalidInput", err)
+	}
+}
+
+// testListTablesRangeEnd: a page that ends with the last table inside the filter's range
+// carries no continuation, whatever tables lie past the range (issue 42 item 16: tables
+// zzza1..zzza4 and zzzb4, TableName ge 'zzza' and TableName lt 'zzzb', $top=2 gave the
+// second page a NextTableName naming zzzb4, so every SDK fetched a third, empty page).
+func testListTablesRangeEnd(t *testing.T, eng storage.Engine) {
+	const account = "rangeend"
+	ctx := context.Background()
+	svc := table.New(eng, nil)
+	for _, n := range []string{"zzza1", "zzza2", "zzza3", "zzza4", "zzzb4"} {
+		if err := svc.CreateTable(ctx, account, n, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		filter string
+		top    int
+		pages  []string
+	}{
+		{"TableName ge 'zzza' and TableName lt 'zzzb'", 2, []string{"zzza1,zzza2", "zzza3,zzza4"}},
+		{"TableName ge 'zzza' and TableName le 'zzza4'", 4, []string{"zzza1,zzza2,zzza3,zzza4"}},
+		{"TableName ge 'zzza2' and TableName lt 'zzza4'", 1, []string{"zzza2", "zzza3"}},
+		{"TableName ge 'zzza' and TableName lt 'zzzc'", 2, []string{"zzza1,zzza2", "zzza3,zzza4", "zzzb4"}},
+		{"TableName eq 'zzza1' or TableName eq 'zzza3'", 1, []string{"zzza1", "zzza3"}},
+	} {
+		f := odata.MustParse(c.filter)
+		next := ""
+		for i, want := range c.pages {
+			tp, err := svc.ListTables(ctx, account, f, next, c.top, table.Read{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, ti := range tp.Tables {
+				got = append(got, ti.Name)
+			}
+			if strings.Join(got, ",") != want {
+				t.Errorf("%s $top=%d page %d: %v, want %s", c.filter, c.top, i+1, got, want)
+			}
+			if last := i == len(c.pages)-1; last != (tp.NextTableName == "") {
+				t.Errorf("%s $top=%d page %d of %d: continuation %q", c.filter, c.top, i+1, len(c.pages), tp.NextTableName)
+				break
+			}
+			next = tp.NextTableName
+		}
 	}
 }
 

@@ -174,8 +174,20 @@ func (s *Service) ListTables(ctx context.Context, account string, filter *odata.
 	return p, nil
 }
 
+// listTablesLookahead is how many tables a full page reads at a time past its last one,
+// looking for the next that matches, before it can say whether a continuation is due.
+const listTablesLookahead = 100
+
 // listTables reads up to top tables matching filter from table key from to to (nil: no
-// bound) and the table key to resume from (nil when there are no more).
+// bound) and the table key to resume from: that of the next table that matches, or nil
+// when none does. A page never carries a continuation that leads nowhere — past the
+// filter's range or to tables it rejects (docs/protocol.md §3.1: the token is sent only
+// when more tables follow), which would cost every SDK one more, empty, page: a full page
+// reads on until a table matches or the catalogue (or the range) ends. Table keys are
+// lower case while filters compare names as they are, so a filter's range in key order is
+// often unbounded above (TableName lt 'zzzb' admits 'ZZZZ'): this look-ahead, not the
+// range, is what ends the paging there. Past PageBudget the page ends where the scan
+// stands, with a continuation, as every page does.
 func (s *Service) listTables(ctx context.Context, v storage.Reader, account string, filter *odata.Filter, from string, to *string, top int) ([]storage.TableInfo, *string, error) {
 	if top == 0 || top > MaxPageSize {
 		top = MaxPageSize
@@ -183,27 +195,38 @@ func (s *Service) listTables(ctx context.Context, v storage.Reader, account stri
 	deadline := time.Now().Add(s.pageBudget)
 	var out []storage.TableInfo
 	for to == nil || from < *to {
-		tables, resume, err := v.ListTables(ctx, account, from, top-len(out))
+		n := top - len(out)
+		if n == 0 {
+			n = listTablesLookahead
+		}
+		tables, resume, err := v.ListTables(ctx, account, from, n)
 		if err != nil {
 			return nil, nil, s.mapErr(err, tableScope)
 		}
-		for i, t := range tables {
-			if to != nil && storage.TableKey(t.Name) >= *to {
+		for _, t := range tables {
+			k := storage.TableKey(t.Name)
+			if to != nil && k >= *to {
 				return out, nil, nil
 			}
-			if filter.MatchTableName(t.Name) {
-				out = append(out, t)
+			if !filter.MatchTableName(t.Name) {
+				continue
 			}
-			if len(out) == top && i+1 < len(tables) {
-				k := storage.TableKey(tables[i+1].Name)
-				return out, &k, nil
+			if len(out) == top {
+				return out, &k, nil // a table that matches follows: resume there
 			}
+			out = append(out, t)
 		}
 		if resume == "" {
 			return out, nil, nil
 		}
 		from = storage.TableKey(resume)
-		if len(out) == top || !time.Now().Before(deadline) {
+		if to != nil && from >= *to {
+			return out, nil, nil
+		}
+		if len(out) == top && filter.MatchTableName(resume) {
+			return out, &from, nil // the engine named the next table, and it matches
+		}
+		if !time.Now().Before(deadline) {
 			return out, &from, nil
 		}
 	}
@@ -222,10 +245,10 @@ type Condition struct {
 
 // ParseCondition interprets an If-Match header value. present says whether the header was
 // sent. "*" matches any existing entity; an empty value never matches (412, as Azurite); a
-// value that is one entity-tag is a precondition that holds only when it names the
-// entity's version (entity.ParseETag: "W/" or "w/", ':' or "%3A"); anything else — not an
-// entity-tag, or a list of them — is 400 InvalidInput with the service's message. Surrounding
-// whitespace is ignored.
+// value that is one weak entity-tag is a precondition that holds only when it names the
+// entity's version (entity.ParseETag: "W/" or "w/", ':' or "%3A"); anything else — a strong
+// entity-tag, not an entity-tag at all, a list — is 400 InvalidInput with the service's
+// message (docs/protocol.md §15.3). Surrounding whitespace is ignored.
 func ParseCondition(value string, present bool) (Condition, error) {
 	if !present {
 		return Condition{}, nil

@@ -171,7 +171,8 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error (CERULEAN_LOG_LEVEL)")
 	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz, /metrics (Prometheus), /debug/replicas (read replicas' state, JSON), /debug/partitions (hot partitions, JSON), /debug/backup (POST, for cerulean backup) and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
 	// Access log (package accesslog).
-	fs.StringVar(&o.accessLog, "access-log", env("CERULEAN_ACCESS_LOG", ""), "write one JSON line per request to this file, or to standard output if '-' (requests, not credentials: see README, Access log); "+
+	fs.StringVar(&o.accessLog, "access-log", env("CERULEAN_ACCESS_LOG", ""), "write one JSON line per request to this file, or to standard output if '-', which then holds nothing else (the start-up banner goes to standard error, without keys) "+
+		"(requests, not credentials: see README, Access log); "+
 		"on SIGHUP the file is reopened at the path, for logrotate (CERULEAN_ACCESS_LOG)")
 	fs.StringVar(&o.elasticTables, "elastic-tables", env("CERULEAN_ELASTIC_TABLES", ""), "make tables elastic when they are created, by name: a comma-separated list of PATTERN[:TTL[:PROPERTY]], "+
 		"e.g. 'events*:86400,cache*:-1,audit*'. PATTERN is a glob (* ? [a-z]) matched case-insensitively against the whole table name; the first match wins. "+
@@ -676,15 +677,22 @@ func runServe(args []string) error {
 	for _, r := range o.elastic {
 		log.Info("elastic tables", "pattern", r.Pattern, "default_ttl", r.Settings.DefaultTTL, "ttl_property", r.Settings.TTLPropertyName())
 	}
-	printConnectionStrings(os.Stdout, ln.Addr().String(), accounts, https)
+	// The start-up banner goes to standard output, unless that is the access log: then
+	// standard output stays JSON Lines from its first line, the banner goes to standard
+	// error, and it names no key, since both streams are then collected as logs.
+	banner, withKeys := os.Stdout, true
+	if o.accessLog == accesslog.Stdout {
+		banner, withKeys = os.Stderr, false
+	}
+	printConnectionStrings(banner, ln.Addr().String(), accounts, https, withKeys)
 	if con != nil {
 		addr := ln.Addr().String()
 		if consoleLn != nil {
 			addr = consoleLn.Addr().String()
 		}
-		fmt.Fprintf(os.Stdout, "Web console (sign in with an account name and key, a connection string or a SAS URL):\n  %s://%s%s\n", scheme(https), displayHost(addr), console.Prefix)
+		fmt.Fprintf(banner, "Web console (sign in with an account name and key, a connection string or a SAS URL):\n  %s://%s%s\n", scheme(https), displayHost(addr), console.Prefix)
 	}
-	fmt.Fprint(os.Stdout, trustHelp)
+	fmt.Fprint(banner, trustHelp)
 
 	if o.debug != "" {
 		// /healthz answers 200 while the storage engine answers and 503 while it is
@@ -865,9 +873,14 @@ func listenTLS(o serveOptions, ln net.Listener, log *slog.Logger) (_ net.Listene
 }
 
 // printConnectionStrings tells the user how to connect each SDK; https when TLS is on.
-func printConnectionStrings(w *os.File, addr string, accounts []auth.Account, https bool) {
+// Without withKeys it names each account's endpoint only.
+func printConnectionStrings(w *os.File, addr string, accounts []auth.Account, https, withKeys bool) {
 	host := displayHost(addr)
 	for _, a := range accounts {
+		if !withKeys {
+			fmt.Fprintf(w, "Account %s at %s://%s/%s (its key is not printed while standard output is the access log)\n", a.Name, scheme(https), host, a.Name)
+			continue
+		}
 		cs := fmt.Sprintf("DefaultEndpointsProtocol=%[1]s;AccountName=%[2]s;AccountKey=%[3]s;TableEndpoint=%[1]s://%[4]s/%[2]s;",
 			scheme(https), a.Name, base64.StdEncoding.EncodeToString(a.Keys[0]), host)
 		fmt.Fprintf(w, "Account %s — connection string for Go (aztables.NewServiceClientFromConnectionString), JavaScript (TableServiceClient.fromConnectionString), Python (TableServiceClient.from_connection_string) and .NET (new TableServiceClient(...)):\n  %s\n", a.Name, cs)
