@@ -27,6 +27,7 @@ type runFlags struct {
 	retries    int
 	mode       string
 	interval   time.Duration
+	settings   bool
 }
 
 func (r *runFlags) register(fs *flag.FlagSet, writes bool) {
@@ -35,6 +36,7 @@ func (r *runFlags) register(fs *flag.FlagSet, writes bool) {
 	fs.BoolVar(&r.quiet, "quiet", false, "print errors only: no progress, no summary")
 	fs.DurationVar(&r.interval, "progress-interval", 5*time.Second, "when stderr is not a terminal, the pause between progress lines")
 	fs.IntVar(&r.retries, "retries", 8, "most attempts of a call that fails with 500/503/408/429, a timeout or a broken connection (exponential backoff, full jitter)")
+	fs.BoolVar(&r.settings, "settings", true, "carry each Cerulean table's elastic settings and its entities' expiry (an expired entity is not written); --settings=false moves the entities alone, under the target's own settings")
 	if writes {
 		fs.IntVar(&r.workers, "workers", 8, "partitions written in parallel")
 		fs.StringVar(&r.mode, "mode", "insert", "how entities are written: insert (fails on an existing entity), replace or merge (upserts: Insert Or Replace, Insert Or Merge)")
@@ -57,7 +59,7 @@ func (r *runFlags) check() error {
 }
 
 func (r *runFlags) options(stop <-chan struct{}, obs transfer.Observer) transfer.Options {
-	return transfer.Options{Workers: r.workers, Retry: transfer.Retry{Attempts: r.retries}, Mode: client.WriteMode(r.mode), Checkpoint: r.checkpoint, Resume: r.resume, Stop: stop, Observer: obs}
+	return transfer.Options{Workers: r.workers, Retry: transfer.Retry{Attempts: r.retries}, Mode: client.WriteMode(r.mode), Checkpoint: r.checkpoint, Resume: r.resume, Stop: stop, Observer: obs, IgnoreSettings: !r.settings}
 }
 
 func (r *runFlags) reporter(verb string) *progress.Reporter {
@@ -72,12 +74,12 @@ func finish(rep *progress.Reporter, err error, checkpoint string) error {
 		if checkpoint == "" {
 			return errors.New("interrupted (this run cannot resume)")
 		}
-		fmt.Fprintf(os.Stderr, "interrupted; the checkpoint is %s; to resume:\n  %s\n", checkpoint, resumeCommand(os.Args))
+		fmt.Fprintf(os.Stderr, "interrupted; the checkpoint is %s; to resume, run the same command line with --resume:\n  %s\n%s", checkpoint, resumeCommand(os.Args), secretsNote(os.Args))
 		return errors.New("interrupted")
 	}
 	if err != nil {
 		if _, serr := os.Stat(checkpoint); checkpoint != "" && serr == nil && !errors.Is(err, transfer.ErrNoCheckpoint) {
-			fmt.Fprintf(os.Stderr, "the checkpoint is %s; once the cause is fixed, to resume:\n  %s\n", checkpoint, resumeCommand(os.Args))
+			fmt.Fprintf(os.Stderr, "the checkpoint is %s; once the cause is fixed, to resume, run the same command line with --resume:\n  %s\n%s", checkpoint, resumeCommand(os.Args), secretsNote(os.Args))
 		}
 		return err
 	}
@@ -88,7 +90,9 @@ func finish(rep *progress.Reporter, err error, checkpoint string) error {
 	return nil
 }
 
-// resumeCommand is the command line with --resume, quoted for a POSIX shell.
+// resumeCommand is the command line with --resume, quoted for a POSIX shell, with its
+// secrets (account keys, SAS signatures) replaced by REDACTED: it is printed on stderr,
+// which ends up in terminals' scrollback and CI logs.
 func resumeCommand(args []string) string {
 	var b strings.Builder
 	has := false
@@ -99,12 +103,58 @@ func resumeCommand(args []string) string {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(shellQuote(a))
+		b.WriteString(shellQuote(redactArg(a)))
 	}
 	if !has {
 		b.WriteString(" --resume")
 	}
 	return b.String()
+}
+
+// secretsNote says, when the printed command had secrets taken out, to give them again.
+func secretsNote(args []string) string {
+	for _, a := range args {
+		if redactArg(a) != a {
+			return "  (account keys and SAS signatures are shown as REDACTED: give them as in the first run)\n"
+		}
+	}
+	return ""
+}
+
+// redactArg is a command-line argument with its secrets replaced by REDACTED: the
+// AccountKey and SharedAccessSignature of a connection string, the sig of a SAS URL or
+// token, whether the argument is a flag's value or --flag=value.
+func redactArg(a string) string {
+	if strings.HasPrefix(a, "-") {
+		if name, v, ok := strings.Cut(a, "="); ok {
+			return name + "=" + redactArg(v)
+		}
+		return a
+	}
+	if strings.HasPrefix(a, "http://") || strings.HasPrefix(a, "https://") {
+		return client.RedactURL(a)
+	}
+	if !strings.Contains(a, "=") {
+		return a
+	}
+	parts := strings.Split(a, ";")
+	for i, p := range parts {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			continue
+		}
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "accountkey":
+			parts[i] = k + "=REDACTED"
+		case "sharedaccesssignature":
+			parts[i] = k + "=" + strings.TrimPrefix(client.RedactURL("?"+v), "?")
+		}
+	}
+	a = strings.Join(parts, ";")
+	if !strings.Contains(a, ";") && strings.Contains(a, "sig=") {
+		a = strings.TrimPrefix(client.RedactURL("?"+a), "?") // a bare SAS token
+	}
+	return a
 }
 
 func shellQuote(s string) string {
@@ -212,7 +262,7 @@ func runCopy(args []string) error {
 		}
 		rename[tables[0]] = toTable
 	}
-	job := fmt.Sprintf("copy %s (%s) → %s (%s) tables=%s to=%s filter=%s mode=%s", src.Endpoint, src.Account, dst.Endpoint, dst.Account, strings.Join(tables, ","), toTable, o.filter, o.run.mode)
+	job := fmt.Sprintf("copy %s (%s) → %s (%s) tables=%s to=%s filter=%s mode=%s settings=%t", src.Endpoint, src.Account, dst.Endpoint, dst.Account, strings.Join(tables, ","), toTable, o.filter, o.run.mode, o.run.settings)
 	if o.run.checkpoint == "" {
 		o.run.checkpoint = transfer.DefaultCheckpoint("copy", job, "")
 	}
