@@ -22,6 +22,10 @@ func TestTransferSecrets(t *testing.T) {
 	srv := startServer(t, withAccounts(a))
 	svc := newServiceClientFor(t, srv.Endpoint(a.Name), a.Name, a.Key, nil)
 	cs := fmt.Sprintf("DefaultEndpointsProtocol=%s;AccountName=%s;AccountKey=%s;TableEndpoint=%s", srv.scheme, a.Name, a.Key, srv.Endpoint(a.Name))
+	// The copies' target: another server, so that a missing source table stays missing.
+	b := account{Name: "target" + runID, Key: randomKey(t)}
+	dst := startServer(t, withAccounts(b))
+	dstCS := fmt.Sprintf("DefaultEndpointsProtocol=%s;AccountName=%s;AccountKey=%s;TableEndpoint=%s", dst.scheme, b.Name, b.Key, dst.Endpoint(b.Name))
 	tc, name := newTable(t, svc)
 	fillEntities(t, tc, []string{`{"PartitionKey":"p","RowKey":"1"}`})
 	sasURL, err := svc.GetAccountSASURL(aztables.AccountSASResourceTypes{Service: true, Container: true, Object: true},
@@ -31,6 +35,13 @@ func TestTransferSecrets(t *testing.T) {
 	}
 	_, sasQuery, _ := strings.Cut(sasURL, "?")
 	sasCS := "TableEndpoint=" + srv.Endpoint(a.Name) + ";SharedAccessSignature=" + sasQuery
+	dstSAS, err := newServiceClientFor(t, dst.Endpoint(b.Name), b.Name, b.Key, nil).GetAccountSASURL(aztables.AccountSASResourceTypes{Service: true, Container: true, Object: true},
+		aztables.AccountSASPermissions{Read: true, Write: true, List: true, Add: true, Create: true, Update: true}, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, dstSASQuery, _ := strings.Cut(dstSAS, "?")
+	dstSASCS := "TableEndpoint=" + dst.Endpoint(b.Name) + ";SharedAccessSignature=" + dstSASQuery
 	dir := t.TempDir()
 
 	// A port nothing listens on: every call fails to connect, and is retried.
@@ -47,8 +58,8 @@ func TestTransferSecrets(t *testing.T) {
 		args []string
 		want []string // in stderr
 	}{
-		{"failed copy, keys", []string{"copy", "--from", cs, "--to", cs, "--table", "NoSuchTable" + runID}, []string{"to resume", "AccountKey=REDACTED", "REDACTED: give them as in the first run"}},
-		{"failed copy, SAS connection string", []string{"copy", "--from=" + sasCS, "--to", sasCS, "--table", "NoSuchTable" + runID}, []string{"to resume", "sig=REDACTED"}},
+		{"failed copy, keys", []string{"copy", "--from", cs, "--to", dstCS, "--table", "NoSuchTable" + runID}, []string{"to resume", "AccountKey=REDACTED", "REDACTED: give them as in the first run"}},
+		{"failed copy, SAS connection string", []string{"copy", "--from=" + sasCS, "--to", dstSASCS, "--table", "NoSuchTable" + runID}, []string{"to resume", "sig=REDACTED"}},
 		{"unreachable SAS URL", []string{"export", "--from", deadSAS, "--retries", "2", "--out", filepath.Join(dir, "dead.jsonl")}, []string{"connection refused", "sig=REDACTED"}},
 		{"unreachable target", []string{"import", "--to", "DefaultEndpointsProtocol=http;AccountName=x;AccountKey=" + a.Key + ";TableEndpoint=http://" + closed + "/x", "--retries", "2", "--in", "-"}, []string{"connection refused"}},
 	} {
@@ -63,7 +74,7 @@ func TestTransferSecrets(t *testing.T) {
 					t.Errorf("stderr lacks %q:\n%s", w, errOut)
 				}
 			}
-			noSecrets(t, "cerulean "+c.args[0], out+errOut, a.Key, sasQuery)
+			noSecrets(t, "cerulean "+c.args[0], out+errOut, a.Key, b.Key, sasQuery, dstSASQuery)
 		})
 	}
 

@@ -41,8 +41,8 @@ func Import(ctx context.Context, r record.Reader, dst *client.Client, o ImportOp
 	if err != nil {
 		return err
 	}
-	if cp.Since == 0 {
-		cp.Since = sinceOf(ep.clock)
+	if cp.Since == 0 && !o.Resume {
+		cp.Since = sinceOf(ep.clock) // a checkpoint written before Since existed keeps 0: unknown
 	}
 	targetOf := func(rec *record.Record) string {
 		if o.Force || rec.Table == "" {

@@ -210,8 +210,9 @@ func Copy(ctx context.Context, src, dst *client.Client, o CopyOptions) error {
 			return err
 		}
 	}
-	if cp.Since == 0 {
-		// Before anything is written: a resumed run must know when the job began.
+	if cp.Since == 0 && !o.Resume {
+		// Before anything is written: a resumed run must know when the job began. (A
+		// checkpoint written before Since existed keeps 0: unknown.)
 		cp.Since = sinceOf(dstEP.clock)
 		if err := cp.save(o.Checkpoint); err != nil {
 			return err

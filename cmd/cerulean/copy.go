@@ -90,20 +90,20 @@ func finish(rep *progress.Reporter, err error, checkpoint string) error {
 	return nil
 }
 
-// resumeCommand is the command line with --resume, quoted for a POSIX shell, with its
-// secrets (account keys, SAS signatures) replaced by REDACTED: it is printed on stderr,
-// which ends up in terminals' scrollback and CI logs.
+// resumeCommand is the command line with --resume, quoted for a POSIX shell, with the
+// secrets of its endpoints (account keys, SAS signatures) replaced by REDACTED: it is
+// printed on stderr, which ends up in terminals' scrollback and CI logs.
 func resumeCommand(args []string) string {
 	var b strings.Builder
 	has := false
-	for i, a := range args {
+	for i, a := range redactArgs(args) {
 		if a == "--resume" || a == "-resume" {
 			has = true
 		}
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(shellQuote(redactArg(a)))
+		b.WriteString(shellQuote(a))
 	}
 	if !has {
 		b.WriteString(" --resume")
@@ -113,29 +113,38 @@ func resumeCommand(args []string) string {
 
 // secretsNote says, when the printed command had secrets taken out, to give them again.
 func secretsNote(args []string) string {
-	for _, a := range args {
-		if redactArg(a) != a {
+	for i, a := range redactArgs(args) {
+		if a != args[i] {
 			return "  (account keys and SAS signatures are shown as REDACTED: give them as in the first run)\n"
 		}
 	}
 	return ""
 }
 
-// redactArg is a command-line argument with its secrets replaced by REDACTED: the
-// AccountKey and SharedAccessSignature of a connection string, the sig of a SAS URL or
-// token, whether the argument is a flag's value or --flag=value.
-func redactArg(a string) string {
-	if strings.HasPrefix(a, "-") {
-		if name, v, ok := strings.Cut(a, "="); ok {
-			return name + "=" + redactArg(v)
-		}
-		return a
+// redactArgs is a command line with the values of --from and --to (as "--from V" or
+// "--from=V") redacted (redactEndpoint); other arguments, a --filter included, are kept.
+func redactArgs(args []string) []string {
+	endpoint := func(flag string) bool {
+		n := strings.TrimLeft(flag, "-")
+		return strings.HasPrefix(flag, "-") && (n == "from" || n == "to")
 	}
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if name, v, ok := strings.Cut(a, "="); ok && endpoint(name) {
+			out[i] = name + "=" + redactEndpoint(v)
+		} else if i > 0 && endpoint(args[i-1]) {
+			out[i] = redactEndpoint(a)
+		}
+	}
+	return out
+}
+
+// redactEndpoint is a connection string with its AccountKey and the sig of its
+// SharedAccessSignature replaced by REDACTED, or a SAS URL with its sig so.
+func redactEndpoint(a string) string {
 	if strings.HasPrefix(a, "http://") || strings.HasPrefix(a, "https://") {
 		return client.RedactURL(a)
-	}
-	if !strings.Contains(a, "=") {
-		return a
 	}
 	parts := strings.Split(a, ";")
 	for i, p := range parts {
@@ -150,11 +159,7 @@ func redactArg(a string) string {
 			parts[i] = k + "=" + strings.TrimPrefix(client.RedactURL("?"+v), "?")
 		}
 	}
-	a = strings.Join(parts, ";")
-	if !strings.Contains(a, ";") && strings.Contains(a, "sig=") {
-		a = strings.TrimPrefix(client.RedactURL("?"+a), "?") // a bare SAS token
-	}
-	return a
+	return strings.Join(parts, ";")
 }
 
 func shellQuote(s string) string {
