@@ -7,18 +7,21 @@
 // per table: "account", "table") and one collection per table named
 // "<account>$<table>", whose "data" objects carry the entity under "properties" as
 // OData JSON with the annotations the client sent ("I64@odata.type":"Edm.Int64"), the
-// keys, and "Timestamp". Two quirks of recent Azurite versions' storage are undone here:
-// an Edm.Guid value stored as the base64 of its text (read either way), and a single
-// quote in a key stored doubled (its REST answers return it doubled too). Older versions
-// store keys as written, and the file does not say which version wrote it, so the
-// doubling is inferred: a database in which some key holds a run of quotes of odd length
-// cannot come from a doubling version, and its keys are kept as they are
-// (DB.DoubledQuotes).
+// keys, and "Timestamp". One quirk of Azurite's storage is undone here: an Edm.Guid
+// value stored as the base64 of its text (read either way).
 //
-// Tried with Azurite 3.37.0, 3.31.0 (both double quotes, base64 Guids) and 3.20.1 (keys
-// and Guids as written), npm, LokiJS database version 1.5. Azurite keeps the whole
-// database in memory and writes it whole, so reading it whole here costs no more than
-// Azurite itself did.
+// Keys are taken as stored. Azurite stores an entity's keys as its client sent them —
+// an insert's from the body, an update's, merge's or upsert's from the URL with OData's
+// doubled quotes undone (TableHandler.createPersistedEntity, and
+// tableStorageContext.middleware, the same in 3.31.0, 3.35.0 and 3.37.0) — and its
+// queries answer the stored keys. A key with doubled quotes in a database was written so
+// by its client (the Go SDK's aztables.EDMEntity doubles the quotes of the keys in the
+// body it marshals, v1.4.1 entity.go prepareKey, and Azure stores them doubled too): it
+// is that entity's key, which every SDK reading that Azurite sees, so it is kept.
+//
+// Tried with Azurite 3.37.0, 3.35.0, 3.31.0 (base64 Guids) and 3.20.1 (Guids as written),
+// npm, LokiJS database version 1.5. Azurite keeps the whole database in memory and writes
+// it whole, so reading it whole here costs no more than Azurite itself did.
 package azurite
 
 import (
@@ -42,12 +45,9 @@ const tablesCollection = "$TABLES_COLLECTION$"
 
 // DB is a parsed Azurite table database.
 type DB struct {
-	// DoubledQuotes says the database's keys have their single quotes doubled (no key
-	// holds an odd run of quotes): they are undoubled as they are read.
-	DoubledQuotes bool
-	path          string
-	tables        []tableRef
-	data          map[string][]json.RawMessage // collection name → its documents
+	path   string
+	tables []tableRef
+	data   map[string][]json.RawMessage // collection name → its documents
 }
 
 type tableRef struct {
@@ -97,15 +97,6 @@ func Parse(name string, b []byte) (*DB, error) {
 	}
 	if !found {
 		return nil, fmt.Errorf("azurite database %s: no %s collection: is it Azurite's table database (__azurite_db_table__.json)?", name, tablesCollection)
-	}
-	db.DoubledQuotes = true
-	for _, docs := range db.data {
-		for _, d := range docs {
-			var k struct{ PartitionKey, RowKey string }
-			if json.Unmarshal(d, &k) == nil && (oddQuoteRun(k.PartitionKey) || oddQuoteRun(k.RowKey)) {
-				db.DoubledQuotes = false
-			}
-		}
 	}
 	sort.Slice(db.tables, func(i, j int) bool {
 		a, b := db.tables[i], db.tables[j]
@@ -189,7 +180,7 @@ func (r *Reader) load(table string) ([]record.Record, error) {
 	docs := r.db.data[r.account+"$"+table]
 	out := make([]record.Record, 0, len(docs))
 	for i, d := range docs {
-		rec, err := entityOf(d, r.db.DoubledQuotes)
+		rec, err := Entity(d)
 		if err != nil {
 			return nil, fmt.Errorf("azurite database: table %s, entity %d: %w", table, i, err)
 		}
@@ -203,17 +194,8 @@ func (r *Reader) load(table string) ([]record.Record, error) {
 	return out, nil
 }
 
-// Entity converts one entity document of a database whose keys have their quotes
-// doubled (see DB.DoubledQuotes).
-func Entity(doc []byte) (record.Record, error) { return entityOf(doc, true) }
-
-func entityOf(doc []byte, doubled bool) (record.Record, error) {
-	key := func(k string) string {
-		if doubled {
-			return unquoteKey(k)
-		}
-		return k
-	}
+// Entity converts one entity document of the database, its keys as stored.
+func Entity(doc []byte) (record.Record, error) {
 	var d struct {
 		PartitionKey     *string         `json:"PartitionKey"`
 		RowKey           *string         `json:"RowKey"`
@@ -226,7 +208,7 @@ func entityOf(doc []byte, doubled bool) (record.Record, error) {
 	if d.PartitionKey == nil || d.RowKey == nil || len(d.Properties) == 0 {
 		return record.Record{}, errors.New("not an entity document: no PartitionKey, RowKey or properties")
 	}
-	pk, rk := key(*d.PartitionKey), key(*d.RowKey)
+	pk, rk := *d.PartitionKey, *d.RowKey
 	props, err := fixProperties(d.Properties, pk, rk)
 	if err != nil {
 		return record.Record{}, fmt.Errorf("PartitionKey %q, RowKey %q: %w", pk, rk, err)
@@ -241,25 +223,6 @@ func entityOf(doc []byte, doubled bool) (record.Record, error) {
 		}
 	}
 	return rec, nil
-}
-
-// unquoteKey undoes Azurite's doubling of single quotes in stored keys.
-func unquoteKey(k string) string { return strings.ReplaceAll(k, "''", "'") }
-
-// oddQuoteRun reports a run of single quotes of odd length in k.
-func oddQuoteRun(k string) bool {
-	run := 0
-	for i := 0; i <= len(k); i++ {
-		if i < len(k) && k[i] == '\'' {
-			run++
-			continue
-		}
-		if run%2 == 1 {
-			return true
-		}
-		run = 0
-	}
-	return false
 }
 
 // fixProperties rewrites the properties object in order: the keys as given, and Edm.Guid

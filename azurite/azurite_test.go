@@ -11,7 +11,8 @@ import (
 
 // testdata/azurite-3.37.0.json is the database Azurite 3.37.0 wrote for entities the Go
 // SDK inserted: each comes back with its type, its Timestamp, a Guid from Azurite's
-// base64-of-text form, and a quoted key undoubled.
+// base64-of-text form, and its keys as stored — p”1%ü, as aztables.EDMEntity sent the
+// key p'1%ü (it doubles quotes in the body) and as Azurite answers it to every client.
 func TestReadAzuriteDatabase(t *testing.T) {
 	db, err := Open("testdata/azurite-3.37.0.json")
 	if err != nil {
@@ -43,7 +44,7 @@ func TestReadAzuriteDatabase(t *testing.T) {
 		got[rec.Entity.PartitionKey+"/"+rec.Entity.RowKey] = rec.Entity
 		order = append(order, rec.Entity.PartitionKey+"/"+rec.Entity.RowKey)
 	}
-	if strings.Join(order, " ") != "p/B p/Bin p/D p/G p/I32 p/I64 p/S p/T p'1%ü/x q/x" {
+	if strings.Join(order, " ") != "p/B p/Bin p/D p/G p/I32 p/I64 p/S p/T p''1%ü/x q/x" {
 		t.Errorf("order %v", order)
 	}
 	g, _ := entity.ParseGUID("01234567-89ab-cdef-0123-456789abcdef")
@@ -66,8 +67,8 @@ func TestReadAzuriteDatabase(t *testing.T) {
 			t.Errorf("%s %s = %v (entity %v, property %v), want %v", c.key, c.prop, v, ok, has, c.want)
 		}
 	}
-	if _, ok := got["p'1%ü/x"]; !ok {
-		t.Error("the quoted key was not undoubled")
+	if _, ok := got["p''1%ü/x"]; !ok {
+		t.Error("the quoted key was not kept as stored")
 	}
 	if _, err := db.Reader("other"); err == nil || !strings.Contains(err.Error(), "devstoreaccount1") {
 		t.Errorf("unknown account: %v", err)
@@ -103,15 +104,11 @@ func FuzzEntity(f *testing.F) {
 	})
 }
 
-// Azurite 3.20.1 keeps keys and Guids as written: a key with a single quote shows the
-// database does not double them, and the key is kept.
+// Azurite 3.20.1 keeps keys and Guids as written.
 func TestReadAzurite320(t *testing.T) {
 	db, err := Open("testdata/azurite-3.20.1.json")
 	if err != nil {
 		t.Fatal(err)
-	}
-	if db.DoubledQuotes {
-		t.Error("DoubledQuotes on a database with the key p'1")
 	}
 	r, err := db.Reader("devstoreaccount1")
 	if err != nil {
@@ -130,10 +127,34 @@ func TestReadAzurite320(t *testing.T) {
 	}
 }
 
-func TestOddQuoteRun(t *testing.T) {
-	for k, want := range map[string]bool{"": false, "a": false, "'": true, "''": false, "a''b''": false, "a'''b": true, "it''s'": true} {
-		if got := oddQuoteRun(k); got != want {
-			t.Errorf("oddQuoteRun(%q) = %v", k, got)
+// Keys are kept as stored whatever quotes they hold: a database in which no key has an
+// odd run of quotes (Azurite 3.35.0 and 3.37.0 store keys as their client wrote them,
+// doubled quotes included) imports with every key unchanged — the guess that undid
+// doubled quotes changed such keys silently (issue 42).
+func TestKeysKeptAsStored(t *testing.T) {
+	doc := `{"collections":[{"name":"$TABLES_COLLECTION$","data":[{"account":"a","table":"t"}]},{"name":"a$t","data":[` +
+		`{"PartitionKey":"it''s","RowKey":"''","properties":{"PartitionKey":"it''s","RowKey":"''"}},` +
+		`{"PartitionKey":"x","RowKey":"a''b''''c","properties":{"PartitionKey":"x","RowKey":"a''b''''c"}}]}]}`
+	db, err := Parse("doc", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := db.Reader("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for {
+		rec, err := r.Read()
+		if err == io.EOF {
+			break
 		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, rec.Entity.PartitionKey+"/"+rec.Entity.RowKey)
+	}
+	if got, want := strings.Join(keys, " "), "it''s/'' x/a''b''''c"; got != want {
+		t.Errorf("keys %s, want them as stored: %s", got, want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -98,7 +99,44 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	} else {
 		req.Header.Set("x-ms-date", time.Now().UTC().Format(http.TimeFormat))
 	}
-	return c.HTTP.Do(req)
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return nil, redactURLError(err)
+	}
+	return resp, nil
+}
+
+// redactURLError takes the SAS signature out of the URL net/http puts in its errors
+// ("Get \"https://…?sv=…&sig=…\": dial tcp …: connection refused"), so that a transport
+// error can be printed: the data tools print every error, and their stderr lands in CI
+// logs.
+func redactURLError(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	c := *ue
+	c.URL = RedactURL(ue.URL)
+	return &c
+}
+
+// RedactURL is u with the value of its sig query parameter (a SAS signature, which grants
+// what the SAS allows to whoever holds it) replaced by "REDACTED"; the other SAS fields
+// (permissions, expiry, version) stay, since they explain an error. A string that is not
+// a URL with a query is returned as it is.
+func RedactURL(u string) string {
+	base, query, ok := strings.Cut(u, "?")
+	if !ok {
+		return u
+	}
+	parts := strings.Split(query, "&")
+	for i, p := range parts {
+		k, _, _ := strings.Cut(p, "=")
+		if dk, err := url.QueryUnescape(k); err == nil && strings.EqualFold(dk, "sig") {
+			parts[i] = k + "=REDACTED"
+		}
+	}
+	return base + "?" + strings.Join(parts, "&")
 }
 
 // Sign adds x-ms-date and a SharedKeyLite Authorization header to req.

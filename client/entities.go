@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Query is a Query Entities request: the filter and select as OData text, and where to
@@ -268,3 +269,43 @@ func opIndex(e *Error) int {
 }
 
 func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
+
+// GetEntity reads one entity at full metadata, the form QueryEntities answers; found is
+// false when the table holds no entity with these keys (404 ResourceNotFound).
+func (c *Client) GetEntity(ctx context.Context, table, partitionKey, rowKey string) (raw json.RawMessage, found bool, err error) {
+	path := url.PathEscape(table) + "(PartitionKey='" + keyEscape(partitionKey) + "',RowKey='" + keyEscape(rowKey) + "')"
+	h := http.Header{"Accept": {"application/json;odata=fullmetadata"}}
+	resp, err := c.Do(ctx, http.MethodGet, path, nil, h, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	defer resp.Body.Close()
+	if err := ResponseError(resp); err != nil {
+		if e := err.(*Error); e.Status == http.StatusNotFound && e.Code == "ResourceNotFound" {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, false, fmt.Errorf("get entity: read answer: %w", err)
+	}
+	return b, true, nil
+}
+
+// Probe asks the service for its clock and its name: the Date and Server headers of its
+// answer to a cheap request (the first table of the account's list), whatever that answer
+// is — a refusal (a table SAS may not list tables) carries them too. date is zero when
+// the answer has no valid Date header.
+func (c *Client) Probe(ctx context.Context) (date time.Time, server string, err error) {
+	resp, err := c.Do(ctx, http.MethodGet, "Tables", url.Values{"$top": {"1"}}, nil, nil)
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+		date = d
+	}
+	return date, resp.Header.Get("Server"), nil
+}

@@ -48,8 +48,8 @@ type Reporter struct {
 	o     Options
 	start time.Time
 
-	entities, bytes, errors, retries atomic.Int64
-	total                            atomic.Int64 // 0: unknown
+	entities, bytes, errors, retries, expired atomic.Int64
+	total                                     atomic.Int64 // 0: unknown
 
 	mu      sync.Mutex // serialises writes to w
 	drawn   bool       // a bar is on the screen (to be cleared before a message)
@@ -93,6 +93,10 @@ func (r *Reporter) Failed(err error) {
 
 // Retried counts a retried call.
 func (r *Reporter) Retried(error) { r.retries.Add(1) }
+
+// Expired counts entities not written because they had expired (an elastic table's
+// time-to-live) by the time they would have been.
+func (r *Reporter) Expired(entities int) { r.expired.Add(int64(entities)) }
 
 // Printf prints a message on its own line, clearing the bar first.
 func (r *Reporter) Printf(format string, args ...any) {
@@ -163,6 +167,9 @@ func (r *Reporter) Summary() string {
 	s := fmt.Sprintf("%s %s entities (%s) in %s, %s/s; %d errors", r.o.Verb, Count(n), Bytes(r.bytes.Load()), el.Round(time.Millisecond), Count(rate(n, el)), r.errors.Load())
 	if k := r.retries.Load(); k > 0 {
 		s += fmt.Sprintf(", %d retries", k)
+	}
+	if k := r.expired.Load(); k > 0 {
+		s += fmt.Sprintf(", %s expired (not written)", Count(k))
 	}
 	return s
 }

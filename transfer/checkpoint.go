@@ -21,10 +21,13 @@ type Checkpoint struct {
 	// Tables is the per-table position of an export or a copy, in order.
 	Tables []TableState `json:"tables,omitempty"`
 	// Records is, for an import, how many records of the input are committed (written,
-	// or skipped as bad), and HighRecords how many the run had handed to writers: the
-	// ones between may have been written.
-	Records     int64 `json:"records,omitempty"`
-	HighRecords int64 `json:"highRecords,omitempty"`
+	// skipped as bad, or expired).
+	Records int64 `json:"records,omitempty"`
+	// Since is, for an import or a copy, the earliest Timestamp (the target's clock, 100
+	// ns ticks since the Unix epoch) an entity written by the job can have: saved before
+	// the first write and kept by every resumed run, it tells the entities the job wrote
+	// from those the target held before (sink.resolveConflict).
+	Since int64 `json:"since,omitempty"`
 	// OutputBytes is, for an export to a file, the length of the output that holds
 	// exactly the committed entities.
 	OutputBytes int64 `json:"outputBytes,omitempty"`
@@ -33,8 +36,7 @@ type Checkpoint struct {
 }
 
 // TableState is one table's position: Done, or the continuation where the first page
-// not fully committed starts, and the last key handed to writers (a resumed insert
-// writes keys up to it as upserts: the interrupted run may have written them).
+// not fully committed starts.
 type TableState struct {
 	Name string `json:"name"`
 	// Ranges are a copy's PartitionKey ranges, each read and written on its own.
@@ -45,14 +47,11 @@ type TableState struct {
 // RangeState is one PartitionKey range of a table, [Lo, Hi) ("" for an open end), and
 // where its copy stands.
 type RangeState struct {
-	Lo     string              `json:"lo,omitempty"`
-	Hi     string              `json:"hi,omitempty"`
-	Done   bool                `json:"done,omitempty"`
-	Next   client.Continuation `json:"next"`
-	Rows   int64               `json:"rows,omitempty"`
-	HighPK string              `json:"highPartitionKey,omitempty"`
-	HighRK string              `json:"highRowKey,omitempty"`
-	High   bool                `json:"high,omitempty"`
+	Lo   string              `json:"lo,omitempty"`
+	Hi   string              `json:"hi,omitempty"`
+	Done bool                `json:"done,omitempty"`
+	Next client.Continuation `json:"next"`
+	Rows int64               `json:"rows,omitempty"`
 }
 
 // ErrNoCheckpoint is returned by LoadCheckpoint when there is nothing to resume.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ceruleandb/cerulean/client"
+	"github.com/ceruleandb/cerulean/entity"
 	"github.com/ceruleandb/cerulean/transfer/record"
 )
 
@@ -33,14 +34,21 @@ type ExportOptions struct {
 
 // Export reads tables from src (all of them when Tables is empty) and writes every
 // entity to out, table after table, each in the service's order (PartitionKey, RowKey).
-// With a checkpoint, the output is synced after each page and the checkpoint records the
-// page's continuation with the output length; a resumed export truncates the output
-// there and goes on.
+// A Cerulean table's settings go first, as a settings record, and its expiring
+// entities carry their expiry (settings.go). With a checkpoint, the output is synced
+// after each page and the checkpoint records the page's continuation with the output
+// length; a resumed export truncates the output there and goes on.
 func Export(ctx context.Context, src *client.Client, out Output, o ExportOptions) error {
 	obs := o.observer()
 	cp, err := startTables(ctx, src, o.Options, o.Job, o.Tables)
 	if err != nil {
 		return err
+	}
+	ep := endpoint{}
+	if !o.IgnoreSettings {
+		if ep, err = probe(ctx, src, o.Retry, obs); err != nil {
+			return err
+		}
 	}
 	if o.Resume && o.Resumed != nil {
 		if err := o.Resumed(cp.OutputBytes); err != nil {
@@ -52,8 +60,24 @@ func Export(ctx context.Context, src *client.Client, out Output, o ExportOptions
 		if ts.Done {
 			continue
 		}
-		pr := readPages(ctx, src, ts.Name, client.Query{Filter: o.Filter, Select: withKeys(o.Select), Continuation: ts.Next}, o.Retry, obs)
-		err := func() error {
+		settings, err := sourceSettings(ctx, src, ep, ts.Name, o.IgnoreSettings, o.Retry, obs)
+		if err != nil {
+			return err
+		}
+		if settings != nil && ts.Next.Done() && ts.Rows == 0 {
+			// The table starts here (a resumed export truncated the output before it).
+			if err := out.Write(&record.Record{Table: ts.Name, Settings: settings}); err != nil {
+				return fmt.Errorf("table %s: %w", ts.Name, err)
+			}
+		}
+		ttlProp := ttlProperty(settings)
+		sel, strip := withKeys(o.Select), ""
+		if sel != "" && ttlProp != "" && !selected(sel, ttlProp) {
+			// The expiry needs the TTL property; it is left out of the records.
+			sel, strip = sel+","+ttlProp, ttlProp
+		}
+		pr := readPages(ctx, src, ts.Name, client.Query{Filter: o.Filter, Select: sel, Continuation: ts.Next}, o.Retry, obs)
+		err = func() error {
 			defer pr.close()
 			for po := range pr.pages {
 				if po.err != nil {
@@ -66,6 +90,12 @@ func Export(ctx context.Context, src *client.Client, out Output, o ExportOptions
 						return fmt.Errorf("table %s: entity %d of a page: %s", ts.Name, j, record.Detail(err))
 					}
 					r.Table = ts.Name
+					if ttlProp != "" {
+						r.Expiry = expiryOf(settings, &r)
+					}
+					if strip != "" {
+						r.Entity.Props = without(r.Entity.Props, strip)
+					}
 					if err := out.Write(&r); err != nil {
 						return fmt.Errorf("write output: %w", err)
 					}
@@ -102,6 +132,26 @@ func Export(ctx context.Context, src *client.Client, out Output, o ExportOptions
 	}
 	cp.Done = true
 	return cp.save(o.Checkpoint)
+}
+
+// selected reports whether a $select list names name.
+func selected(sel, name string) bool {
+	for _, n := range strings.Split(sel, ",") {
+		if strings.TrimSpace(n) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// without is props less the property named name.
+func without(props []entity.Property, name string) []entity.Property {
+	for i := range props {
+		if props[i].Name == name {
+			return append(props[:i:i], props[i+1:]...)
+		}
+	}
+	return props
 }
 
 // withKeys adds the keys and Timestamp to a $select list: the service returns only the

@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -43,9 +44,23 @@ func FormatOf(flag, path string) (string, error) {
 // FileOutput is an export's output: stdout ("-" or "") or a file, in a format.
 type FileOutput struct {
 	record.Writer
-	f      *os.File // nil for stdout
-	jw     *jsonl.Writer
-	format string
+	f       *os.File // nil for stdout
+	regular bool     // f is a regular file (not a device, a pipe, a socket)
+	jw      *jsonl.Writer
+	format  string
+}
+
+// Write writes one record. CSV has no place for a table's settings: a standard table's
+// are dropped (CSV means standard), an elastic table's are refused, since its settings
+// and its entities' expiry would be lost.
+func (o *FileOutput) Write(r *record.Record) error {
+	if r.Settings != nil && o.format == CSV {
+		if r.Settings.Elastic {
+			return fmt.Errorf("table %s is %s: CSV cannot carry a table's settings or its entities' expiry; export it as JSON Lines (--format jsonl), or give --settings=false to export the entities alone", r.Table, describeSettings(*r.Settings))
+		}
+		return nil
+	}
+	return o.Writer.Write(r)
 }
 
 // CreateOutput opens path for an export. multi writes each record's table (several
@@ -67,6 +82,9 @@ func CreateOutput(path, format string, multi, timestamp, resume bool) (*FileOutp
 			return nil, fmt.Errorf("open output: %w", err)
 		}
 		o.f, w = f, f
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			o.regular = true
+		}
 	}
 	if format == CSV {
 		cw, err := csv.NewWriter(w, timestamp)
@@ -82,13 +100,22 @@ func CreateOutput(path, format string, multi, timestamp, resume bool) (*FileOutp
 	return o, nil
 }
 
-// Resumable reports whether an export to this output can resume: JSON Lines to a file.
-func (o *FileOutput) Resumable() bool { return o.f != nil && o.format == JSONL }
+// Resumable reports whether an export to this output can resume: JSON Lines to a regular
+// file. Anything else — stdout, a device such as /dev/null, a pipe — can be neither cut
+// back nor read again, so such an export keeps no checkpoint.
+func (o *FileOutput) Resumable() bool { return o.f != nil && o.regular && o.format == JSONL }
 
-// Truncate cuts the file to n bytes and writes after them (a resumed export).
+// Truncate cuts the file to n bytes and writes after them (a resumed export). A file
+// shorter than n is not the one the checkpoint describes (a shell's '>' emptied it, or
+// it was replaced) and is refused: extending it would leave zeros in the output.
 func (o *FileOutput) Truncate(n int64) error {
 	if !o.Resumable() {
-		return fmt.Errorf("only a JSON Lines export to a file resumes")
+		return fmt.Errorf("only a JSON Lines export to a regular file resumes")
+	}
+	if st, err := o.f.Stat(); err != nil {
+		return fmt.Errorf("truncate output: %w", err)
+	} else if st.Size() < n {
+		return fmt.Errorf("resume: the output holds %d bytes, the checkpoint says %d were written: is it the same file?", st.Size(), n)
 	}
 	if err := o.f.Truncate(n); err != nil {
 		return fmt.Errorf("truncate output: %w", err)
@@ -158,24 +185,35 @@ func OpenInput(path, format string) (record.Reader, io.Closer, error) {
 }
 
 // DefaultCheckpoint is where a run keeps its checkpoint unless told: beside its file
-// (PATH.checkpoint), or, for a run on stdin/stdout or between endpoints, a file in the
-// current directory named for the job.
+// (PATH.checkpoint, PATH with its symbolic links resolved), or, for a run on
+// stdin/stdout, on something that is not a regular file (/dev/stdin, a pipe) or between
+// endpoints, a file in the current directory named for the job — never in /dev.
 func DefaultCheckpoint(kind, job, beside string) string {
 	if beside != "" && beside != "-" {
-		return beside + ".checkpoint"
+		if real, err := filepath.EvalSymlinks(beside); err == nil {
+			if st, err := os.Stat(real); err == nil && st.Mode().IsRegular() {
+				return real + ".checkpoint"
+			}
+		}
 	}
 	sum := sha256.Sum256([]byte(job))
 	return "cerulean-" + kind + "-" + hex.EncodeToString(sum[:4]) + ".checkpoint"
 }
 
-// Interrupts turns SIGINT and SIGTERM into a clean stop: the first closes stop (the run
-// finishes the batches in flight, writes its checkpoint and returns ErrInterrupted), a
-// second cancels ctx (in-flight calls are abandoned; the checkpoint still holds only
-// acknowledged work). release undoes the handling.
+// Interrupts turns SIGINT, SIGTERM and SIGHUP (a closed terminal) into a clean stop: the
+// first closes stop (the run finishes the batches in flight, writes its checkpoint and
+// returns ErrInterrupted), a second cancels ctx (in-flight calls are abandoned; the
+// checkpoint still holds only acknowledged work). SIGHUP is left alone when it is
+// ignored (nohup): the run then goes on after its terminal closes. release undoes the
+// handling.
 func Interrupts(parent context.Context) (ctx context.Context, stop <-chan struct{}, release func()) {
 	ctx, cancel := context.WithCancel(parent)
 	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	signals := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		signals = append(signals, syscall.SIGHUP)
+	}
+	signal.Notify(sig, signals...)
 	ch := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -208,36 +246,39 @@ func RemoveCheckpoint(path string) {
 	}
 }
 
-// CountLines counts the non-blank lines of a JSON Lines file, for the progress total: a
-// fast pass (the file is read once more, at disk speed) that lets the bar show a
-// percentage and an ETA.
+// CountLines counts the entity lines of a JSON Lines file (non-blank lines that are not
+// a table's settings), for the progress total: a fast pass (the file is read once more,
+// at disk speed) that lets the bar show a percentage and an ETA.
 func CountLines(path string) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	buf := make([]byte, 1<<20)
+	br := bufio.NewReaderSize(f, 1<<20)
 	var n int64
-	blank := true
+	blank, settings := true, false
+	var head []byte // the start of the line, enough to see a settings line
 	for {
-		k, err := f.Read(buf)
-		for _, c := range buf[:k] {
-			switch c {
-			case '\n':
-				if !blank {
-					n++
-				}
-				blank = true
-			case ' ', '\t', '\r':
-			default:
+		chunk, err := br.ReadSlice('\n')
+		if len(head) < 4096 {
+			head = append(head, chunk[:min(len(chunk), 4096-len(head))]...)
+		}
+		for _, c := range chunk {
+			if c != '\n' && c != ' ' && c != '\t' && c != '\r' {
 				blank = false
+				break
 			}
 		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		settings = record.IsSettings(head)
+		if !blank && !settings {
+			n++
+		}
+		blank, head = true, head[:0]
 		if err == io.EOF {
-			if !blank {
-				n++
-			}
 			return n, nil
 		}
 		if err != nil {

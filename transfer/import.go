@@ -22,9 +22,11 @@ type ImportOptions struct {
 	Job string
 }
 
-// Import writes the records r yields to dst, creating tables as needed. Records are
-// counted from the start of the input; a resumed run reads and discards the committed
-// ones first (a file is re-read, not seeked, so the count is right for every format).
+// Import writes the records r yields to dst, creating tables as needed: with the
+// settings a settings record gives (a JSON Lines export of a Cerulean table), else as an
+// SDK creates them. Records are counted from the start of the input; a resumed run reads
+// and discards the committed ones first (a file is re-read, not seeked, so the count is
+// right for every format), applying the settings records among them.
 func Import(ctx context.Context, r record.Reader, dst *client.Client, o ImportOptions) error {
 	obs := o.observer()
 	cp := &Checkpoint{Job: o.Job}
@@ -35,38 +37,85 @@ func Import(ctx context.Context, r record.Reader, dst *client.Client, o ImportOp
 		}
 		cp = c
 	}
+	ep, err := probe(ctx, dst, o.Retry, obs)
+	if err != nil {
+		return err
+	}
+	if cp.Since == 0 && !o.Resume {
+		cp.Since = sinceOf(ep.clock) // a checkpoint written before Since existed keeps 0: unknown
+	}
+	targetOf := func(rec *record.Record) string {
+		if o.Force || rec.Table == "" {
+			return o.Table
+		}
+		return rec.Table
+	}
+	settings := map[string]*client.TableSettings{} // target table → the input's settings
+	created := map[string]bool{}
+	prepare := func(table string) error {
+		if err := ensureTable(ctx, dst, ep, table, settings[table], o.Retry); err != nil {
+			return err
+		}
+		created[table] = true
+		return nil
+	}
+	// applySettings takes a settings record: its table is created (or checked) now, so
+	// that a table without entities is carried too.
+	applySettings := func(rec *record.Record, n int64) error {
+		if o.IgnoreSettings {
+			return nil
+		}
+		table := targetOf(rec)
+		if table == "" {
+			return fmt.Errorf("record %d (the settings of a table) names no table, and no --table was given", n)
+		}
+		if prev, ok := settings[table]; ok && !sameSettings(*prev, *rec.Settings) {
+			return fmt.Errorf("record %d: table %s is given two settings: %s and %s", n, table, describeSettings(*prev), describeSettings(*rec.Settings))
+		} else if !ok && created[table] {
+			return fmt.Errorf("record %d: the settings of table %s come after entities of it", n, table)
+		}
+		settings[table] = rec.Settings
+		return prepare(table)
+	}
 	// Skip what is committed.
 	var read int64
 	for read < cp.Records {
-		if _, err := r.Read(); err == io.EOF {
+		rec, err := r.Read()
+		if err == io.EOF {
 			return fmt.Errorf("resume: the input has %d records, the checkpoint says %d are committed: is it the same input?", read, cp.Records)
 		} else if err != nil && !isLineError(err) {
 			return err
 		}
 		read++
-	}
-	high := cp.HighRecords
-	s := newSink(ctx, dst, o.Mode, o.Workers, o.Retry)
-	s.onDone, s.onRetry = obs.Done, obs.Retried
-	if high > read {
-		s.replay = func(_ *record.Record, at any) bool { return at.(int64) < high }
-	}
-	s.next = pos{0, read}
-	created := map[string]bool{}
-	save := func() error {
-		c := s.committed()
-		cp.Records = c.at.(int64)
-		if read > cp.HighRecords {
-			cp.HighRecords = read
+		if err == nil && rec.Settings != nil {
+			if err := applySettings(&rec, read); err != nil {
+				return err
+			}
 		}
+	}
+	s := newSink(ctx, dst, o.Mode, o.Workers, o.Retry)
+	s.onDone, s.onRetry, s.onExpired = obs.Done, obs.Retried, o.onExpired()
+	s.resolve, s.since = o.Resume, cp.Since
+	s.next = pos{0, read}
+	save := func() error {
+		cp.Records = s.committed().at.(int64)
 		return cp.save(o.Checkpoint)
 	}
+	// Saved before anything is written, with Since.
 	if err := save(); err != nil {
 		return err
 	}
 	last := time.Now()
 	var seq int64
 	var runErr error
+	// passed commits a record that writes nothing (a bad line skipped, a table's
+	// settings) once everything before it is.
+	passed := func() {
+		read++
+		s.mu.Lock()
+		s.next = pos{seq, read}
+		s.mu.Unlock()
+	}
 	for {
 		if stopped(o.Stop) {
 			runErr = ErrInterrupted
@@ -82,32 +131,38 @@ func Import(ctx context.Context, r record.Reader, dst *client.Client, o ImportOp
 		if err != nil {
 			if isLineError(err) && o.SkipBad {
 				obs.Failed(err)
-				// A skipped record is committed once everything before it is.
-				read++
-				s.mu.Lock()
-				s.next = pos{seq, read} // used once nothing before it is in flight
-				s.mu.Unlock()
+				passed()
 				continue
 			}
 			runErr = err
 			break
 		}
-		table := rec.Table
-		if o.Force || table == "" {
-			table = o.Table
+		if rec.Settings != nil {
+			if err := applySettings(&rec, read+1); err != nil {
+				runErr = err
+				break
+			}
+			passed()
+			continue
 		}
+		table := targetOf(&rec)
 		if table == "" {
 			runErr = fmt.Errorf("record %d (PartitionKey %q, RowKey %q) names no table, and no --table was given", read+1, rec.Entity.PartitionKey, rec.Entity.RowKey)
 			break
 		}
 		if !created[table] {
-			if err := ensureTable(ctx, dst, table, o.Retry); err != nil {
+			if err := prepare(table); err != nil {
 				runErr = err
 				break
 			}
-			created[table] = true
 		}
-		if err := s.add(table, &rec, pos{seq, read}, pos{seq + 1, read + 1}); err != nil {
+		ttlProp := ""
+		if o.IgnoreSettings {
+			rec.Expiry = 0
+		} else {
+			ttlProp = ttlProperty(settings[table])
+		}
+		if err := s.add(table, ttlProp, &rec, pos{seq, read}, pos{seq + 1, read + 1}); err != nil {
 			break
 		}
 		seq++

@@ -8,8 +8,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ceruleandb/cerulean/client"
+	"github.com/ceruleandb/cerulean/entity"
 	"github.com/ceruleandb/cerulean/transfer/record"
 )
 
@@ -61,9 +63,19 @@ type batch struct {
 	table string
 	pk    string
 	mode  client.WriteMode
-	ents  []client.BatchEntity
+	items []item
 	bytes int
 	start pos
+}
+
+// item is one entity of a batch: its keys and request body and, for an entity that
+// expires (Record.Expiry), the record and the name of its table's TTL property, so that
+// each attempt to send it writes the lifetime it has left then (ttl, the value in body).
+type item struct {
+	client.BatchEntity
+	rec     *record.Record
+	ttlProp string
+	ttl     int64
 }
 
 // sink writes records to one target: it groups them into batches of one partition (at
@@ -74,11 +86,20 @@ type sink struct {
 	dst   *client.Client
 	retry Retry
 	mode  client.WriteMode
-	// replay says whether a record must be written as an upsert because an interrupted
-	// run may already have written it (resume of an insert); nil for none.
-	replay  func(r *record.Record, at any) bool
-	onDone  func(entities, bytes int)
-	onRetry func(error)
+	// resolve marks a resumed run: an insert refused with EntityAlreadyExists is
+	// resolved against the target (resolveConflict), since the interrupted run may have
+	// written the entities past its checkpoint, whatever stopped it.
+	resolve bool
+	// since is the earliest Timestamp (the target's clock, 100 ns ticks since the Unix
+	// epoch) that an entity written by this run, or by the run it resumes, can have; 0
+	// when unknown.
+	since int64
+	// now is the clock that decides what lifetime an expiring entity has left (nil:
+	// the system clock).
+	now       func() time.Time
+	onDone    func(entities, bytes int)
+	onRetry   func(error)
+	onExpired func(entities int)
 
 	seed         maphash.Seed
 	queues       []chan *batch
@@ -110,11 +131,12 @@ func newSink(ctx context.Context, dst *client.Client, mode client.WriteMode, wor
 				if s.failedYet() {
 					continue
 				}
-				if err := s.write(ctx, b); err != nil {
+				n, err := s.write(ctx, b)
+				if err != nil {
 					s.fail(err)
 					continue
 				}
-				s.ack(b)
+				s.ack(b, n)
 			}
 		}()
 	}
@@ -156,17 +178,32 @@ const (
 
 // add takes one record at position p (p.seq increasing by one per record; after is the
 // position past it) and adds it to its partition's open batch, handing the batch on
-// when it is full. It blocks while the partition's writer is busy.
-func (s *sink) add(table string, r *record.Record, p pos, after pos) error {
+// when it is full. It blocks while the partition's writer is busy. ttlProp is the name
+// of the table's TTL property when the record's expiry is carried (Record.Expiry):
+// the entity is then written with the lifetime it has left in that property, or not at
+// all once it has expired.
+func (s *sink) add(table, ttlProp string, r *record.Record, p pos, after pos) error {
 	if err := s.Err(); err != nil {
 		return err
 	}
-	mode := s.mode
-	if s.replay != nil && mode == client.Insert && s.replay(r, p.at) {
-		mode = client.Replace
+	var it item
+	if r.Expiry != 0 && ttlProp != "" {
+		left := s.left(r.Expiry)
+		if left < 1 {
+			// Never written; committed once everything before it is.
+			if s.onExpired != nil {
+				s.onExpired(1)
+			}
+			s.mu.Lock()
+			s.next = after
+			s.mu.Unlock()
+			return nil
+		}
+		setTTL(r, ttlProp, left)
+		it.rec, it.ttlProp, it.ttl = r, ttlProp, left
 	}
 	s.buf = record.AppendJSON(s.buf[:0], r, record.JSONOptions{})
-	key := openKey{table, r.Entity.PartitionKey, mode}
+	key := openKey{table, r.Entity.PartitionKey}
 	b := s.open[key]
 	if b != nil && b.bytes+len(s.buf) > maxBatchBytes {
 		s.send(key, b)
@@ -176,20 +213,21 @@ func (s *sink) add(table string, r *record.Record, p pos, after pos) error {
 		if s.open == nil {
 			s.open = map[openKey]*batch{}
 		}
-		b = &batch{table: table, pk: r.Entity.PartitionKey, mode: mode, start: p}
+		b = &batch{table: table, pk: r.Entity.PartitionKey, mode: s.mode, start: p}
 		s.open[key] = b
 		s.mu.Lock()
 		s.inflight[p.seq] = p
 		s.mu.Unlock()
 	}
-	b.ents = append(b.ents, client.BatchEntity{PartitionKey: r.Entity.PartitionKey, RowKey: r.Entity.RowKey, Body: append([]byte(nil), s.buf...)})
+	it.BatchEntity = client.BatchEntity{PartitionKey: r.Entity.PartitionKey, RowKey: r.Entity.RowKey, Body: append([]byte(nil), s.buf...)}
+	b.items = append(b.items, it)
 	b.bytes += len(s.buf)
 	s.pending++
 	s.pendingBytes += len(s.buf)
 	s.mu.Lock()
 	s.next = after
 	s.mu.Unlock()
-	if len(b.ents) == MaxBatch {
+	if len(b.items) == MaxBatch {
 		s.send(key, b)
 	}
 	if s.pending >= maxPending || s.pendingBytes >= maxPendingBytes {
@@ -198,10 +236,40 @@ func (s *sink) add(table string, r *record.Record, p pos, after pos) error {
 	return nil
 }
 
-// openKey names an open batch: entities of one partition written the same way.
+// left is the lifetime, in whole seconds (rounded down, so the entity never outlives its
+// expiry), an entity expiring at expiry has now.
+func (s *sink) left(expiry int64) int64 {
+	now := time.Now
+	if s.now != nil {
+		now = s.now
+	}
+	d := expiry - entity.TimeToTicks(now())
+	if d <= 0 {
+		return 0
+	}
+	return d / 10_000_000
+}
+
+// setTTL sets r's TTL property to seconds, keeping its place and its integer type
+// (Int32 unless it was Int64), or adds it as an Int32.
+func setTTL(r *record.Record, name string, seconds int64) {
+	props := r.Entity.Props
+	for i := range props {
+		if props[i].Name == name {
+			if props[i].Value.Type == entity.Int64 {
+				props[i].Value = entity.Int64Value(seconds)
+			} else {
+				props[i].Value = entity.Int32Value(int32(seconds))
+			}
+			return
+		}
+	}
+	r.Entity.Props = append(props, entity.Property{Name: name, Value: entity.Int32Value(int32(seconds))})
+}
+
+// openKey names an open batch: entities of one partition.
 type openKey struct {
 	table, pk string
-	mode      client.WriteMode
 }
 
 // flush hands every open batch to its partition's writer, oldest first.
@@ -219,7 +287,7 @@ func (s *sink) flush() {
 // send hands one open batch to its partition's writer.
 func (s *sink) send(key openKey, b *batch) {
 	delete(s.open, key)
-	s.pending -= len(b.ents)
+	s.pending -= len(b.items)
 	s.pendingBytes -= b.bytes
 	var h maphash.Hash
 	h.SetSeed(s.seed)
@@ -248,12 +316,18 @@ func (s *sink) close() error {
 	return s.Err()
 }
 
-func (s *sink) ack(b *batch) {
+// ack records a batch as acknowledged: n of its entities are on the target (the others
+// expired before they could be written).
+func (s *sink) ack(b *batch, n int) {
 	s.mu.Lock()
 	delete(s.inflight, b.start.seq)
 	s.mu.Unlock()
-	if s.onDone != nil {
-		s.onDone(len(b.ents), b.bytes)
+	if s.onDone != nil && n > 0 {
+		bytes := b.bytes
+		if n < len(b.items) {
+			bytes = b.bytes * n / len(b.items)
+		}
+		s.onDone(n, bytes)
 	}
 }
 
@@ -272,42 +346,281 @@ func (s *sink) committed() pos {
 	return best
 }
 
-// write sends one batch with retries. A batch whose answer never arrived may have been
-// written; when its repeat is an insert refused with EntityAlreadyExists, it is sent
-// again as Insert Or Replace: the entities are the ones this run wrote.
-func (s *sink) write(ctx context.Context, b *batch) error {
-	mode := b.mode
+// maxResolve bounds how often one batch is resolved against the target and sent again
+// (another writer inserting the same keys meanwhile could otherwise keep it going).
+const maxResolve = 4
+
+// write sends one batch with retries and returns how many of its entities are on the
+// target (written now, or found written by the run this one resumes).
+//
+// An insert refused with EntityAlreadyExists is resolved against the target
+// (resolveConflict) when the entities may be this job's own: in a resumed run (the
+// interrupted one may have written anything past its checkpoint, whatever stopped it:
+// kill -9, OOM, a closed terminal), or when an earlier attempt's answer never arrived
+// (the lost attempt may have been committed). The changeset is all or nothing, so one
+// such entity fails all of it: the entities the job wrote are taken out and the others
+// sent again, while an entity the target held otherwise stays a conflict.
+func (s *sink) write(ctx context.Context, b *batch) (int, error) {
+	items := b.items
 	lost := false
-	err := s.retry.do(ctx, func(int) error {
-		err := s.dst.Batch(ctx, b.table, mode, b.ents)
+	done := 0
+	for round := 0; ; round++ {
+		var sent []item
+		err := s.retry.do(ctx, func(int) error {
+			items = s.refresh(items)
+			sent = items
+			if len(items) == 0 {
+				return nil
+			}
+			ents := make([]client.BatchEntity, len(items))
+			for i := range items {
+				ents[i] = items[i].BatchEntity
+			}
+			err := s.dst.Batch(ctx, b.table, b.mode, ents)
+			var be *client.BatchError
+			if err != nil && !errors.As(err, &be) {
+				lost = true
+			}
+			return err
+		}, s.onRetry)
+		if err == nil {
+			return done + len(sent), nil
+		}
 		var be *client.BatchError
-		if err != nil && !errors.As(err, &be) {
-			lost = true
+		if b.mode == client.Insert && (s.resolve || lost) && round < maxResolve && errors.As(err, &be) && be.Err.Code == "EntityAlreadyExists" {
+			keep, err := s.resolveConflict(ctx, b, sent, err)
+			if err != nil {
+				return 0, err
+			}
+			done += len(sent) - len(keep)
+			if items = keep; len(items) == 0 {
+				return done, nil
+			}
+			continue
 		}
-		if lost && mode == client.Insert && errors.As(err, &be) && be.Err.Code == "EntityAlreadyExists" {
-			mode = client.Replace
-			err = s.dst.Batch(ctx, b.table, mode, b.ents)
-		}
-		return err
-	}, s.onRetry)
-	if err == nil {
-		return nil
+		return 0, writeError(b, sent, err)
 	}
+}
+
+// refresh prepares items for one more attempt: the entities that have expired meanwhile
+// are taken out (and counted), the others get the lifetime they have left now.
+func (s *sink) refresh(items []item) []item {
+	var out []item
+	for i := range items {
+		it := items[i]
+		if it.rec != nil {
+			left := s.left(it.rec.Expiry)
+			if left < 1 {
+				if out == nil {
+					out = append(make([]item, 0, len(items)), items[:i]...)
+				}
+				if s.onExpired != nil {
+					s.onExpired(1)
+				}
+				continue
+			}
+			if left != it.ttl {
+				setTTL(it.rec, it.ttlProp, left)
+				it.ttl = left
+				it.Body = record.AppendJSON(nil, it.rec, record.JSONOptions{})
+				items[i] = it
+			}
+		}
+		if out != nil {
+			out = append(out, it)
+		}
+	}
+	if out == nil {
+		return items
+	}
+	return out
+}
+
+// writeError names the entity a refused batch names, with the service's error.
+func writeError(b *batch, sent []item, err error) error {
 	we := &WriteError{Table: b.table, PartitionKey: b.pk, Err: err}
 	var be *client.BatchError
-	if errors.As(err, &be) && be.Index >= 0 && be.Index < len(b.ents) {
-		we.RowKey = b.ents[be.Index].RowKey
+	if errors.As(err, &be) && be.Index >= 0 && be.Index < len(sent) {
+		we.RowKey = sent[be.Index].RowKey
 		e := *be.Err
 		if _, msg, ok := strings.Cut(e.Message, ":"); ok {
 			e.Message = msg // "<index>:<message>": the index is spent on naming the entity
 		}
 		we.Err = &e
-	} else if len(b.ents) == 1 {
-		we.RowKey = b.ents[0].RowKey
-	} else {
-		we.RowKey = b.ents[0].RowKey + "…" + b.ents[len(b.ents)-1].RowKey
+	} else if len(sent) == 1 {
+		we.RowKey = sent[0].RowKey
+	} else if len(sent) > 1 {
+		we.RowKey = sent[0].RowKey + "…" + sent[len(sent)-1].RowKey
 	}
 	return we
+}
+
+// resolveConflict reads from the target the entities of a batch refused with
+// EntityAlreadyExists and sorts them out: an entity the target does not hold is kept (to
+// be sent again); one it holds with exactly the source's properties and a Timestamp
+// from this job's time on (since) was written by the job — by the interrupted run, or by
+// an attempt whose answer was lost — and is taken out; any other is a conflict, reported
+// as the service would report it. It returns the entities to send again.
+//
+// Why this is sound: the job writes nothing before since (the target's clock when the
+// first run began, less a margin), so an entity older than that was on the target before
+// the job and stays a conflict, as --mode insert asks, even when it is identical. An
+// entity written since, with every property equal, is what the job would write: taking
+// it out leaves the same end state whoever wrote it. Anything else — different data, a
+// changed source — is reported, never overwritten.
+func (s *sink) resolveConflict(ctx context.Context, b *batch, sent []item, conflict error) ([]item, error) {
+	have, err := s.lookup(ctx, b.table, b.pk, sent)
+	if err != nil {
+		we := writeError(b, sent, conflict).(*WriteError)
+		we.Err = fmt.Errorf("%w (and reading the target to tell whether this job wrote it failed: %v)", we.Err, err)
+		return nil, we
+	}
+	var keep []item
+	for i := range sent {
+		it := &sent[i]
+		t, ok := have[it.RowKey]
+		if !ok {
+			keep = append(keep, *it)
+			continue
+		}
+		if why := s.foreign(&t, it); why != "" {
+			return nil, &WriteError{Table: b.table, PartitionKey: b.pk, RowKey: it.RowKey,
+				Err: &client.Error{Status: 409, Code: "EntityAlreadyExists", Message: "The specified entity already exists: " + why + "."}}
+		}
+	}
+	return keep, nil
+}
+
+// foreign says why the target's entity t was not written by this job ("" when it was).
+func (s *sink) foreign(t *record.Record, it *item) string {
+	if s.since != 0 && (!t.HasTimestamp || t.Timestamp < s.since) {
+		return "the target held it before this job began"
+	}
+	src := it.rec
+	if src == nil {
+		r, err := record.FromJSON(it.Body)
+		if err != nil {
+			return "the source's entity cannot be compared"
+		}
+		src = &r
+	}
+	if !sameProps(src.Entity.Props, t.Entity.Props, it.ttlProp) {
+		return "the target holds other data under its keys"
+	}
+	return ""
+}
+
+// sameProps reports whether two property sets are equal, in any order, values compared
+// exactly (entity.Value.Equal). ttlProp, when set, is a TTL property this job computes
+// at each write: only its presence as an integer is compared.
+func sameProps(src, dst []entity.Property, ttlProp string) bool {
+	if len(src) != len(dst) {
+		return false
+	}
+	byName := make(map[string]entity.Value, len(dst))
+	for _, p := range dst {
+		byName[p.Name] = p.Value
+	}
+	for _, p := range src {
+		v, ok := byName[p.Name]
+		switch {
+		case !ok:
+			return false
+		case p.Name == ttlProp && ttlProp != "":
+			if v.Type != entity.Int32 && v.Type != entity.Int64 {
+				return false
+			}
+		case !p.Value.Equal(v):
+			return false
+		}
+	}
+	return true
+}
+
+// lookupScan bounds the entities one lookup reads by range before reading the keys it
+// has not seen one by one.
+const lookupScan = 2000
+
+// lookup reads the target's entities with the keys of items (all of partition pk),
+// RowKey → entity; keys it does not hold are absent. One range query covers a batch
+// whose keys are close (a copy's, an export's: in key order); keys the range did not
+// show are then read one by one, unless the range was read whole and every key is ASCII
+// (whose order every service agrees on, so a key inside the range and not shown is not
+// there).
+func (s *sink) lookup(ctx context.Context, table, pk string, items []item) (map[string]record.Record, error) {
+	want := make(map[string]bool, len(items))
+	lo, hi := items[0].RowKey, items[0].RowKey
+	ascii := true
+	for i := range items {
+		rk := items[i].RowKey
+		want[rk] = true
+		lo, hi = min(lo, rk), max(hi, rk)
+		ascii = ascii && isASCII(rk)
+	}
+	have := map[string]record.Record{}
+	q := client.Query{Filter: "PartitionKey eq " + literal(pk) + " and RowKey ge " + literal(lo) + " and RowKey le " + literal(hi)}
+	whole := false
+	for seen := 0; seen < lookupScan; {
+		var page *client.Page
+		err := s.retry.do(ctx, func(int) error {
+			var err error
+			page, err = s.dst.QueryEntities(ctx, table, q)
+			return err
+		}, s.onRetry)
+		if err != nil {
+			return nil, err
+		}
+		for _, raw := range page.Entities {
+			seen++
+			r, err := record.FromJSON(raw)
+			if err != nil {
+				return nil, fmt.Errorf("an entity of the target: %s", record.Detail(err))
+			}
+			if r.Entity.PartitionKey == pk && want[r.Entity.RowKey] {
+				have[r.Entity.RowKey] = r
+			}
+		}
+		if page.Next.Done() {
+			whole = true
+			break
+		}
+		q.Continuation = page.Next
+	}
+	if whole && ascii {
+		return have, nil
+	}
+	for rk := range want {
+		if _, ok := have[rk]; ok {
+			continue
+		}
+		var raw []byte
+		var found bool
+		err := s.retry.do(ctx, func(int) error {
+			var err error
+			raw, found, err = s.dst.GetEntity(ctx, table, pk, rk)
+			return err
+		}, s.onRetry)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			r, err := record.FromJSON(raw)
+			if err != nil {
+				return nil, fmt.Errorf("an entity of the target: %s", record.Detail(err))
+			}
+			have[rk] = r
+		}
+	}
+	return have, nil
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // finish ends a run's writing: the batches being gathered are dropped (drop: the run was

@@ -12,12 +12,15 @@
 // before which every entity is acknowledged by the target — after acknowledged work and
 // when it stops. A stop (Options.Stop closed, e.g. on Ctrl-C) lets the batches already
 // sent finish, drops the one being gathered, writes the checkpoint and returns
-// ErrInterrupted. The guarantee of a resumed run: every entity is written at least once
-// by the two runs together, and none is refused for having been written by the first.
-// Upserts are idempotent; an insert run re-sends, as Insert Or Replace, the entities past
-// the committed position that the first run had handed to its writers (the batches in
-// flight at the stop, whose acknowledgement it may not have seen) — they hold the same
-// data, so the end state is every entity exactly once.
+// ErrInterrupted. A run killed without a stop (kill -9, OOM, a lost terminal) leaves the
+// checkpoint it saved last (at most a second old): anything past it may have been
+// written. The guarantee of a resumed run, whatever ended the first: every entity is
+// written at least once by the runs together, none is refused for having been written
+// by an earlier run, and an entity the target held before the job is still a conflict
+// in --mode insert. Upserts are idempotent; an insert that the target refuses with
+// EntityAlreadyExists is resolved against the target (sink.resolveConflict): an entity
+// it holds with exactly the source's data and a Timestamp from the job's start on
+// (Checkpoint.Since, saved before anything is written) is one an earlier run wrote.
 package transfer
 
 import (
@@ -64,6 +67,22 @@ type Options struct {
 	SkipBad bool
 	// CheckpointEvery is how often the checkpoint is written during a run (0: 1 s).
 	CheckpointEvery time.Duration
+	// IgnoreSettings moves entities alone: tables' elastic settings and entities'
+	// expiry are neither read nor written (settings.go).
+	IgnoreSettings bool
+}
+
+// ExpiryObserver is an Observer that also hears of entities not written because they
+// had expired by the time they would have been (an elastic table's time-to-live).
+type ExpiryObserver interface {
+	Expired(entities int)
+}
+
+func (o *Options) onExpired() func(int) {
+	if e, ok := o.Observer.(ExpiryObserver); ok {
+		return e.Expired
+	}
+	return nil
 }
 
 func (o *Options) observer() Observer {
@@ -93,19 +112,6 @@ func stopped(stop <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// ensureTable creates table on dst unless it exists.
-func ensureTable(ctx context.Context, dst *client.Client, table string, retry Retry) error {
-	err := retry.do(ctx, func(int) error { return dst.CreateTable(ctx, table, nil) }, nil)
-	var ce *client.Error
-	if errors.As(err, &ce) && ce.Code == "TableAlreadyExists" {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("create table %s: %w", table, err)
-	}
-	return nil
 }
 
 // ListTables is every table of src, for "all tables".
@@ -194,6 +200,24 @@ func Copy(ctx context.Context, src, dst *client.Client, o CopyOptions) error {
 	if err != nil {
 		return err
 	}
+	dstEP, err := probe(ctx, dst, o.Retry, o.observer())
+	if err != nil {
+		return err
+	}
+	srcEP := endpoint{}
+	if !o.IgnoreSettings {
+		if srcEP, err = probe(ctx, src, o.Retry, o.observer()); err != nil {
+			return err
+		}
+	}
+	if cp.Since == 0 && !o.Resume {
+		// Before anything is written: a resumed run must know when the job began. (A
+		// checkpoint written before Since existed keeps 0: unknown.)
+		cp.Since = sinceOf(dstEP.clock)
+		if err := cp.save(o.Checkpoint); err != nil {
+			return err
+		}
+	}
 	readers := o.Readers
 	if readers <= 0 {
 		readers = 4
@@ -211,7 +235,11 @@ func Copy(ctx context.Context, src, dst *client.Client, o CopyOptions) error {
 		if n, ok := o.Rename[ts.Name]; ok {
 			target = n
 		}
-		if err := ensureTable(ctx, dst, target, o.Retry); err != nil {
+		settings, err := sourceSettings(ctx, src, srcEP, ts.Name, o.IgnoreSettings, o.Retry, o.observer())
+		if err != nil {
+			return err
+		}
+		if err := ensureTable(ctx, dst, dstEP, target, settings, o.Retry); err != nil {
 			return err
 		}
 		if ts.Ranges == nil {
@@ -229,7 +257,7 @@ func Copy(ctx context.Context, src, dst *client.Client, o CopyOptions) error {
 				return err
 			}
 		}
-		if err := copyRanges(ctx, src, dst, ts, target, cp, &mu, &o); err != nil {
+		if err := copyRanges(ctx, src, dst, ts, target, settings, cp, &mu, &o); err != nil {
 			return err
 		}
 		ts.Done = true
@@ -243,7 +271,7 @@ func Copy(ctx context.Context, src, dst *client.Client, o CopyOptions) error {
 
 // copyRanges copies a table's unfinished ranges at once; the first failure stops the
 // others (they finish their batches in flight and save their positions).
-func copyRanges(ctx context.Context, src, dst *client.Client, ts *TableState, target string, cp *Checkpoint, mu *sync.Mutex, o *CopyOptions) error {
+func copyRanges(ctx context.Context, src, dst *client.Client, ts *TableState, target string, settings *client.TableSettings, cp *Checkpoint, mu *sync.Mutex, o *CopyOptions) error {
 	var todo []*RangeState
 	for i := range ts.Ranges {
 		if !ts.Ranges[i].Done {
@@ -271,7 +299,7 @@ func copyRanges(ctx context.Context, src, dst *client.Client, ts *TableState, ta
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = copyRange(ctx, src, dst, ts.Name, rs, target, cp, mu, o, workers, stop)
+			errs[i] = copyRange(ctx, src, dst, ts.Name, rs, target, settings, cp, mu, o, workers, stop)
 			if errs[i] != nil && errs[i] != ErrInterrupted {
 				once.Do(func() { close(abort) })
 			}
@@ -301,17 +329,12 @@ type copyAt struct {
 }
 
 // copyRange copies one PartitionKey range of a table with its own sink.
-func copyRange(ctx context.Context, src, dst *client.Client, table string, ts *RangeState, target string, cp *Checkpoint, mu *sync.Mutex, o *CopyOptions, workers int, stop <-chan struct{}) error {
+func copyRange(ctx context.Context, src, dst *client.Client, table string, ts *RangeState, target string, settings *client.TableSettings, cp *Checkpoint, mu *sync.Mutex, o *CopyOptions, workers int, stop <-chan struct{}) error {
 	obs := o.observer()
 	s := newSink(ctx, dst, o.Mode, workers, o.Retry)
-	s.onDone, s.onRetry = obs.Done, obs.Retried
-	if ts.High {
-		hpk, hrk := ts.HighPK, ts.HighRK
-		s.replay = func(r *record.Record, _ any) bool {
-			pk, rk := r.Entity.PartitionKey, r.Entity.RowKey
-			return pk < hpk || pk == hpk && rk <= hrk
-		}
-	}
+	s.onDone, s.onRetry, s.onExpired = obs.Done, obs.Retried, o.onExpired()
+	s.resolve, s.since = o.Resume, cp.Since
+	ttlProp := ttlProperty(settings)
 	base := copyAt{ts.Next, ts.Rows}
 	s.next = pos{0, base}
 	var seq int64
@@ -361,17 +384,13 @@ loop:
 			if i == len(po.page.Entities)-1 {
 				after = pos{seq + 1, copyAt{po.page.Next, rowsBefore + seq + 1}}
 			}
-			if err := s.add(target, &r, pos{seq, at}, after); err != nil {
+			if ttlProp != "" {
+				r.Expiry = expiryOf(settings, &r)
+			}
+			if err := s.add(target, ttlProp, &r, pos{seq, at}, after); err != nil {
 				break loop
 			}
 			seq++
-			// The high-water key only rises: a resumed run interrupted again before the
-			// first run's high-water key must still replay up to it.
-			mu.Lock()
-			if pk, rk := r.Entity.PartitionKey, r.Entity.RowKey; !ts.High || pk > ts.HighPK || pk == ts.HighPK && rk > ts.HighRK {
-				ts.HighPK, ts.HighRK, ts.High = pk, rk, true
-			}
-			mu.Unlock()
 			if stopped(stop) {
 				runErr = ErrInterrupted
 				break loop

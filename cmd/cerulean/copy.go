@@ -27,6 +27,7 @@ type runFlags struct {
 	retries    int
 	mode       string
 	interval   time.Duration
+	settings   bool
 }
 
 func (r *runFlags) register(fs *flag.FlagSet, writes bool) {
@@ -35,6 +36,7 @@ func (r *runFlags) register(fs *flag.FlagSet, writes bool) {
 	fs.BoolVar(&r.quiet, "quiet", false, "print errors only: no progress, no summary")
 	fs.DurationVar(&r.interval, "progress-interval", 5*time.Second, "when stderr is not a terminal, the pause between progress lines")
 	fs.IntVar(&r.retries, "retries", 8, "most attempts of a call that fails with 500/503/408/429, a timeout or a broken connection (exponential backoff, full jitter)")
+	fs.BoolVar(&r.settings, "settings", true, "carry each Cerulean table's elastic settings and its entities' expiry (an expired entity is not written); --settings=false moves the entities alone, under the target's own settings")
 	if writes {
 		fs.IntVar(&r.workers, "workers", 8, "partitions written in parallel")
 		fs.StringVar(&r.mode, "mode", "insert", "how entities are written: insert (fails on an existing entity), replace or merge (upserts: Insert Or Replace, Insert Or Merge)")
@@ -57,7 +59,7 @@ func (r *runFlags) check() error {
 }
 
 func (r *runFlags) options(stop <-chan struct{}, obs transfer.Observer) transfer.Options {
-	return transfer.Options{Workers: r.workers, Retry: transfer.Retry{Attempts: r.retries}, Mode: client.WriteMode(r.mode), Checkpoint: r.checkpoint, Resume: r.resume, Stop: stop, Observer: obs}
+	return transfer.Options{Workers: r.workers, Retry: transfer.Retry{Attempts: r.retries}, Mode: client.WriteMode(r.mode), Checkpoint: r.checkpoint, Resume: r.resume, Stop: stop, Observer: obs, IgnoreSettings: !r.settings}
 }
 
 func (r *runFlags) reporter(verb string) *progress.Reporter {
@@ -72,12 +74,12 @@ func finish(rep *progress.Reporter, err error, checkpoint string) error {
 		if checkpoint == "" {
 			return errors.New("interrupted (this run cannot resume)")
 		}
-		fmt.Fprintf(os.Stderr, "interrupted; the checkpoint is %s; to resume:\n  %s\n", checkpoint, resumeCommand(os.Args))
+		fmt.Fprintf(os.Stderr, "interrupted; the checkpoint is %s; to resume, run the same command line with --resume:\n  %s\n%s", checkpoint, resumeCommand(os.Args), secretsNote(os.Args))
 		return errors.New("interrupted")
 	}
 	if err != nil {
 		if _, serr := os.Stat(checkpoint); checkpoint != "" && serr == nil && !errors.Is(err, transfer.ErrNoCheckpoint) {
-			fmt.Fprintf(os.Stderr, "the checkpoint is %s; once the cause is fixed, to resume:\n  %s\n", checkpoint, resumeCommand(os.Args))
+			fmt.Fprintf(os.Stderr, "the checkpoint is %s; once the cause is fixed, to resume, run the same command line with --resume:\n  %s\n%s", checkpoint, resumeCommand(os.Args), secretsNote(os.Args))
 		}
 		return err
 	}
@@ -88,11 +90,13 @@ func finish(rep *progress.Reporter, err error, checkpoint string) error {
 	return nil
 }
 
-// resumeCommand is the command line with --resume, quoted for a POSIX shell.
+// resumeCommand is the command line with --resume, quoted for a POSIX shell, with the
+// secrets of its endpoints (account keys, SAS signatures) replaced by REDACTED: it is
+// printed on stderr, which ends up in terminals' scrollback and CI logs.
 func resumeCommand(args []string) string {
 	var b strings.Builder
 	has := false
-	for i, a := range args {
+	for i, a := range redactArgs(args) {
 		if a == "--resume" || a == "-resume" {
 			has = true
 		}
@@ -105,6 +109,57 @@ func resumeCommand(args []string) string {
 		b.WriteString(" --resume")
 	}
 	return b.String()
+}
+
+// secretsNote says, when the printed command had secrets taken out, to give them again.
+func secretsNote(args []string) string {
+	for i, a := range redactArgs(args) {
+		if a != args[i] {
+			return "  (account keys and SAS signatures are shown as REDACTED: give them as in the first run)\n"
+		}
+	}
+	return ""
+}
+
+// redactArgs is a command line with the values of --from and --to (as "--from V" or
+// "--from=V") redacted (redactEndpoint); other arguments, a --filter included, are kept.
+func redactArgs(args []string) []string {
+	endpoint := func(flag string) bool {
+		n := strings.TrimLeft(flag, "-")
+		return strings.HasPrefix(flag, "-") && (n == "from" || n == "to")
+	}
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if name, v, ok := strings.Cut(a, "="); ok && endpoint(name) {
+			out[i] = name + "=" + redactEndpoint(v)
+		} else if i > 0 && endpoint(args[i-1]) {
+			out[i] = redactEndpoint(a)
+		}
+	}
+	return out
+}
+
+// redactEndpoint is a connection string with its AccountKey and the sig of its
+// SharedAccessSignature replaced by REDACTED, or a SAS URL with its sig so.
+func redactEndpoint(a string) string {
+	if strings.HasPrefix(a, "http://") || strings.HasPrefix(a, "https://") {
+		return client.RedactURL(a)
+	}
+	parts := strings.Split(a, ";")
+	for i, p := range parts {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			continue
+		}
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "accountkey":
+			parts[i] = k + "=REDACTED"
+		case "sharedaccesssignature":
+			parts[i] = k + "=" + strings.TrimPrefix(client.RedactURL("?"+v), "?")
+		}
+	}
+	return strings.Join(parts, ";")
 }
 
 func shellQuote(s string) string {
@@ -212,7 +267,7 @@ func runCopy(args []string) error {
 		}
 		rename[tables[0]] = toTable
 	}
-	job := fmt.Sprintf("copy %s (%s) → %s (%s) tables=%s to=%s filter=%s mode=%s", src.Endpoint, src.Account, dst.Endpoint, dst.Account, strings.Join(tables, ","), toTable, o.filter, o.run.mode)
+	job := fmt.Sprintf("copy %s (%s) → %s (%s) tables=%s to=%s filter=%s mode=%s settings=%t", src.Endpoint, src.Account, dst.Endpoint, dst.Account, strings.Join(tables, ","), toTable, o.filter, o.run.mode, o.run.settings)
 	if o.run.checkpoint == "" {
 		o.run.checkpoint = transfer.DefaultCheckpoint("copy", job, "")
 	}

@@ -75,7 +75,7 @@ func runExport(args []string) error {
 	if err != nil {
 		return err
 	}
-	job := fmt.Sprintf("export %s/%s tables=%s filter=%s select=%s format=%s timestamp=%t out=%s", src.Endpoint, src.Account, strings.Join(tables, ","), o.filter, o.sel, format, o.timestamp, o.out)
+	job := fmt.Sprintf("export %s/%s tables=%s filter=%s select=%s format=%s timestamp=%t settings=%t out=%s", src.Endpoint, src.Account, strings.Join(tables, ","), o.filter, o.sel, format, o.timestamp, o.run.settings, o.out)
 	checkpoint := ""
 	if out.Resumable() {
 		checkpoint = o.run.checkpoint
@@ -84,7 +84,7 @@ func runExport(args []string) error {
 		}
 	} else if o.run.resume {
 		out.Abandon()
-		return usageErrorf("--resume: only a JSON Lines export to a file resumes")
+		return usageErrorf("--resume: only a JSON Lines export to a regular file resumes")
 	}
 	o.run.checkpoint = checkpoint
 	ctx, stop, release := transfer.Interrupts(context.Background())

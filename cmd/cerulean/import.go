@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/ceruleandb/cerulean/azurite"
 	"github.com/ceruleandb/cerulean/transfer"
@@ -96,11 +97,11 @@ func runImport(args []string) error {
 		}
 		defer c.Close()
 		r, source = rd, format+":"+o.in
-		if format == transfer.JSONL && o.in != "-" {
-			total, _ = transfer.CountLines(o.in)
+		if st, err := os.Stat(o.in); err == nil && st.Mode().IsRegular() && format == transfer.JSONL {
+			total, _ = transfer.CountLines(o.in) // a pipe is read once, by the import
 		}
 	}
-	job := fmt.Sprintf("import %s → %s/%s table=%s mode=%s", source, dst.Endpoint, dst.Account, table, o.run.mode)
+	job := fmt.Sprintf("import %s → %s/%s table=%s mode=%s settings=%t", source, dst.Endpoint, dst.Account, table, o.run.mode, o.run.settings)
 	if o.run.checkpoint == "" {
 		beside := o.in
 		if o.azurite != "" {

@@ -243,3 +243,28 @@ func TestParseServeEmulation(t *testing.T) {
 		t.Errorf("bad CERULEAN_FAULTS_SEED: %v", err)
 	}
 }
+
+// The printed resume command holds no secret: the AccountKey and the SharedAccessSignature's
+// sig of a connection string, a SAS URL's sig, given to --from or --to as the next
+// argument or as --flag=value, are REDACTED; everything else is kept.
+func TestResumeCommandRedacts(t *testing.T) {
+	const key = "S2V5S2V5S2V5S2V5S2V5S2V5S2V5S2V5"
+	args := []string{"cerulean", "copy",
+		"--from", "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=" + key + ";EndpointSuffix=core.windows.net",
+		"--to=TableEndpoint=http://127.0.0.1:10002/b;SharedAccessSignature=sv=2019-02-02&ss=t&sig=c2lnbmF0dXJl%3D&se=2030-01-01",
+		"--from", "https://acct.table.core.windows.net/t?sv=2019-02-02&sig=c2lnbmF0dXJl%3D&sp=r",
+		"--filter", "S eq 'a;AccountKey=b'"}
+	got := resumeCommand(args)
+	want := `cerulean copy --from 'DefaultEndpointsProtocol=https;AccountName=a;AccountKey=REDACTED;EndpointSuffix=core.windows.net'` +
+		` '--to=TableEndpoint=http://127.0.0.1:10002/b;SharedAccessSignature=sv=2019-02-02&ss=t&sig=REDACTED&se=2030-01-01'` +
+		` '--from' 'https://acct.table.core.windows.net/t?sv=2019-02-02&sig=REDACTED&sp=r' --filter 'S eq '\''a;AccountKey=b'\''' --resume`
+	if got != strings.Replace(want, `'--from'`, `--from`, 1) {
+		t.Errorf("resumeCommand:\n got %s\nwant %s", got, strings.Replace(want, `'--from'`, `--from`, 1))
+	}
+	if strings.Contains(got, key) || strings.Contains(got, "c2lnbmF0dXJl") {
+		t.Errorf("resumeCommand keeps a secret: %s", got)
+	}
+	if secretsNote(args) == "" || secretsNote([]string{"cerulean", "copy", "--from", "UseDevelopmentStorage=true"}) != "" {
+		t.Error("secretsNote")
+	}
+}

@@ -6,7 +6,11 @@
 //	{"odata.table":"orders","PartitionKey":"p1","RowKey":"r1","Timestamp@odata.type":"Edm.DateTime","Timestamp":"2026-11-24T19:00:00.1234567Z","Count@odata.type":"Edm.Int64","Count":"9223372036854775807"}
 //
 // "odata.table" appears when the file holds several tables; Timestamp when the export
-// kept it (it is informational: an import never sets it).
+// kept it (it is informational: an import never sets it); "odata.expiry" when the entity
+// expires (an elastic table's time-to-live). A table's settings, when the source has
+// them, are a line of their own before its entities:
+//
+//	{"odata.table":"events","odata.settings":{"Elastic":true,"DefaultTimeToLive":86400,"TimeToLiveProperty":"TTLInSeconds"}}
 package jsonl
 
 import (
@@ -32,12 +36,16 @@ type Writer struct {
 // NewWriter writes to w. withTable writes each record's table (for a file of several
 // tables); withTimestamp writes the Timestamps records carry.
 func NewWriter(w io.Writer, withTable, withTimestamp bool) *Writer {
-	return &Writer{w: bufio.NewWriterSize(w, 256<<10), opts: record.JSONOptions{AnnotateAll: true, Table: withTable, Timestamp: withTimestamp}}
+	return &Writer{w: bufio.NewWriterSize(w, 256<<10), opts: record.JSONOptions{AnnotateAll: true, Table: withTable, Timestamp: withTimestamp, Expiry: true}}
 }
 
-// Write writes one record as one line.
+// Write writes one record (an entity, or a table's settings) as one line.
 func (w *Writer) Write(r *record.Record) error {
-	w.buf = record.AppendJSON(w.buf[:0], r, w.opts)
+	if r.Settings != nil {
+		w.buf = record.AppendSettings(w.buf[:0], r, w.opts.Table)
+	} else {
+		w.buf = record.AppendJSON(w.buf[:0], r, w.opts)
+	}
 	w.buf = append(w.buf, '\n')
 	_, err := w.w.Write(w.buf)
 	return err
@@ -49,8 +57,9 @@ func (w *Writer) Flush() error { return w.w.Flush() }
 // Close flushes; it does not close the underlying writer.
 func (w *Writer) Close() error { return w.w.Flush() }
 
-// Reader reads JSON Lines records. Blank lines are skipped; a line that is not a valid
-// entity gives a *record.LineError, after which Read goes on with the next line.
+// Reader reads JSON Lines records: entities, and tables' settings (record.Settings set).
+// Blank lines are skipped; a line that is not a valid entity or settings line gives a
+// *record.LineError, after which Read goes on with the next line.
 type Reader struct {
 	r    *bufio.Reader
 	line int
@@ -80,7 +89,12 @@ func (rd *Reader) Read() (record.Record, error) {
 		if len(trimSpace(b)) == 0 {
 			continue
 		}
-		r, err := record.FromJSON(b)
+		var r record.Record
+		if record.IsSettings(b) {
+			r, err = record.SettingsFromJSON(b)
+		} else {
+			r, err = record.FromJSON(b)
+		}
 		if err != nil {
 			return record.Record{}, &record.LineError{Line: rd.line, Err: errors.New(record.Detail(err))}
 		}

@@ -8,7 +8,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ceruleandb/cerulean/client"
 	"github.com/ceruleandb/cerulean/entity"
 	"github.com/ceruleandb/cerulean/transfer/record"
 )
@@ -147,6 +149,8 @@ func FuzzReader(f *testing.F) {
 		}
 	}
 	f.Add(`{"PartitionKey":"a","RowKey":"b","X":1.5e300}`)
+	f.Add(`{"odata.table":"t","odata.settings":{"Elastic":true,"DefaultTimeToLive":-1,"TimeToLiveProperty":"L"}}`)
+	f.Add(`{"PartitionKey":"a","RowKey":"b","odata.expiry":"2030-01-02T03:04:05.0000000Z","TTLInSeconds":5}`)
 	f.Fuzz(func(t *testing.T, in string) {
 		rd := NewReader(strings.NewReader(in))
 		for {
@@ -157,7 +161,15 @@ func FuzzReader(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			line := record.AppendJSON(nil, &r, record.JSONOptions{AnnotateAll: true, Table: true, Timestamp: true})
+			if r.Settings != nil {
+				line := record.AppendSettings(nil, &r, true)
+				back, err := record.SettingsFromJSON(line)
+				if err != nil || back.Table != r.Table || *back.Settings != normal(*r.Settings) {
+					t.Fatalf("settings line %s reads back as %+v, %v; want %+v", line, back, err, r)
+				}
+				continue
+			}
+			line := record.AppendJSON(nil, &r, record.JSONOptions{AnnotateAll: true, Table: true, Timestamp: true, Expiry: true})
 			back, err := record.FromJSON(line)
 			if err != nil {
 				t.Fatalf("written line %s does not read: %v", line, err)
@@ -170,7 +182,7 @@ func FuzzReader(f *testing.F) {
 }
 
 func sameRecord(a, b record.Record) bool {
-	if a.Table != b.Table || a.HasTimestamp != b.HasTimestamp || a.Timestamp != b.Timestamp ||
+	if a.Table != b.Table || a.HasTimestamp != b.HasTimestamp || a.Timestamp != b.Timestamp || a.Expiry != b.Expiry ||
 		a.Entity.PartitionKey != b.Entity.PartitionKey || a.Entity.RowKey != b.Entity.RowKey || len(a.Entity.Props) != len(b.Entity.Props) {
 		return false
 	}
@@ -180,4 +192,54 @@ func sameRecord(a, b record.Record) bool {
 		}
 	}
 	return true
+}
+
+// normal is a settings value as AppendSettings writes it: a standard table has nothing
+// but Elastic.
+func normal(s client.TableSettings) client.TableSettings {
+	if !s.Elastic {
+		return client.TableSettings{}
+	}
+	return s
+}
+
+// A table's settings are a line of their own, read back as a settings record; an
+// entity's expiry is its "odata.expiry" member, read back exactly; a settings line with
+// an unknown member or TTL on a standard table is a bad line.
+func TestSettingsAndExpiry(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf, true, false)
+	exp := entity.TimeToTicks(time.Date(2030, 1, 2, 3, 4, 5, 600, time.UTC))
+	for _, r := range []record.Record{
+		{Table: "ev", Settings: &client.TableSettings{Elastic: true, DefaultTimeToLive: 60, TimeToLiveProperty: "TTLInSeconds"}},
+		{Table: "ev", Entity: entity.Entity{PartitionKey: "p", RowKey: "r", Props: []entity.Property{{Name: "TTLInSeconds", Value: entity.Int32Value(5)}}}, Expiry: exp},
+		{Table: "std", Settings: &client.TableSettings{}},
+		{Table: "std", Entity: entity.Entity{PartitionKey: "p", RowKey: "odata.settings"}},
+	} {
+		if err := w.Write(&r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	want := `{"odata.table":"ev","odata.settings":{"Elastic":true,"DefaultTimeToLive":60,"TimeToLiveProperty":"TTLInSeconds"}}
+{"odata.table":"ev","PartitionKey":"p","RowKey":"r","odata.expiry":"2030-01-02T03:04:05.0000006Z","TTLInSeconds@odata.type":"Edm.Int32","TTLInSeconds":5}
+{"odata.table":"std","odata.settings":{"Elastic":false}}
+{"odata.table":"std","PartitionKey":"p","RowKey":"odata.settings"}
+`
+	if buf.String() != want {
+		t.Fatalf("written:\n%s\nwant:\n%s", buf.String(), want)
+	}
+	recs, bad := readAll(t, buf.String()+`{"odata.settings":{"Elastic":true,"Default":1}}`+"\n"+`{"odata.settings":{"DefaultTimeToLive":5}}`+"\n")
+	if len(recs) != 4 || len(bad) != 2 {
+		t.Fatalf("%d records, bad lines %v", len(recs), bad)
+	}
+	if s := recs[0].Settings; s == nil || recs[0].Table != "ev" || s.DefaultTimeToLive != 60 || !s.Elastic {
+		t.Errorf("settings record %+v", recs[0])
+	}
+	if recs[1].Settings != nil || recs[1].Expiry != exp {
+		t.Errorf("entity record %+v, want expiry %d", recs[1], exp)
+	}
+	if recs[2].Settings == nil || recs[2].Settings.Elastic || recs[3].Settings != nil || recs[3].Entity.RowKey != "odata.settings" {
+		t.Errorf("records %+v, %+v", recs[2], recs[3])
+	}
 }

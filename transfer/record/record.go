@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/ceruleandb/cerulean/azerr"
+	"github.com/ceruleandb/cerulean/client"
 	"github.com/ceruleandb/cerulean/edmjson"
 	"github.com/ceruleandb/cerulean/entity"
 )
@@ -28,6 +29,14 @@ type Record struct {
 	// assigns its own.
 	Timestamp    int64
 	HasTimestamp bool
+	// Expiry is when the entity expires at its source, in 100 ns ticks since the Unix
+	// epoch (an absolute instant, so that a slow transfer or a file imported later does
+	// not lengthen its life); 0 when it never expires or nothing is known of it.
+	Expiry int64
+	// Settings, when set, makes the record a table's settings instead of an entity: the
+	// elastic-table settings of Table (or of the stream's one table), which come before
+	// the table's entities. Entity is then empty.
+	Settings *client.TableSettings
 }
 
 // Reader yields records until io.EOF.
@@ -66,6 +75,15 @@ func Detail(err error) string {
 // "odata." so that the service ignores it, and every record stays a valid entity body.
 const TableKey = "odata.table"
 
+// ExpiryKey is the key of an entity's expiry (Record.Expiry) in a JSON Lines record, an
+// Edm.DateTime text; SettingsKey the key of a settings record's settings (the members of
+// the table-settings endpoint, docs/protocol.md §15.8). Both start with "odata." so that
+// a line stays a valid entity body.
+const (
+	ExpiryKey   = "odata.expiry"
+	SettingsKey = "odata.settings"
+)
+
 // JSONOptions say what AppendJSON writes.
 type JSONOptions struct {
 	// AnnotateAll writes an "@odata.type" annotation for every property (the JSON Lines
@@ -77,6 +95,8 @@ type JSONOptions struct {
 	Table bool
 	// Timestamp writes the record's Timestamp, when it has one.
 	Timestamp bool
+	// Expiry writes the record's expiry (ExpiryKey), when it has one.
+	Expiry bool
 }
 
 // AppendJSON appends r's entity as an OData JSON object: PartitionKey, RowKey, then
@@ -99,6 +119,11 @@ func AppendJSON(dst []byte, r *Record, o JSONOptions) []byte {
 	if o.Timestamp && r.HasTimestamp {
 		dst = append(dst, `,"Timestamp@odata.type":"Edm.DateTime","Timestamp":"`...)
 		dst = entity.AppendTicks(dst, r.Timestamp)
+		dst = append(dst, '"')
+	}
+	if o.Expiry && r.Expiry != 0 {
+		dst = append(dst, `,"`+ExpiryKey+`":"`...)
+		dst = entity.AppendTicks(dst, r.Expiry)
 		dst = append(dst, '"')
 	}
 	for i := range r.Entity.Props {
@@ -204,6 +229,76 @@ func FromJSON(b []byte) (Record, error) {
 		return Record{}, err
 	} else if ok {
 		r.Table = s
+	}
+	if s, ok, err := member(b, `"`+ExpiryKey+`":`); err != nil {
+		return Record{}, err
+	} else if ok {
+		ticks, err := entity.ParseDateTime(s)
+		if err != nil {
+			return Record{}, fmt.Errorf("the %s: %w", ExpiryKey, err)
+		}
+		r.Expiry = ticks
+	}
+	return r, nil
+}
+
+// IsSettings reports whether a JSON Lines record holds a table's settings rather than
+// an entity. In valid JSON the bytes `"odata.settings":` can only be a key (inside a
+// string every '"' is escaped), and no entity has such a property.
+func IsSettings(b []byte) bool { return bytes.Contains(b, []byte(`"`+SettingsKey+`":`)) }
+
+// AppendSettings appends a settings record as one JSON object: the table (when table is
+// set and the record has one), then the settings with the members of the table-settings
+// endpoint — {"odata.table":"events","odata.settings":{"Elastic":true,"DefaultTimeToLive":86400,"TimeToLiveProperty":"TTLInSeconds"}}.
+func AppendSettings(dst []byte, r *Record, table bool) []byte {
+	dst = append(dst, '{')
+	if table && r.Table != "" {
+		dst = append(dst, `"`+TableKey+`":`...)
+		dst = edmjson.AppendString(dst, r.Table)
+		dst = append(dst, ',')
+	}
+	s := *r.Settings
+	if !s.Elastic {
+		s = client.TableSettings{} // a standard table has nothing else
+	}
+	b, _ := json.Marshal(s) // cannot fail: plain fields
+	dst = append(dst, `"`+SettingsKey+`":`...)
+	dst = append(dst, b...)
+	return append(dst, '}')
+}
+
+// SettingsFromJSON reads a settings record (AppendSettings' form). Its settings must
+// have the endpoint's members only, with their types: a member it does not know is
+// refused rather than ignored, since dropping it could change how the table behaves.
+func SettingsFromJSON(b []byte) (Record, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return Record{}, fmt.Errorf("a settings line: %w", err)
+	}
+	var r Record
+	for k, v := range doc {
+		switch k {
+		case TableKey:
+			if err := json.Unmarshal(v, &r.Table); err != nil {
+				return Record{}, fmt.Errorf("%s is not a string", TableKey)
+			}
+		case SettingsKey:
+			d := json.NewDecoder(bytes.NewReader(v))
+			d.DisallowUnknownFields()
+			var s client.TableSettings
+			if err := d.Decode(&s); err != nil {
+				return Record{}, fmt.Errorf("%s: %w", SettingsKey, err)
+			}
+			if s.DefaultTimeToLive < -1 || !s.Elastic && (s.DefaultTimeToLive != 0 || s.TimeToLiveProperty != "") {
+				return Record{}, fmt.Errorf("%s: time-to-live %d (property %q) on a table that is elastic=%t", SettingsKey, s.DefaultTimeToLive, s.TimeToLiveProperty, s.Elastic)
+			}
+			r.Settings = &s
+		default:
+			return Record{}, fmt.Errorf("a settings line has the member %q (only %s and %s)", k, TableKey, SettingsKey)
+		}
+	}
+	if r.Settings == nil {
+		return Record{}, fmt.Errorf("a settings line without %s", SettingsKey)
 	}
 	return r, nil
 }
