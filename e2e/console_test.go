@@ -551,14 +551,17 @@ func TestConsole(t *testing.T) {
 // TestConsoleInsecureContextAndTablePaging opens the console by a name that is not
 // localhost over plain HTTP, where the browser offers no crypto.subtle, so every request
 // is signed by the page's own SHA-256; the name is virtual-hosted
-// (devstoreaccount1.console.test), so the page addresses the account by its host as the
+// (<account>.console.test), so the page addresses the account by its host as the
 // service reads it. And it pages through more than 1,000 tables.
 func TestConsoleInsecureContextAndTablePaging(t *testing.T) {
-	srv := startServer(t)
+	// An account of its own: the pages of tables are this test's alone, even when the
+	// servers of a run share one database (the postgres engine).
+	srv := startOwnServer(t)
+	acct := srv.Default()
 	if srv.HTTPS() {
 		t.Skip("the pure-JS signing is for plain HTTP (over HTTPS the page has crypto.subtle); the HTTP pass runs this")
 	}
-	svc := newServiceClient(t, srv)
+	svc := newServiceClientFor(t, srv.Endpoint(acct.Name), acct.Name, acct.Key, nil)
 	// 1,003 tables (the service lists 1,000 a page), created eight at a time.
 	prefix := tableName(t)
 	start := time.Now()
@@ -586,16 +589,16 @@ func TestConsoleInsecureContextAndTablePaging(t *testing.T) {
 	}
 
 	b := newBrowser(t, srv, chromedp.Flag("host-resolver-rules", "MAP *.console.test 127.0.0.1"))
-	b.origin = fmt.Sprintf("http://devstoreaccount1.console.test:%d", srv.Port)
+	b.origin = fmt.Sprintf("http://%s.console.test:%d", acct.Name, srv.Port)
 	var secure bool
 	b.run("open by name", chromedp.Navigate(b.origin+"/-/"), chromedp.WaitVisible("#signin", chromedp.ByQuery),
 		chromedp.Evaluate(`window.isSecureContext || !!(globalThis.crypto && crypto.subtle)`, &secure))
 	if secure {
 		t.Fatal("http://console.test is a secure context: the test does not exercise the pure-JS signing")
 	}
-	b.run("another account is refused", setValue("#in-account", "otheraccount"), setValue("#in-key", devKey), click("#signin-submit"),
-		textHas("#signin-status", "serves the account devstoreaccount1"))
-	b.run("sign in without crypto.subtle", setValue("#in-account", devAccount), click("#signin-submit"),
+	b.run("another account is refused", setValue("#in-account", "otheraccount"), setValue("#in-key", acct.Key), click("#signin-submit"),
+		textHas("#signin-status", "serves the account "+acct.Name))
+	b.run("sign in without crypto.subtle", setValue("#in-account", acct.Name), click("#signin-submit"),
 		textHas("#tables-page", "page 1"), wait(`document.querySelectorAll('#table-list li').length === 1000`),
 		wait(`!document.querySelector('#tables-next').disabled`))
 	b.run("tables page 2", click("#tables-next"), textHas("#tables-page", "page 2"),
