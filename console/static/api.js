@@ -209,11 +209,65 @@ export function keyPath(table, pk, rk) {
 }
 
 /**
+ * The retry policy of the JavaScript SDK (@azure/data-tables through core-rest-pipeline's
+ * defaultRetryPolicy, @typespec/ts-http-runtime): up to 3 retries of an answer 408 or 5xx
+ * other than 501 and 505, after 2^n seconds with jitter (half of it to all of it: 0.5–1 s,
+ * 1–2 s, 2–4 s) and at most 64 s; a 429 or 503 carrying Retry-After (or retry-after-ms,
+ * x-ms-retry-after-ms) waits what it says. In a browser the SDK does not retry a request
+ * that got no answer (fetch fails with REQUEST_SEND_ERROR, not a system error it retries),
+ * nor does the page: it offers Retry instead.
+ */
+export const RETRY = { maxRetries: 3, delayMs: 1000, maxDelayMs: 64000 };
+
+/** retryable tells whether the SDKs retry an answer with this status. */
+export function retryable(status) {
+  return status === 408 || (status >= 500 && status !== 501 && status !== 505);
+}
+
+/** retryAfterMs is the wait a 429 or 503 asks for in its headers, or undefined. */
+function retryAfterMs(status, headers) {
+  if (status !== 429 && status !== 503) return undefined;
+  for (const [name, unit] of [['retry-after-ms', 1], ['x-ms-retry-after-ms', 1], ['retry-after', 1000]]) {
+    const v = headers.get(name);
+    if (v !== null && v.trim() !== '' && Number.isFinite(Number(v))) return Number(v) * unit;
+  }
+  const d = Date.parse(headers.get('retry-after') || '');
+  return Number.isFinite(d) ? Math.max(0, d - Date.now()) : undefined;
+}
+
+/** retryDelay is the wait before retry n (0 for the first), as the SDK computes it. */
+export function retryDelay(n) {
+  const clamped = Math.min(RETRY.maxDelayMs, RETRY.delayMs * 2 ** n);
+  return clamped / 2 + Math.floor(Math.random() * (clamped / 2 + 1));
+}
+
+/**
  * request sends one Table REST API request for the signed-in account and returns
  * {status, headers, text}; a status of 400 or more throws an ApiError. path is below the
  * account ("/Tables", "/t(PartitionKey='a',RowKey='b')"); query an object of parameters.
+ * An answer the SDKs retry (retryable) is retried as they do (RETRY), each try signed
+ * anew; onRetry({status, code, retry, of, delayMs}) is told before each wait. The error
+ * thrown at the end carries tries, the number of requests sent.
  */
-export async function request(c, method, path, { query = {}, headers = {}, body = null, contentType = '', raw = false } = {}) {
+export async function request(c, method, path, { query = {}, headers = {}, body = null, contentType = '', raw = false, onRetry = null } = {}) {
+  for (let retry = 0; ; retry++) {
+    try {
+      return await requestOnce(c, method, path, { query, headers, body, contentType, raw });
+    } catch (e) {
+      e.tries = retry + 1;
+      if (!(e instanceof ApiError) || retry >= RETRY.maxRetries) throw e;
+      let delayMs = e.headers ? retryAfterMs(e.status, e.headers) : undefined;
+      if (delayMs === undefined) {
+        if (!retryable(e.status)) throw e;
+        delayMs = retryDelay(retry);
+      }
+      if (onRetry) onRetry({ status: e.status, code: e.code, retry: retry + 1, of: RETRY.maxRetries, delayMs });
+      await new Promise((r) => setTimeout(r, delayMs));
+    }
+  }
+}
+
+async function requestOnce(c, method, path, { query, headers, body, contentType, raw }) {
   const params = new URLSearchParams();
   for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null && v !== '') params.set(k, v);
   let qs = params.toString().replace(/\+/g, '%20');
@@ -258,7 +312,9 @@ export async function request(c, method, path, { query = {}, headers = {}, body 
     }
     // The request id and time lines are for support tickets, not for the page.
     message = message.split('\n').filter((l) => !/^(RequestId|Time):/.test(l)).join('\n');
-    throw new ApiError(resp.status, code || String(resp.status), message, text);
+    const err = new ApiError(resp.status, code || String(resp.status), message, text);
+    err.headers = resp.headers;
+    throw err;
   }
   return raw ? resp : { status: resp.status, headers: resp.headers, text };
 }

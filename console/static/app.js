@@ -45,11 +45,35 @@ const PLAIN = {
 };
 const TABLE_RULES = 'Table names are 3 to 63 characters, letters and digits only, start with a letter, and are not "tables".';
 
-/** errorView shows an error in plain words with the service's code and message. */
-function errorView(e, extra = '') {
+/** The words for answers the SDKs retry (5xx, 408): the service failed, it refused nothing. */
+const PLAIN_RETRIED = {
+  ServerBusy: 'The service is busy.',
+  InternalError: 'The service failed on this request.',
+  OperationTimedOut: 'The service did not finish this request in time.',
+};
+
+/**
+ * errorView shows an error in plain words with the service's code and message. retry,
+ * when given, is offered as a Retry button for what trying again may cure: no answer,
+ * 408, 429 and 5xx (after the retries api.request made, which it says).
+ */
+function errorView(e, extra = '', retry = null) {
   if (!(e instanceof api.ApiError)) return h('div', { class: 'error', role: 'alert' }, e.message || String(e));
-  const plain = PLAIN[e.code] || 'The service refused the request.';
-  return h('div', { class: 'error', role: 'alert' }, plain, ' ', h('span', { class: 'code' }, e.code), extra ? '\n' + extra : '', e.message ? h('div', { class: 'hint' }, e.message) : null);
+  const transient = e.status === 0 || e.status === 408 || e.status === 429 || e.status >= 500;
+  let plain = PLAIN[e.code] || 'The service refused the request.';
+  if (e.status >= 500 || e.status === 408) {
+    plain = PLAIN_RETRIED[e.code] || `The service could not answer this request (HTTP ${e.status}).`;
+    if (e.tries > 1) plain += ` It answered ${e.status} to ${e.tries} tries (the request and ${e.tries - 1} retries with back-off, as the SDKs retry); try again in a while.`;
+  }
+  return h('div', { class: 'error', role: 'alert' }, plain, ' ', h('span', { class: 'code' }, e.code), extra ? '\n' + extra : '',
+    transient && retry ? [' ', h('button', { type: 'button', class: 'retry', onclick: retry }, 'Retry')] : null,
+    e.message ? h('div', { class: 'hint' }, e.message) : null);
+}
+
+/** retrying is an onRetry for api.request: it says in el what is being retried, and when. */
+function retrying(el) {
+  return ({ status, code, retry, of, delayMs }) => setStatus(el, h('span', { class: 'hint' },
+    `The service answered ${status} ${code}: retry ${retry} of ${of} in ${(delayMs / 1000).toFixed(1)} s…`));
 }
 
 function setStatus(el, content) {
@@ -283,7 +307,7 @@ function quickFilter(q) {
 }
 
 function entitiesView(body, table) {
-  const st = { pages: [null], page: 0 };
+  const st = { pages: [null], page: 0, seq: 0 };
   const inp = (id, label, attrs = {}) => h('div', { class: 'field', ...(attrs.wrap || {}) }, h('label', { for: id }, label), h('input', { id, autocomplete: 'off', spellcheck: 'false', class: 'mono', ...attrs.input }));
   const form = h('form', { id: 'query-form', class: 'card' },
     h('div', { class: 'row' },
@@ -298,9 +322,10 @@ function entitiesView(body, table) {
       inp('q-rk-prefix', 'RowKey prefix'), inp('q-rk-from', 'RowKey from'), inp('q-rk-to', 'RowKey to')));
   const status = h('div', { class: 'status', id: 'q-status', 'aria-live': 'polite' });
   const pageInfo = h('span', { class: 'hint', id: 'q-page' });
+  const partial = h('span', { class: 'hint partial', id: 'q-partial' });
   const prev = h('button', { type: 'button', id: 'q-prev', disabled: true, onclick: () => { st.page--; load(); } }, '‹ Previous');
   const next = h('button', { type: 'button', id: 'q-next', disabled: true, onclick: () => { st.page++; load(); } }, 'Next ›');
-  const tools = h('div', { class: 'pager' }, prev, pageInfo, next, h('span', { class: 'spacer', style: 'flex:1' }));
+  const tools = h('div', { class: 'pager' }, prev, pageInfo, next, partial, h('span', { class: 'spacer', style: 'flex:1' }));
   if (api.can(creds, 'add', table)) tools.append(h('button', { type: 'button', id: 'new-entity', class: 'primary', onclick: () => editor(table, null, load) }, 'New entity'));
   const grid = h('div', { class: 'gridwrap', id: 'grid' });
   body.replaceChildren(form, tools, status, grid);
@@ -326,12 +351,19 @@ function entitiesView(body, table) {
     if (terms.length) filter = userFilter ? `(${userFilter}) and ${terms.join(' and ')}` : terms.join(' and ');
     const offset = userFilter && terms.length ? 1 : 0;
     const cont = st.pages[st.page];
-    const query = { $filter: filter, $select: $('#q-select', form).value.replace(/\s+/g, ''), $top: $('#q-top', form).value.trim() };
+    // $select: the keys and Timestamp are fetched whatever the user selects, so that a
+    // row always names the entity it shows (the editor reads that entity whole).
+    const selected = $('#q-select', form).value.replace(/\s+/g, '').split(',').filter(Boolean);
+    const select = selected.length ? [...new Set([...selected, 'PartitionKey', 'RowKey', 'Timestamp'])].join(',') : '';
+    const query = { $filter: filter, $select: select, $top: $('#q-top', form).value.trim() };
     if (cont) { query.NextPartitionKey = cont.pk; query.NextRowKey = cont.rk; }
+    // Only the last query started shows its answer (an earlier one may answer later).
+    const seq = ++st.seq;
     setStatus(status, 'Loading…');
     caret.textContent = '';
     try {
-      const r = await api.request(creds, 'GET', '/' + api.enc(table) + '()', { query });
+      const r = await api.request(creds, 'GET', '/' + api.enc(table) + '()', { query, onRetry: (i) => { if (seq === st.seq) retrying(status)(i); } });
+      if (seq !== st.seq) return;
       const rows = edm.parseJSON(r.text).value.map(edm.fromWire);
       const npk = r.headers.get('x-ms-continuation-NextPartitionKey');
       if (npk) st.pages[st.page + 1] = { pk: npk, rk: r.headers.get('x-ms-continuation-NextRowKey') || '' };
@@ -339,10 +371,19 @@ function entitiesView(body, table) {
       prev.disabled = st.page === 0;
       next.disabled = !npk;
       pageInfo.textContent = `page ${st.page + 1} · ${rows.length} entities` + (npk ? ' · more' : '');
-      renderGrid(grid, rows, (e) => editor(table, e, load));
+      partial.textContent = selected.length ? 'Partial view ($select): opening an entity reads all of it.' : '';
+      partial.title = selected.length ? 'Only the selected properties are shown (and the keys and Timestamp, always fetched). The editor reads the whole entity by its keys, so nothing the view leaves out is lost.' : '';
+      renderGrid(grid, rows, (e) => openEntity(table, e.pk, e.rk, load));
       setStatus(status, rows.length ? '' : h('span', { class: 'hint' }, 'No entities match.'));
     } catch (e) {
-      setStatus(status, errorView(e));
+      if (seq !== st.seq) return;
+      // No rows under the error: those shown were another query's answer.
+      grid.replaceChildren();
+      prev.disabled = st.page === 0;
+      next.disabled = true;
+      pageInfo.textContent = `page ${st.page + 1}`;
+      partial.textContent = '';
+      setStatus(status, errorView(e, '', load));
       const m = /position (\d+)/.exec(e.message || '');
       if (m && userFilter) {
         const pos = Math.max(0, +m[1] - offset);
@@ -367,8 +408,11 @@ function renderGrid(grid, rows, open) {
   const body = h('tbody');
   for (const r of rows) {
     const byName = new Map(r.props.map((p) => [p.name, p]));
-    const tr = h('tr', { tabindex: '0', 'data-pk': r.pk, 'data-rk': r.rk, onclick: () => open(r), onkeydown: (ev) => { if (ev.key === 'Enter') open(r); } },
-      h('td', {}, r.pk), h('td', {}, r.rk), h('td', { class: 'mono' }, r.timestamp),
+    const tr = h('tr', { tabindex: '0', 'data-pk': r.pk, 'data-rk': r.rk, onclick: () => open(r), onkeydown: (ev) => {
+      // Handled here: the same Enter must not also act in the dialog it opens.
+      if (ev.key === 'Enter') { ev.preventDefault(); open(r); }
+    } },
+      h('td', { class: r.pk === '' ? 'empty' : null }, showKey(r.pk)), h('td', { class: r.rk === '' ? 'empty' : null }, showKey(r.rk)), h('td', { class: 'mono' }, r.timestamp),
       ...cols.map((c) => {
         const p = byName.get(c);
         return p ? h('td', { title: p.type }, edm.display(p)) : h('td', { class: 'empty' }, '—');
@@ -378,9 +422,50 @@ function renderGrid(grid, rows, open) {
   grid.replaceChildren(h('table', { class: 'grid', id: 'entity-grid' }, h('thead', {}, head), body));
 }
 
+/** showKey is a key as the page shows it: escaped if a text box would change or hide a
+ * character of it, "(empty)" if empty. */
+function showKey(k) {
+  if (k === '') return '(empty)';
+  return edm.textHolds(k) && !k.includes('\n') ? k : edm.escapeString(k);
+}
+
+/** keysLine names an entity by its keys. */
+function keysLine(pk, rk, id) {
+  return h('p', { class: 'keys', id }, 'PartitionKey ', h('span', { class: 'mono' }, showKey(pk)), ' · RowKey ', h('span', { class: 'mono' }, showKey(rk)));
+}
+
 // ---- editor -----------------------------------------------------------------------
 
-/** editor opens the typed editor on entity e (null: a new one) of table. */
+/**
+ * openEntity reads the entity by its keys — all of it, whatever the grid's $select
+ * showed, with its current ETag — and opens the editor on that.
+ */
+async function openEntity(table, pk, rk, reload) {
+  const status = h('div', { class: 'status', id: 'ed-status' }, 'Reading the entity…');
+  const box = h('form', { id: 'ed-loading' },
+    h('div', { class: 'body' }, h('h1', {}, 'Entity'), keysLine(pk, rk), status),
+    h('div', { class: 'foot' }, h('span', { class: 'spacer' }), h('button', { type: 'button', id: 'ed-close', onclick: () => dialog.close() }, 'Close')));
+  box.addEventListener('submit', (ev) => ev.preventDefault());
+  openDialog(box, '#ed-close');
+  try {
+    const r = await api.request(creds, 'GET', api.keyPath(table, pk, rk), { onRetry: retrying(status) });
+    if (dialog.open && dialog.firstChild === box) editor(table, edm.fromWire(edm.parseJSON(r.text)), reload);
+  } catch (e) {
+    if (dialog.firstChild !== box) return;
+    setStatus(status, e.status === 404 ? errorView(e, 'It was deleted since the list was read.') : errorView(e, '', () => openEntity(table, pk, rk, reload)));
+  }
+}
+
+/** lines is the height of a string's textarea: its lines, 1 to 8. */
+const lines = (t) => Math.min(8, t.split('\n').length);
+
+/**
+ * editor opens the typed editor on entity e (null: a new one) of table; e is the whole
+ * entity as read (openEntity). Every value is shown so that it can be written back
+ * exactly: a String in a textarea (line breaks kept) or, when it holds characters a
+ * textarea would change or hide (CR, control characters), escaped on one line. A property
+ * the user did not change goes back byte for byte as it was read, with its type.
+ */
 function editor(table, e, reload) {
   const isNew = !e;
   const canAdd = api.can(creds, 'add', table);
@@ -390,38 +475,125 @@ function editor(table, e, reload) {
   let etag = e ? e.etag : null;
   const rows = h('tbody');
   const status = h('div', { class: 'status', id: 'ed-status' });
-  const pk = h('input', { id: 'ed-pk', value: e ? e.pk : '', readonly: !isNew, class: 'mono', style: 'width:100%' });
-  const rk = h('input', { id: 'ed-rk', value: e ? e.rk : '', readonly: !isNew, class: 'mono', style: 'width:100%' });
+  // An existing entity's keys are those read, never read back from the inputs (an input
+  // drops line breaks; escaped keys are only shown so).
+  const keys = e ? { pk: e.pk, rk: e.rk } : null;
+  const keyInput = (id, k) => h('input', { id, value: e && k !== '' ? showKey(k) : '', placeholder: e ? '(empty)' : null, readonly: !isNew, class: 'mono', style: 'width:100%' });
+  const pk = keyInput('ed-pk', e && e.pk);
+  const rk = keyInput('ed-rk', e && e.rk);
+  const entityKeys = () => keys || { pk: pk.value, rk: rk.value };
+  // Enter saves from a string's textarea too; Shift+Enter is a line break there.
+  const enterSaves = (ev) => {
+    if (ev.key === 'Enter' && !ev.shiftKey && !ev.altKey && !ev.isComposing) {
+      ev.preventDefault();
+      form.requestSubmit();
+    }
+  };
 
   const addRow = (p = { name: '', type: 'String', text: '' }) => {
-    const type = h('select', { class: 'type', 'aria-label': 'Type', disabled: readOnly }, ...edm.TYPES.map((t) => h('option', { value: t, selected: t === p.type }, t)));
-    const fmt = h('select', { class: 'format', 'aria-label': 'Binary format', disabled: readOnly }, h('option', { value: 'base64' }, 'base64'), h('option', { value: 'hex' }, 'hex'));
-    let value;
-    const makeValue = () => {
-      const old = value ? value.value : p.text;
-      const nv = type.value === 'Boolean'
-        ? h('select', { class: 'value', 'aria-label': 'Value', disabled: readOnly }, h('option', { value: 'true', selected: old === 'true' }, 'true'), h('option', { value: 'false', selected: old !== 'true' }, 'false'))
-        : h('input', { class: 'value mono', 'aria-label': 'Value', value: old, readonly: readOnly, spellcheck: 'false', autocomplete: 'off' });
-      if (value) value.replaceWith(nv);
-      value = nv;
-      fmt.hidden = type.value !== 'Binary';
-    };
-    makeValue();
-    type.addEventListener('change', makeValue);
-    fmt.addEventListener('change', () => {
-      // Switching shows the same bytes in the other spelling.
-      try {
-        const t = value.value.replace(/\s+/g, '');
-        value.value = fmt.value === 'hex' ? edm.base64ToHex(t) : edm.hexToBase64(t);
-      } catch { /* leave what the user typed; check() explains */ }
-    });
+    // What goes back if the value is left as it is: the JSON the service sent.
+    const orig = p.raw !== undefined ? p : null;
+    // A type the editor does not know stays in the list, so an untouched value keeps it.
+    const types = edm.TYPES.includes(p.type) ? edm.TYPES : [...edm.TYPES, p.type];
+    const type = h('select', { class: 'type', 'aria-label': 'Type', disabled: readOnly }, ...types.map((t) => h('option', { value: t, selected: t === p.type }, t)));
+    const fmt = h('select', { class: 'format', 'aria-label': 'Format', disabled: readOnly });
+    const note = h('div', { class: 'note', 'aria-live': 'polite' });
     const msg = h('div', { class: 'msg' });
+    const cell = h('td', { class: 'valuecell' });
+    let value, shownType;
+    const describe = () => {
+      let n = '';
+      if (type.value === 'String') {
+        const v = edm.logical('String', value.value, fmt.value);
+        if (fmt.value === 'escaped') {
+          n = (v !== null && !edm.textHolds(v) ? 'Shown escaped: a text box would change or hide some of its characters. ' : 'Escaped: ') +
+            '\\n line feed, \\r carriage return, \\t tab, \\\\ backslash, \\uXXXX any character.';
+        } else if (v && /^\s|\s$/.test(v)) n = 'Starts or ends with whitespace (kept).';
+      }
+      note.textContent = n;
+    };
+    /** show makes the value control for the row's type, holding text in format. */
+    const show = (text, format) => {
+      const t = type.value;
+      shownType = t;
+      const formats = t === 'Binary' ? ['base64', 'hex'] : t === 'String' ? ['text', 'escaped'] : [];
+      fmt.replaceChildren(...formats.map((f) => h('option', { value: f, selected: f === format }, f)));
+      fmt.hidden = !formats.length;
+      if (t === 'Boolean') {
+        value = h('select', { class: 'value', 'aria-label': 'Value', disabled: readOnly }, h('option', { value: 'true', selected: text === 'true' }, 'true'), h('option', { value: 'false', selected: text !== 'true' }, 'false'));
+      } else if (t === 'String' && format === 'text') {
+        value = h('textarea', { class: 'value mono', 'aria-label': 'Value', rows: lines(text), value: text, readonly: readOnly, spellcheck: 'false', autocomplete: 'off' });
+        value.addEventListener('keydown', enterSaves);
+        value.addEventListener('input', () => { value.rows = lines(value.value); });
+      } else {
+        value = h('input', { class: 'value mono', 'aria-label': 'Value', value: text, readonly: readOnly, spellcheck: 'false', autocomplete: 'off' });
+      }
+      value.addEventListener('input', describe);
+      cell.replaceChildren(value, note, msg);
+      describe();
+    };
+    if (p.type === 'String') {
+      const f = edm.stringFormat(p.text);
+      show(f === 'escaped' ? edm.escapeString(p.text) : p.text, f);
+    } else {
+      show(p.text, p.type === 'Binary' ? 'base64' : '');
+    }
+    const initial = orig ? edm.logical(type.value, value.value, fmt.value) : null;
+    type.addEventListener('change', () => {
+      // The same value under the new type; a String is shown as it can be held.
+      const v = edm.logical(shownType, value.value, fmt.value) ?? value.value;
+      if (type.value === 'String') {
+        const f = edm.stringFormat(v);
+        show(f === 'escaped' ? edm.escapeString(v) : v, f);
+      } else {
+        show(v, type.value === 'Binary' ? 'base64' : '');
+      }
+    });
+    let shownFormat = fmt.value;
+    fmt.addEventListener('change', () => {
+      msg.textContent = '';
+      if (type.value === 'Binary') {
+        // Switching shows the same bytes in the other spelling.
+        try {
+          const t = value.value.replace(/\s+/g, '');
+          value.value = fmt.value === 'hex' ? edm.base64ToHex(t) : edm.hexToBase64(t);
+        } catch { /* leave what the user typed; check() explains */ }
+      } else if (fmt.value === 'escaped') {
+        show(edm.escapeString(value.value), 'escaped');
+      } else {
+        let v;
+        try {
+          v = edm.unescapeString(value.value);
+        } catch (err) {
+          fmt.value = shownFormat;
+          msg.textContent = err.message;
+          return;
+        }
+        if (!edm.textHolds(v)) {
+          fmt.value = 'escaped';
+          msg.textContent = 'It stays escaped: a text box would change or hide some of its characters (carriage returns, control characters).';
+          return;
+        }
+        show(v, 'text');
+      }
+      shownFormat = fmt.value;
+    });
     const tr = h('tr', { class: 'prop' },
       h('td', {}, h('input', { class: 'name mono', 'aria-label': 'Property name', value: p.name, readonly: readOnly, spellcheck: 'false', autocomplete: 'off' })),
-      h('td', {}, type, ' ', fmt),
-      h('td', { style: 'width: 55%' }, value, msg),
+      h('td', { class: 'typecell' }, type, ' ', fmt),
+      cell,
       h('td', {}, readOnly ? '' : h('button', { type: 'button', 'aria-label': 'Remove property', onclick: () => tr.remove() }, '✕')));
-    tr._get = () => ({ name: $('.name', tr).value.trim(), type: type.value, text: tr.querySelector('.value').value, format: fmt.value, msg });
+    tr._get = () => {
+      const t = type.value, text = value.value, format = fmt.value;
+      const v = edm.logical(t, text, format);
+      const prop = { name: $('.name', tr).value.trim(), type: t, text, format, value: v, msg };
+      // Unchanged: it goes back exactly as it was read.
+      if (orig && t === orig.type && initial !== null && v === initial) {
+        prop.raw = orig.raw;
+        prop.value = orig.text;
+      }
+      return prop;
+    };
     rows.append(tr);
     return tr;
   };
@@ -433,7 +605,7 @@ function editor(table, e, reload) {
     const props = [];
     for (const tr of rows.children) {
       const p = tr._get();
-      let m = p.name ? edm.check(p.type, p.text, p.format) : 'A property needs a name.';
+      let m = p.name ? (p.raw !== undefined ? '' : edm.check(p.type, p.text, p.format)) : 'A property needs a name.';
       if (!p.name && !p.text) m = ''; // an empty row is ignored
       p.msg.textContent = m;
       if (m) ok = false;
@@ -445,56 +617,70 @@ function editor(table, e, reload) {
   const send = async (mode, ifMatch) => {
     const props = collect();
     if (!props) return setStatus(status, h('div', { class: 'error' }, 'Fix the values marked in red.'));
-    const body = edm.toWire(pk.value, rk.value, props);
-    const path = isNew && mode === 'insert' ? '/' + api.enc(table) : api.keyPath(table, pk.value, rk.value);
+    const k = entityKeys();
+    const body = edm.toWire(k.pk, k.rk, props);
+    const path = isNew && mode === 'insert' ? '/' + api.enc(table) : api.keyPath(table, k.pk, k.rk);
     const method = { insert: 'POST', replace: 'PUT', merge: 'MERGE' }[mode];
     const headers = mode === 'insert' ? { Prefer: 'return-no-content' } : { 'If-Match': ifMatch };
     setStatus(status, 'Saving…');
     try {
-      const r = await api.request(creds, method, path, { body, headers });
+      const r = await api.request(creds, method, path, { body, headers, onRetry: retrying(status) });
       etag = r.headers.get('ETag') || etag;
       dialog.close();
       reload();
     } catch (err) {
       if (err.status === 412) return conflict(mode, props);
-      setStatus(status, errorView(err));
+      setStatus(status, errorView(err, '', () => send(mode, ifMatch)));
     }
   };
 
-  /** conflict shows the user's version beside the current one, with both ways out. */
+  /** conflict shows the user's version beside the current one, with the ways out. */
   const conflict = async (mode, mine) => {
+    const k = entityKeys();
     let cur;
     try {
-      const r = await api.request(creds, 'GET', api.keyPath(table, pk.value, rk.value));
+      const r = await api.request(creds, 'GET', api.keyPath(table, k.pk, k.rk), { onRetry: retrying(status) });
       cur = edm.fromWire(edm.parseJSON(r.text));
     } catch (err) {
       return setStatus(status, errorView(err, 'It was changed and could not be read back (deleted?).'));
     }
-    const names = [...new Set([...mine.map((p) => p.name), ...cur.props.map((p) => p.name)])];
-    const side = (title, props, id) => {
-      const m = new Map(props.map((p) => [p.name, p]));
-      return h('div', { id }, h('h2', {}, title), h('table', {}, h('tbody', {}, ...names.map((n) => {
-        const p = m.get(n);
-        const other = (id === 'mine' ? cur.props : mine).find((q) => q.name === n);
-        const diff = !p || !other || p.type !== other.type || p.text !== other.text;
-        return h('tr', { class: diff ? 'diff' : '' }, h('th', {}, n), h('td', { class: 'mono' }, p ? p.type : ''), h('td', { class: 'mono' }, p ? p.text : '—'));
+    // Values compared and shown as what they stand for (a string's characters).
+    const mineV = mine.map((p) => ({ name: p.name, type: p.type, value: p.value ?? p.text }));
+    const curV = cur.props.map((p) => ({ name: p.name, type: p.type, value: p.text }));
+    const names = [...new Set([...mineV.map((p) => p.name), ...curV.map((p) => p.name)])];
+    const shown = (p) => (p.type === 'String' ? showString(p.value) : p.value);
+    const mineBy = new Map(mineV.map((p) => [p.name, p]));
+    const curBy = new Map(curV.map((p) => [p.name, p]));
+    // One row a property, its name never broken; the two values side by side, each with its type.
+    const cell = (p, cls) => h('td', { class: 'mono ' + cls }, p ? [h('span', { class: 'type' }, p.type), ' ', shown(p)] : '—');
+    const compare = h('div', { class: 'comparewrap' }, h('table', { class: 'compare', id: 'compare' },
+      h('thead', {}, h('tr', {}, h('th', {}, 'Property'), h('th', {}, 'Yours'), h('th', {}, 'Current', h('span', { class: 'type' }, cur.timestamp)))),
+      h('tbody', {}, ...names.map((n) => {
+        const a = mineBy.get(n), b = curBy.get(n);
+        const diff = !a || !b || a.type !== b.type || a.value !== b.value;
+        return h('tr', { class: diff ? 'diff' : '' }, h('th', {}, n), cell(a, 'mine'), cell(b, 'theirs'));
       }))));
-    };
+    const back = () => dialog.replaceChildren(form);
     const box = h('form', { id: 'conflict' },
       h('div', { class: 'body' }, h('h1', {}, 'Changed since you opened it (412)'),
+        keysLine(k.pk, k.rk, 'conflict-keys'),
         errorView(new api.ApiError(412, 'UpdateConditionNotSatisfied', 'Your ETag: ' + etag + '\nCurrent ETag: ' + cur.etag)),
-        h('div', { class: 'compare' }, side('Yours', mine, 'mine'), side('Current (' + cur.timestamp + ')', cur.props, 'theirs'))),
+        compare),
       h('div', { class: 'foot' }, h('span', { class: 'spacer' }),
+        h('button', { type: 'button', id: 'conflict-cancel', onclick: () => {
+          back();
+          setStatus(status, h('span', { class: 'hint' }, 'Not saved: the entity changed since you opened it. Your changes are still here.'));
+        } }, 'Cancel'),
         h('button', { type: 'button', id: 'conflict-take', onclick: () => editor(table, cur, reload) }, 'Discard mine, edit current'),
         mode === 'delete'
-          ? h('button', { type: 'button', class: 'danger', id: 'conflict-overwrite', onclick: () => { etag = cur.etag; body(); remove(); } }, 'Delete anyway')
-          : h('button', { type: 'button', class: 'primary', id: 'conflict-overwrite', onclick: () => { etag = cur.etag; body(); send(mode, cur.etag); } }, 'Overwrite with mine')));
+          ? h('button', { type: 'button', class: 'danger', id: 'conflict-overwrite', onclick: () => { etag = cur.etag; back(); remove(); } }, 'Delete anyway')
+          : h('button', { type: 'button', class: 'primary', id: 'conflict-overwrite', onclick: () => { etag = cur.etag; back(); send(mode, cur.etag); } }, 'Overwrite with mine')));
+    box.addEventListener('submit', (ev) => ev.preventDefault());
     dialog.replaceChildren(box);
-    function body() { dialog.replaceChildren(form); }
     $('#conflict-overwrite', dialog).focus();
   };
 
-  const foot = h('div', { class: 'foot' }, readOnly ? h('span', { class: 'hint', id: 'ed-readonly' }, 'Read-only: these credentials cannot change this entity.') : '',
+  const foot = h('div', { class: 'foot' }, readOnly ? h('span', { class: 'hint', id: 'ed-readonly' }, 'Read-only: these credentials cannot change this entity.') : h('span', { class: 'hint' }, 'Enter saves · Shift+Enter: a line break'),
     h('span', { class: 'spacer' }), h('button', { type: 'button', id: 'ed-close', onclick: () => dialog.close() }, 'Close'));
   if (isNew && canAdd) foot.append(h('button', { type: 'submit', class: 'primary', id: 'ed-insert', 'data-mode': 'insert' }, 'Insert'));
   if (!isNew && canDelete) foot.append(h('button', { type: 'button', class: 'danger', id: 'ed-delete', onclick: () => del() }, 'Delete'));
@@ -519,8 +705,9 @@ function editor(table, e, reload) {
   });
   const del = () => {
     const s = h('div', { class: 'status' });
+    const k = entityKeys();
     const c = h('form', { id: 'confirm-delete-entity' },
-      h('div', { class: 'body' }, h('h1', {}, 'Delete this entity?'), h('p', { class: 'mono' }, `PartitionKey ${pk.value}, RowKey ${rk.value}`), s),
+      h('div', { class: 'body' }, h('h1', {}, 'Delete this entity?'), keysLine(k.pk, k.rk), s),
       h('div', { class: 'foot' }, h('span', { class: 'spacer' }), h('button', { type: 'button', onclick: () => dialog.replaceChildren(form) }, 'Cancel'),
         h('button', { type: 'submit', class: 'danger', id: 'confirm-delete' }, 'Delete')));
     c.addEventListener('submit', (ev) => {
@@ -531,16 +718,23 @@ function editor(table, e, reload) {
   };
   /** remove deletes the entity with the ETag it was read with (a 412 shows the conflict). */
   const remove = async (s = status) => {
+    const k = entityKeys();
     try {
-      await api.request(creds, 'DELETE', api.keyPath(table, pk.value, rk.value), { headers: { 'If-Match': etag } });
+      await api.request(creds, 'DELETE', api.keyPath(table, k.pk, k.rk), { headers: { 'If-Match': etag }, onRetry: retrying(s) });
       dialog.close();
       reload();
     } catch (err) {
       if (err.status === 412) { dialog.replaceChildren(form); return conflict('delete', collect() || []); }
-      setStatus(s, errorView(err));
+      setStatus(s, errorView(err, '', () => remove(s)));
     }
   };
   openDialog(form, isNew ? '#ed-pk' : (readOnly ? '#ed-close' : '.value'));
+}
+
+/** showString is a string as a page shows it in one cell: escaped if it has line
+ * breaks or characters a text box would change or hide. */
+function showString(s) {
+  return edm.textHolds(s) && !s.includes('\n') ? s : edm.escapeString(s);
 }
 
 // ---- access policies ----------------------------------------------------------------
@@ -605,33 +799,108 @@ async function policiesView(body, table) {
 
 // ---- SAS generator ----------------------------------------------------------------------
 
+/**
+ * sasView computes a table SAS URL in the page. With a stored access policy (si), what
+ * the policy sets — permissions, start, expiry — is left out of the URL and its fields
+ * show the policy's values, disabled: the service refuses a SAS that gives a field both
+ * in the URL and in the policy (docs/protocol.md §8.6), and a SAS that names a policy the
+ * table does not have.
+ */
 function sasView(body, table) {
   const in1 = (id, label, attrs = {}) => h('div', { class: 'field' }, h('label', { for: id }, label), h('input', { id, class: 'mono', autocomplete: 'off', spellcheck: 'false', ...attrs }));
   const exp = new Date(Date.now() + 24 * 3600e3).toISOString().replace(/\.\d+Z$/, 'Z');
   const out = h('textarea', { id: 'sas-out', class: 'out mono', readonly: true, 'aria-label': 'SAS URL' });
   const status = h('div', { class: 'status', id: 'sas-status' });
+  const policyNote = h('div', { class: 'hint', id: 'sas-policy-note', 'aria-live': 'polite' });
+  const policyList = h('datalist', { id: 'sas-policies' });
   const form = h('form', { class: 'card', id: 'sas-form' },
     h('p', { class: 'hint' }, 'Computed in this page with the account key; nothing is sent to the server. Anyone with the URL can do what it allows until it expires.'),
     h('div', { class: 'field' }, h('label', {}, 'Permissions'), ...'raud'.split('').map((l) => h('label', { class: 'perm' }, h('input', { type: 'checkbox', name: 'perm', value: l, checked: l === 'r' }), { r: 'query', a: 'add', u: 'update', d: 'delete' }[l]))),
-    h('div', { class: 'row' }, in1('sas-start', 'Start (UTC, optional)', { placeholder: '2024-01-01T00:00:00Z' }), in1('sas-expiry', 'Expiry (UTC)', { value: exp }), in1('sas-policy', 'Stored policy id (optional)')),
+    h('div', { class: 'row' }, in1('sas-start', 'Start (UTC, optional)', { placeholder: '2024-01-01T00:00:00Z' }), in1('sas-expiry', 'Expiry (UTC)', { value: exp }),
+      in1('sas-policy', 'Stored policy id (optional)', { list: 'sas-policies' }), policyList),
+    policyNote,
     h('div', { class: 'row' }, in1('sas-spk', 'From PartitionKey'), in1('sas-srk', 'From RowKey'), in1('sas-epk', 'To PartitionKey'), in1('sas-erk', 'To RowKey')),
     h('div', { class: 'row', style: 'margin-top:.6rem' }, h('button', { type: 'submit', class: 'primary', id: 'sas-make' }, 'Generate'),
       h('button', { type: 'button', id: 'sas-copy', onclick: async () => {
         try { await navigator.clipboard.writeText(out.value); setStatus(status, h('span', { class: 'ok' }, 'Copied.')); } catch { out.select(); document.execCommand('copy'); setStatus(status, h('span', { class: 'ok' }, 'Copied.')); }
       } }, 'Copy')),
     h('div', { class: 'field', style: 'margin-top:.6rem' }, out), status);
+  const policyIn = $('#sas-policy', form);
+  const perms = [...form.querySelectorAll('input[name=perm]')];
+  const startIn = $('#sas-start', form), expiryIn = $('#sas-expiry', form);
+
+  // The table's stored policies, id → {perms, start, expiry} ('' where unset); null
+  // until read.
+  let policies = null;
+  const readPolicies = async () => {
+    const r = await api.request(creds, 'GET', '/' + api.enc(table), { query: { comp: 'acl' }, onRetry: retrying(status) });
+    const doc = new DOMParser().parseFromString(r.text, 'application/xml');
+    const txt = (el, n) => (el.getElementsByTagName(n)[0] || {}).textContent || '';
+    policies = new Map([...doc.getElementsByTagName('SignedIdentifier')].map((si) => [txt(si, 'Id'),
+      { perms: txt(si, 'Permission'), start: txt(si, 'Start'), expiry: txt(si, 'Expiry') }]));
+    policyList.replaceChildren(...[...policies.keys()].map((id) => h('option', { value: id })));
+    return policies;
+  };
+
+  // What the user chose for a field while a policy sets it, given back when it no longer does.
+  const saved = {};
+  const fix = (key, set, show, keep, restore) => {
+    if (set && !(key in saved)) saved[key] = keep();
+    if (set) show();
+    else if (key in saved) { restore(saved[key]); delete saved[key]; }
+  };
+  /** applyPolicy shows what the named policy sets, in disabled fields, and says so. */
+  const applyPolicy = () => {
+    const id = policyIn.value.trim();
+    const pol = id && policies ? policies.get(id) : null;
+    fix('perms', !!pol?.perms, () => perms.forEach((c) => { c.checked = pol.perms.includes(c.value); }),
+      () => perms.map((c) => c.checked), (v) => perms.forEach((c, i) => { c.checked = v[i]; }));
+    fix('start', !!pol?.start, () => { startIn.value = pol.start; }, () => startIn.value, (v) => { startIn.value = v; });
+    fix('expiry', !!pol?.expiry, () => { expiryIn.value = pol.expiry; }, () => expiryIn.value, (v) => { expiryIn.value = v; });
+    perms.forEach((c) => { c.disabled = !!pol?.perms; });
+    startIn.disabled = !!pol?.start;
+    expiryIn.disabled = !!pol?.expiry;
+    if (!id || !policies) return setStatus(policyNote, '');
+    if (!pol) return setStatus(policyNote, h('span', { class: 'error' }, `This table has no stored access policy "${id}" (see Access policies): the service refuses a SAS naming it.`));
+    const sets = [pol.perms && `permissions (${pol.perms})`, pol.start && `start (${pol.start})`, pol.expiry && `expiry (${pol.expiry})`].filter(Boolean);
+    setStatus(policyNote, sets.length
+      ? `Policy ${id} sets the ${sets.join(', ')}: the URL leaves ${sets.length > 1 ? 'them' : 'it'} to the policy (the service refuses a field given both ways), so changing the policy changes what the URL allows.`
+      : `Policy ${id} sets nothing: the URL carries the permissions and expiry chosen here.`);
+  };
+  policyIn.addEventListener('input', applyPolicy);
+
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const v = (id) => $('#' + id, form).value.trim();
-    const perms = [...form.querySelectorAll('input[name=perm]:checked')].map((c) => c.value).join('');
-    if (!v('sas-policy') && (!perms || !v('sas-expiry'))) return setStatus(status, h('div', { class: 'error' }, 'Choose at least one permission and an expiry, or name a stored policy.'));
-    for (const id of ['sas-start', 'sas-expiry']) {
-      if (v(id) && !/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,7})?)?Z)?$/.test(v(id))) return setStatus(status, h('div', { class: 'error' }, 'Times are ISO 8601 UTC, e.g. 2030-01-01T00:00:00Z.'));
+    const id = v('sas-policy');
+    let pol = null;
+    if (id) {
+      try {
+        await readPolicies(); // as they are now: they may have changed since the page read them
+      } catch (e) {
+        return setStatus(status, errorView(e, 'The stored access policies could not be read.', () => form.requestSubmit()));
+      }
+      applyPolicy();
+      pol = policies.get(id);
+      if (!pol) {
+        out.value = '';
+        return setStatus(status, h('div', { class: 'error' }, `This table has no stored access policy "${id}": create it under Access policies first — the service refuses a SAS that names a policy the table does not have.`));
+      }
     }
-    out.value = await api.tableSAS(creds, { table, perms, start: v('sas-start'), expiry: v('sas-expiry'), policy: v('sas-policy'), spk: v('sas-spk'), srk: v('sas-srk'), epk: v('sas-epk'), erk: v('sas-erk') });
+    // Only what the policy leaves open goes in the URL.
+    const p = pol?.perms ? '' : perms.filter((c) => c.checked).map((c) => c.value).join('');
+    const start = pol?.start ? '' : v('sas-start');
+    const expiry = pol?.expiry ? '' : v('sas-expiry');
+    if (!pol?.perms && !p) return setStatus(status, h('div', { class: 'error' }, pol ? `Choose at least one permission: policy ${id} sets none.` : 'Choose at least one permission and an expiry, or name a stored policy.'));
+    if (!pol?.expiry && !expiry) return setStatus(status, h('div', { class: 'error' }, pol ? `Set an expiry: policy ${id} sets none.` : 'Choose at least one permission and an expiry, or name a stored policy.'));
+    for (const t of [start, expiry]) {
+      if (t && !/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,7})?)?Z)?$/.test(t)) return setStatus(status, h('div', { class: 'error' }, 'Times are ISO 8601 UTC, e.g. 2030-01-01T00:00:00Z.'));
+    }
+    out.value = await api.tableSAS(creds, { table, perms: p, start, expiry, policy: id, spk: v('sas-spk'), srk: v('sas-srk'), epk: v('sas-epk'), erk: v('sas-erk') });
     setStatus(status, '');
   });
   body.replaceChildren(form);
+  readPolicies().then(applyPolicy, () => { /* Generate reads them again, and says why if it cannot */ });
 }
 
 // ---- CORS -------------------------------------------------------------------------------
@@ -698,7 +967,33 @@ async function corsView() {
 let watchTimer = null;
 function stopWatch() { if (watchTimer) clearInterval(watchTimer); watchTimer = null; }
 
-const COLORS = ['#0b63ce', '#d9480f', '#2b8a3e', '#862e9c', '#e67700', '#c2255c', '#1098ad', '#5c940d', '#364fc7', '#a61e4d'];
+// Each operation keeps its colour and line style whatever else appears or goes: the
+// operations the server names (metrics.Operations) have fixed slots — the busiest first,
+// 12 well-separated colours drawn solid, then the same colours dashed — and any other
+// name takes the next free slot as it first appears, then dotted lines in hues spaced by
+// the golden angle.
+const PALETTE = ['#1f6fd1', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#4d4d4d', '#bcbd22', '#0b2f66', '#f2b701'];
+const KNOWN_OPS = ['QueryEntities', 'InsertEntity', 'QueryEntity', 'UpdateEntity', 'MergeEntity', 'DeleteEntity', 'InsertOrReplaceEntity',
+  'InsertOrMergeEntity', 'EntityGroupTransaction', 'BulkWrite', 'QueryTables', 'CreateTable',
+  'DeleteTable', 'QueryTable', 'GetTableACL', 'SetTableACL', 'GetTableServiceProperties', 'SetTableServiceProperties',
+  'GetTableServiceStats', 'GetTableSettings', 'SetTableSettings', 'TablePreflightRequest', 'Unknown'];
+const opSlots = new Map(KNOWN_OPS.map((op, i) => [op, i]));
+let nextSlot = KNOWN_OPS.length;
+
+/** opStyle is an operation's colour and line dash (empty: solid), the same all along. */
+function opStyle(op) {
+  if (!opSlots.has(op)) opSlots.set(op, nextSlot++);
+  const i = opSlots.get(op);
+  if (i < 2 * PALETTE.length) return { color: PALETTE[i % PALETTE.length], dash: i < PALETTE.length ? [] : [6, 3] };
+  return { color: `hsl(${Math.round((i * 137.508) % 360)}, 70%, 38%)`, dash: [2, 3] };
+}
+
+/** swatch draws an operation's line style for the legend. */
+function swatch(op) {
+  const { color, dash } = opStyle(op);
+  const bg = dash.length ? `repeating-linear-gradient(90deg, ${color} 0 ${dash[0]}px, transparent ${dash[0]}px ${dash[0] + dash[1]}px)` : color;
+  return h('i', { style: `background: ${bg}`, 'data-color': color, 'data-dash': dash.join(',') || 'solid' });
+}
 
 async function watchView() {
   if (creds.kind !== 'key') {
@@ -721,9 +1016,10 @@ async function watchView() {
     try {
       const w = await api.watch(creds, table.value.trim());
       const ops = w.rates.operations;
-      legend.replaceChildren(...ops.map((o, i) => h('span', {}, h('i', { style: `background:${COLORS[i % COLORS.length]}` }), o.operation)));
-      lineChart(rate, ops.map((o) => o.requests), w.rates.seconds, '/s');
-      lineChart(lat, ops.map((o) => o.mean_ms), w.rates.seconds, ' ms');
+      legend.replaceChildren(...ops.map((o) => h('span', { 'data-op': o.operation }, swatch(o.operation), o.operation)));
+      const styles = ops.map((o) => opStyle(o.operation));
+      lineChart(rate, ops.map((o) => o.requests), styles, w.rates.seconds, '/s');
+      lineChart(lat, ops.map((o) => o.mean_ms), styles, w.rates.seconds, ' ms');
       const parts = [];
       for (const t of w.partitions.tables) for (const p of t.partitions) parts.push({ table: t.table, ...p });
       parts.sort((a, b) => b.entities_per_sec - a.entities_per_sec);
@@ -753,7 +1049,8 @@ function setupCanvas(c) {
   return [g, r.width, r.height];
 }
 
-function lineChart(c, series, n, unit) {
+/** lineChart draws series (one per operation, in styles' colour and dash) over n seconds. */
+function lineChart(c, series, styles, n, unit) {
   const [g, W, H] = setupCanvas(c);
   const L = 48, B = 20, T = 8, R = 8;
   const maxV = Math.max(1, ...series.flat());
@@ -767,7 +1064,8 @@ function lineChart(c, series, n, unit) {
   g.fillText(`-${n} s`, L, H - 4);
   g.fillText('now', W - R - 22, H - 4);
   series.forEach((s, k) => {
-    g.strokeStyle = COLORS[k % COLORS.length];
+    g.strokeStyle = styles[k].color;
+    g.setLineDash(styles[k].dash);
     g.lineWidth = 1.5;
     g.beginPath();
     s.forEach((v, i) => {
@@ -777,6 +1075,7 @@ function lineChart(c, series, n, unit) {
     });
     g.stroke();
   });
+  g.setLineDash([]);
 }
 
 function hotChart(c, parts, target) {

@@ -25,30 +25,89 @@ const SYSTEM = new Set(['PartitionKey', 'RowKey', 'Timestamp']);
 
 /**
  * fromWire turns one entity object (parseJSON, full metadata) into
- * {pk, rk, timestamp, etag, props: [{name, type, text}]}.
+ * {pk, rk, timestamp, etag, props: [{name, type, text, raw}]}: text is the value as the
+ * editor shows it, raw its JSON source text exactly as the service sent it, which is
+ * what goes back for a property the user did not change (toWire).
  */
 export function fromWire(o) {
   const props = [];
   for (const [name, v] of Object.entries(o)) {
     if (name.includes('@') || name.startsWith('odata.') || SYSTEM.has(name)) continue;
     const ann = o[name + '@odata.type'];
-    let type, text;
+    let type, text, raw;
     if (v instanceof Num) {
       type = ann ? ann.replace(/^Edm\./, '') : (/[.eE]/.test(v.src) ? 'Double' : 'Int32');
-      text = v.src;
+      text = raw = v.src;
     } else if (typeof v === 'boolean') {
       type = 'Boolean';
-      text = String(v);
+      text = raw = String(v);
     } else if (v === null) {
       continue; // a null property is an absent one
     } else {
       type = ann ? ann.replace(/^Edm\./, '') : 'String';
       text = v;
+      raw = JSON.stringify(v);
     }
     if (type === 'Double' && /^-?\d+$/.test(text)) text += '.0';
-    props.push({ name, type, text });
+    props.push({ name, type, text, raw });
   }
   return { pk: o.PartitionKey, rk: o.RowKey, timestamp: o.Timestamp, etag: o['odata.etag'], props };
+}
+
+// ---- strings the editor cannot show in a text box --------------------------------------
+
+// A textarea turns CR and CRLF into LF, and control characters are invisible in it; lone
+// surrogates are not text. Such a string is shown escaped instead.
+const NOT_TEXT = /[\u0000-\u0008\u000B-\u001F\u007F-\u009F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const ESCAPED = /[\\\u0000-\u001F\u007F-\u009F\u2028\u2029]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/** textHolds reports whether a textarea holds s exactly and shows all of it: no CR, no
+ * control character but tab and line feed, no lone surrogate. */
+export function textHolds(s) {
+  return !NOT_TEXT.test(s);
+}
+
+/** escapeString writes s on one line: \\, \n, \r, \t, and \uXXXX for other control
+ * characters, line and paragraph separators and lone surrogates. unescapeString inverts it. */
+export function escapeString(s) {
+  return s.replace(ESCAPED, (c) => ({ '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' })[c] || '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
+}
+
+/** unescapeString reads escapeString's notation (and \" for a quote); it throws an
+ * Error saying what is wrong with a backslash it cannot read. */
+export function unescapeString(t) {
+  return t.replace(/\\(u[0-9a-fA-F]{4}|[^]?)/g, (m, e) => {
+    if (e.length === 5) return String.fromCharCode(parseInt(e.slice(1), 16));
+    const c = { n: '\n', r: '\r', t: '\t', '\\': '\\', '"': '"' }[e];
+    if (c === undefined) throw new Error(`A backslash starts an escape: \\n, \\r, \\t, \\\\ (a backslash) or \\uXXXX (not \\${e}).`);
+    return c;
+  });
+}
+
+/**
+ * stringFormat is how the editor shows a string: 'text' (a textarea) when it holds it
+ * exactly, else 'escaped' (one line, escapeString).
+ */
+export function stringFormat(s) {
+  return textHolds(s) ? 'text' : 'escaped';
+}
+
+/**
+ * logical is the value a control's text stands for, to tell whether the user changed it:
+ * a String's characters (unescaped), a Binary's bytes as base64, any other type's text;
+ * null when the text cannot be read.
+ */
+export function logical(type, text, format) {
+  try {
+    if (type === 'String') return format === 'escaped' ? unescapeString(text) : text;
+    if (type === 'Binary') {
+      const t = text.replace(/\s+/g, '');
+      return format === 'hex' ? hexToBase64(t) : t;
+    }
+    return text;
+  } catch {
+    return null;
+  }
 }
 
 const INT32 = /^-?\d{1,10}$/;
@@ -76,11 +135,18 @@ export function base64ToHex(b64) {
 
 /**
  * check returns an error message for a value its type cannot hold, '' when it is valid.
- * format is the Binary input's ('base64' or 'hex').
+ * format is the Binary input's ('base64' or 'hex') or the String input's ('text' or
+ * 'escaped').
  */
 export function check(type, text, format = 'base64') {
   switch (type) {
-    case 'String': return text.length > 32768 ? 'A string holds at most 32,768 characters.' : '';
+    case 'String': {
+      let v = text;
+      if (format === 'escaped') {
+        try { v = unescapeString(text); } catch (e) { return e.message; }
+      }
+      return v.length > 32768 ? 'A string holds at most 32,768 characters.' : '';
+    }
     case 'Boolean': return text === 'true' || text === 'false' ? '' : 'true or false.';
     case 'Int32': {
       if (!INT32.test(text)) return 'A whole number, e.g. 42.';
@@ -112,7 +178,7 @@ export function check(type, text, format = 'base64') {
 /** wireValue is a property's value as JSON source text and whether it needs an annotation. */
 function wireValue(type, text, format) {
   switch (type) {
-    case 'String': return [JSON.stringify(text), false];
+    case 'String': return [JSON.stringify(format === 'escaped' ? unescapeString(text) : text), false];
     case 'Boolean': return [text, false];
     case 'Int32': return [String(Number(text)), false];
     case 'Int64': return [JSON.stringify(BigInt(text).toString()), true];
@@ -134,20 +200,28 @@ function normalizeNumber(t) {
   return s;
 }
 
-/** toWire builds the JSON body of an entity: keys, then props [{name, type, text, format}]. */
+/**
+ * toWire builds the JSON body of an entity: keys, then props [{name, type, text, format,
+ * raw}]. A property with raw (one the user did not change) is written as the service sent
+ * it, byte for byte, with its type; the others from their text.
+ */
 export function toWire(pk, rk, props) {
   const parts = [`"PartitionKey":${JSON.stringify(pk)}`, `"RowKey":${JSON.stringify(rk)}`];
   for (const p of props) {
-    const [v, annotate] = wireValue(p.type, p.text, p.format);
+    const [v, annotate] = p.raw !== undefined ? [p.raw, !['String', 'Boolean', 'Int32'].includes(p.type)] : wireValue(p.type, p.text, p.format);
     if (annotate) parts.push(`${JSON.stringify(p.name + '@odata.type')}:"Edm.${p.type}"`);
     parts.push(`${JSON.stringify(p.name)}:${v}`);
   }
   return '{' + parts.join(',') + '}';
 }
 
-/** display is a value as the grid shows it. */
+/** display is a value as the grid shows it: a string with line breaks or characters a
+ * text cannot show is shown escaped (\\n, \\r, \\uXXXX), long values cut. */
 export function display(p) {
-  if (p.type === 'String' && p.text.length > 120) return p.text.slice(0, 120) + '…';
+  if (p.type === 'String') {
+    const t = p.text.includes('\n') || !textHolds(p.text) ? escapeString(p.text) : p.text;
+    return t.length > 120 ? t.slice(0, 120) + '…' : t;
+  }
   if (p.type === 'Binary') return p.text.length > 60 ? p.text.slice(0, 60) + '…' : p.text;
   return p.text;
 }
