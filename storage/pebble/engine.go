@@ -177,6 +177,17 @@ var blockCompression = sstable.FastestCompression
 // depths warm, and 8.7 µs at 30 against 7.8 at 60 cold, measured once each.
 var maxBlobReferenceDepth = 60
 
+// MinDiskReserve is the smallest disk reserve a server may be given (Options.DiskReserve
+// takes any; the guard's sizing is newSpaceConfig). Its ballast, a quarter, is one
+// write-ahead-log preallocation (walPreallocateMax): what a commit that meets a full
+// volume needs once the ballast is released, so that it is refused with ErrNoSpace rather
+// than failing in Pebble's commit path. Without the guard (no reserve) a full volume
+// failed writes with 500 InternalError and a "fatal commit error", and flushes retried
+// in a loop, each logging a line (issue 42, item 26); with a reserve of 1 MiB or 4 MiB
+// on a 96 MiB tmpfs every write past the floor was refused with 503 and the log held two
+// to four lines.
+const MinDiskReserve = 4 * walPreallocateMax
+
 // DiskReserveFor is the default disk reserve (Options.DiskReserve 0) of an engine with
 // memtables of memTableSize bytes and the default stop-writes threshold.
 func DiskReserveFor(memTableSize uint64) int64 {
