@@ -31,7 +31,7 @@ func TestRunHelpAndMistakes(t *testing.T) {
 		{[]string{"serve", "--nope"}, 2, "", "flag provided but not defined: -nope", true},
 		{[]string{"bench", "--nope"}, 2, "", "Workloads, run in this order", true},
 		{[]string{"serve", "--engine", "oracle"}, 2, "", `--engine "oracle"`, true},
-		{[]string{"serve", "--max-body-memory", "1MiB"}, 2, "", "want at least 8MiB", true},
+		{[]string{"serve", "--max-body-memory", "32MiB"}, 2, "", "want at least 48MiB", true},
 		{[]string{"serve", "--disk-reserve", "0"}, 2, "", "--disk-reserve 0: want at least 4MiB", true},
 		{[]string{"serve", "--stall-timeout", "0s"}, 2, "", "--stall-timeout must be positive", true},
 		{[]string{"version", "x"}, 2, "", "unexpected arguments: x", true},
@@ -90,8 +90,8 @@ func TestParseServeLimits(t *testing.T) {
 		t.Errorf("limits %+v", l)
 	}
 	// A flag wins over its environment variable.
-	o, err = parseServe([]string{"--stall-timeout", "3s", "--max-body-memory", "16777216"})
-	if err != nil || o.limits.StallTimeout != 3*time.Second || o.limits.MaxBodyMemory != 16<<20 {
+	o, err = parseServe([]string{"--stall-timeout", "3s", "--max-body-memory", "67108864"})
+	if err != nil || o.limits.StallTimeout != 3*time.Second || o.limits.MaxBodyMemory != 64<<20 {
 		t.Errorf("flags over env: %+v, %v", o.limits, err)
 	}
 	t.Setenv("CERULEAN_BODY_TIMEOUT", "soon")

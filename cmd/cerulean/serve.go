@@ -384,8 +384,10 @@ func (o *serveOptions) check() error {
 			o.diskReserve, formatSize(pebble.MinDiskReserve), formatSize(pebble.DiskReserveFor(uint64(o.memTable))))
 	}
 	l := o.limits
-	if l.MaxBodyMemory < 8<<20 {
-		return fmt.Errorf("--max-body-memory %d: want at least 8MiB (a batch body alone may be 4 MiB)", l.MaxBodyMemory)
+	if l.MaxBodyMemory < 48<<20 {
+		// One client may hold a quarter of it in large bodies (server/body.go), and a
+		// 4 MiB batch holds up to 12 MiB while it is received, decoded and answered.
+		return fmt.Errorf("--max-body-memory %d: want at least 48MiB (one client may hold a quarter of it for bodies over 64 KiB, and a 4 MiB batch takes up to 12 MiB)", l.MaxBodyMemory)
 	}
 	for _, d := range []struct {
 		name string
