@@ -22,7 +22,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/ceruleandb/cerulean/client"
-	"github.com/ceruleandb/cerulean/internal/gcfloor"
 )
 
 // bulkClient is a lean REST client for srv's default account.
@@ -386,7 +385,7 @@ func TestCompatPythonBulk(t *testing.T) {
 // --max-body-memory (128 MiB here), so all sixteen were decoded at once and the server's
 // peak RSS grew by several times the setting. Now the decoded operations count as they are
 // decoded: requests past the budget are answered 503 (each client retries, as the SDKs do)
-// and the peak stays within the setting plus the collector's headroom. Every update
+// and the peak stays within twice the setting (the collector's slack). Every update
 // addresses a missing entity (404 each), so the engine holds nothing of them.
 func TestBulkMemoryCounted(t *testing.T) {
 	const (
@@ -440,9 +439,11 @@ func TestBulkMemoryCounted(t *testing.T) {
 	rss, hwm := srv.memKB(t)
 	t.Logf("%d bulk requests of %d updates at once in %v (%d answers 503 on the way): RSS %d MB before, peak %d MB, %d MB after",
 		clients, n, time.Since(began).Round(time.Millisecond), busy.Load(), start>>10, hwm>>10, rss>>10)
-	// What the budget counts plus the collector's headroom (internal/gcfloor): the heap may
-	// grow that much past what is live before it is collected.
-	if limitKB := start + (budget+gcfloor.DefaultHeadroom)>>10; hwm > limitKB {
-		t.Errorf("peak RSS %d MB, want under %d MB (%d MB at the start, --max-body-memory 128 MiB, 64 MiB of GC headroom)", hwm>>10, limitKB>>10, start>>10)
+	// What the budget counts, and as much again: the collector lets the heap grow past
+	// what is live by the larger of its floor's headroom (internal/gcfloor, 64 MiB) and
+	// what is live (GOGC=100) before it collects the bodies already answered. (Measured:
+	// 155–196 MB on Pebble and PostgreSQL; 551 and 571 MB before.)
+	if limitKB := start + 2*budget>>10; hwm > limitKB {
+		t.Errorf("peak RSS %d MB, want under %d MB (%d MB at the start, twice --max-body-memory 128 MiB)", hwm>>10, limitKB>>10, start>>10)
 	}
 }
