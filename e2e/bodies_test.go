@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/ceruleandb/cerulean/client"
 	"github.com/ceruleandb/cerulean/internal/gcfloor"
 )
 
@@ -40,7 +41,13 @@ type upload struct {
 // startUpload connects and sends the headers of an authenticated Insert Entity declaring a
 // body of declared bytes.
 func startUpload(t testing.TB, srv *server, table string, declared int) (*upload, error) {
-	conn, err := srv.dial(&net.Dialer{Timeout: 10 * time.Second})
+	return startUploadFrom(t, srv, table, declared, nil)
+}
+
+// startUploadFrom is startUpload from a local address (nil: any), so that a test can be
+// two clients: 127.0.0.1 and 127.0.0.2 are both this host's loopback.
+func startUploadFrom(t testing.TB, srv *server, table string, declared int, local net.Addr) (*upload, error) {
+	conn, err := srv.dial(&net.Dialer{Timeout: 10 * time.Second, LocalAddr: local})
 	if err != nil {
 		return nil, err
 	}
@@ -270,18 +277,20 @@ func TestTricklingUploadCutOff(t *testing.T) {
 // upload is answered at once with 503 ServerBusy and Retry-After (which every SDK retries),
 // and small writes still get through.
 func TestBodyBudgetServerBusy(t *testing.T) {
-	srv := startServer(t, withChildEnv("CERULEAN_MAX_BODY_MEMORY=8MiB", "CERULEAN_STALL_TIMEOUT=20s"))
+	srv := startServer(t, withChildEnv("CERULEAN_MAX_BODY_MEMORY=48MiB", "CERULEAN_STALL_TIMEOUT=20s"))
 	svc := newServiceClient(t, srv)
 	client, name := newTable(t, svc)
-	// Bodies over 64 KiB may hold half of the 8 MiB: a stalled 3 MiB upload holds most of
-	// those 4 MiB, a second one does not fit.
-	held, err := startUpload(t, srv, name, 3<<20+100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.conn.Close()
-	if err := held.send(3<<20, 10*time.Second); err != nil {
-		t.Fatal(err)
+	// Bodies over 64 KiB may hold half of the 48 MiB, and one client half of that: three
+	// stalled uploads of 3.9 MiB hold most of those 12 MiB, a fourth one does not fit.
+	for range 3 {
+		held, err := startUpload(t, srv, name, 4<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.conn.Close()
+		if err := held.send(4<<20-100<<10, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
 	time.Sleep(300 * time.Millisecond)
 	u, err := startUpload(t, srv, name, 3<<20)
@@ -475,4 +484,135 @@ func findLogLine(srv *server, parts ...string) string {
 		}
 	}
 	return ""
+}
+
+// httpClientFrom is an HTTP client whose connections come from the local address ip
+// (another loopback address is another client to the server).
+func httpClientFrom(srv *server, ip string) *http.Client {
+	d := &net.Dialer{Timeout: 10 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 4}
+	if srv.HTTPS() {
+		tr.TLSClientConfig = srv.clientTLS("")
+	}
+	return &http.Client{Transport: tr, Timeout: 2 * time.Minute}
+}
+
+// TestLargeBodiesFairAcrossClients (issue 42, item 25): one client (127.0.0.1) opens 31
+// uploads declaring 4 MiB and trickles them after 1.1 MiB each, as a slow or hostile
+// writer would. Before, they held every byte bodies over 64 KiB may hold (half of
+// --max-body-memory), and every large write of every client was refused with 503 for the
+// five minutes a body may take. Now one client holds at most half of that: another client
+// (127.0.0.2) has its large writes — an entity of 300 KB, a $batch of 1 MB, a bulk request
+// of 1 MB — served, while the first client's own next large write is refused.
+func TestLargeBodiesFairAcrossClients(t *testing.T) {
+	other := &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}
+	if ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: other.IP}); err != nil {
+		t.Skipf("no second loopback address: %v", err)
+	} else {
+		ln.Close()
+	}
+	srv := startServer(t, withChildEnv("CERULEAN_STALL_TIMEOUT=20s")) // --max-body-memory 64 MiB
+	svc := newServiceClient(t, srv)
+	_, name := newTable(t, svc)
+
+	// The first client's trickling uploads.
+	const uploads = 31
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	var ups []*upload
+	defer func() {
+		for _, u := range ups {
+			u.conn.Close()
+		}
+	}()
+	for range uploads {
+		u, err := startUpload(t, srv, name, 4<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = u.send(1100<<10, 20*time.Second) // the server may stop reading: its budget refused it
+		ups = append(ups, u)
+		wg.Go(func() {
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					_ = u.conn.SetWriteDeadline(time.Now().Add(time.Second))
+					if _, err := u.conn.Write([]byte("a")); err != nil {
+						return
+					}
+				}
+			}
+		})
+	}
+	defer func() {
+		if stop != nil {
+			close(stop)
+			wg.Wait()
+		}
+	}()
+	time.Sleep(time.Second)
+
+	// The other client's large writes.
+	acct := srv.Default()
+	hc := httpClientFrom(srv, "127.0.0.2")
+	prop := strings.Repeat("x", 30000)
+	big := map[string]any{"PartitionKey": "other", "RowKey": "entity"}
+	for i := range 10 {
+		big[fmt.Sprintf("S%d", i)] = prop
+	}
+	u, err := startUploadFrom(t, srv, name, len(marshal(t, big)), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.conn.Close()
+	if _, err := u.conn.Write(marshal(t, big)); err != nil {
+		t.Fatalf("the other client's 300 KB entity: %v", err)
+	}
+	if status, code, _ := u.result(30 * time.Second); status != http.StatusCreated {
+		t.Errorf("the other client's 300 KB entity: %d %s, want 201", status, code)
+	}
+
+	otherSvc := newServiceClientFor(t, srv.Endpoint(acct.Name), acct.Name, acct.Key, hc)
+	var actions []aztables.TransactionAction
+	for i := range 33 {
+		e := marshal(t, map[string]any{"PartitionKey": "batch", "RowKey": strconv.Itoa(i), "S": prop})
+		actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: e})
+	}
+	if _, err := otherSvc.NewClient(name).SubmitTransaction(ctx(t), actions, nil); err != nil {
+		t.Errorf("the other client's 1 MB $batch: %v", err)
+	}
+
+	bc := bulkClient(t, srv)
+	bc.HTTP = hc
+	_, elastic := newElasticTable(t, srv, bc)
+	var ops []client.BulkOp
+	for i := range 200 {
+		ops = append(ops, client.BulkOp{Op: client.BulkInsert, Entity: marshal(t, map[string]any{"PartitionKey": "bulk", "RowKey": strconv.Itoa(i), "S": prop[:5000]})})
+	}
+	if res, err := bc.Bulk(ctx(t), elastic, ops); err != nil || res.Failed != 0 {
+		t.Errorf("the other client's 1 MB bulk request: %v", err)
+	}
+
+	// The first client's uploads beyond its half were refused (503), the others still hold
+	// theirs (no answer yet).
+	close(stop)
+	wg.Wait()
+	stop = nil
+	for _, u := range ups {
+		wg.Go(func() {
+			if status, code, _ := u.result(2 * time.Second); status == http.StatusServiceUnavailable && code == "ServerBusy" {
+				refused.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d of the first client's %d trickling uploads were refused", refused.Load(), uploads)
+	if n := refused.Load(); n < 10 {
+		t.Errorf("%d of the first client's %d uploads of 1.1 MiB were refused; one client may hold 16 MiB", n, uploads)
+	}
 }

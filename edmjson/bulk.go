@@ -43,6 +43,14 @@ const maxBulkDepth = 32
 // document's. Work is linear in the body: the scan passes over each entity once to find
 // its end, and DecodeEntity once more.
 func DecodeBulk(body []byte, maxOps int) ([]BulkOperation, error) {
+	return DecodeBulkEach(body, maxOps, nil)
+}
+
+// DecodeBulkEach is DecodeBulk, calling each (when not nil) with every operation as soon
+// as it is decoded; an error from each ends the decoding and is returned as it is. A
+// caller that counts the memory the operations take (they take up to ten times their
+// JSON) refuses a request before it holds too much.
+func DecodeBulkEach(body []byte, maxOps int, each func(*BulkOperation) error) ([]BulkOperation, error) {
 	d := decoder{b: body}
 	if bytes.HasPrefix(body, []byte("\xEF\xBB\xBF")) {
 		d.i = 3
@@ -77,7 +85,7 @@ func DecodeBulk(body []byte, maxOps int) ([]BulkOperation, error) {
 			return nil, invalidf(`"operations" appears twice`)
 		}
 		seen = true
-		if ops, err = d.bulkOperations(maxOps); err != nil {
+		if ops, err = d.bulkOperations(maxOps, each); err != nil {
 			return nil, err
 		}
 		d.ws()
@@ -112,7 +120,7 @@ func (d *decoder) key() ([]byte, error) {
 }
 
 // bulkOperations scans the operations array.
-func (d *decoder) bulkOperations(maxOps int) ([]BulkOperation, error) {
+func (d *decoder) bulkOperations(maxOps int, each func(*BulkOperation) error) ([]BulkOperation, error) {
 	if d.peek() != '[' {
 		return nil, d.errSyntax(`"operations" must be an array`)
 	}
@@ -133,6 +141,11 @@ func (d *decoder) bulkOperations(maxOps int) ([]BulkOperation, error) {
 		op, err := d.bulkOperation(len(ops))
 		if err != nil {
 			return nil, err
+		}
+		if each != nil {
+			if err := each(&op); err != nil {
+				return nil, err
+			}
 		}
 		ops = append(ops, op)
 		d.ws()

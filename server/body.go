@@ -2,15 +2,21 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/ceruleandb/cerulean/azerr"
+	"github.com/ceruleandb/cerulean/entity"
 )
 
 // Request bodies are the one place a client decides how much memory the server holds and for
@@ -23,6 +29,23 @@ import (
 //     which every SDK retries, instead of buffering without bound. Bodies declared larger
 //     than smallBody (or of unknown length) may use only half of the budget, so uploads of
 //     large batches, stalled or not, cannot starve the ordinary small writes.
+//   - One client may hold at most half of the budget, and half of what large bodies may
+//     hold, so that another client always finds at least as much: 31 uploads of one client
+//     trickling 4 MiB bodies used to hold every byte large bodies may hold, and every other
+//     write over 64 KiB, from anyone, was refused for the five minutes a body may take
+//     (issue 42, item 25). A client is a remote address — an IPv6 one by its /64, which
+//     one host usually has whole — not a connection (free to open, and the trickling
+//     uploads had one each) and not an account (one account serves every client of an
+//     application, and every holder of its SASs). Behind a proxy all clients share its
+//     address, and so its half. The time a body may hold its bytes is bounded as before:
+//     BodyTimeout for the whole body, which for a large body is a minimum rate stricter
+//     than those of Kestrel (MinRequestBodyDataRate, 240 B/s after a 5 s grace), IIS
+//     (minBytesPerSecond, 240 B/s) or Apache (mod_reqtimeout, MinRate=500 B/s): a 4 MiB body
+//     must come at 14 KB/s; a client that sends faster than that is served, however slow.
+//   - What a request keeps once its body is decoded counts too (holdDecoded): the
+//     operations of a bulk request took 1.2 to 11.6 times their JSON's size in memory, and
+//     only the JSON was counted, so --max-body-memory bounded a fraction of what it said
+//     (issue 42, item 27).
 //   - Reading is timed: a client may pause at most Options.StallTimeout between bytes and
 //     take at most Options.BodyTimeout for the whole body; past either it is answered 500
 //     OperationTimedOut (the service's code for a timed-out request) and its connection is
@@ -42,50 +65,107 @@ const (
 // the next ones to pile onto.
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, bodyChunk); return &b }}
 
-// bodyBudget counts the request-body bytes held by all requests together.
+// bodyBudget counts the request-body bytes held by all requests together, and by each
+// client.
 type bodyBudget struct {
 	limit int64 // every body together
 	large int64 // bodies declared larger than smallBody, or of unknown length, together
 	used  atomic.Int64
 	inBig atomic.Int64
+	// clients is what each client holds, of all bodies and of large ones: at most half
+	// of limit and of large. Clients are told apart by clientSlot, a hash of their
+	// address; two that share a slot share its halves.
+	clients []clientHold
 }
+
+// clientHold is what one client slot holds.
+type clientHold struct{ all, big atomic.Int64 }
+
+// clientSlots is how many clients the budget tells apart.
+const clientSlots = 4096
 
 func newBodyBudget(limit int64) *bodyBudget {
-	return &bodyBudget{limit: limit, large: limit / 2}
+	return &bodyBudget{limit: limit, large: limit / 2, clients: make([]clientHold, clientSlots)}
 }
 
-// acquire takes n bytes for a small or a large body; false means the budget is spent.
-func (b *bodyBudget) acquire(n int64, large bool) bool {
+// clientCap is the most one client may hold of small or of large bodies.
+func (b *bodyBudget) clientCap(large bool) int64 {
 	if large {
-		for {
-			u := b.inBig.Load()
-			if u+n > b.large {
-				return false
-			}
-			if b.inBig.CompareAndSwap(u, u+n) {
-				break
-			}
-		}
+		return b.large / 2
 	}
+	return b.limit / 2
+}
+
+// acquire takes n bytes for a small or a large body of the client in slot c; false means
+// the budget, or the client's share of it, is spent.
+func (b *bodyBudget) acquire(n int64, large bool, c int) bool {
+	ch := &b.clients[c]
+	if !addUpTo(&ch.all, n, b.limit/2) {
+		return false
+	}
+	if large && !addUpTo(&ch.big, n, b.large/2) {
+		ch.all.Add(-n)
+		return false
+	}
+	if large && !addUpTo(&b.inBig, n, b.large) {
+		ch.all.Add(-n)
+		ch.big.Add(-n)
+		return false
+	}
+	if !addUpTo(&b.used, n, b.limit) {
+		ch.all.Add(-n)
+		if large {
+			ch.big.Add(-n)
+			b.inBig.Add(-n)
+		}
+		return false
+	}
+	return true
+}
+
+// addUpTo adds n to a unless that takes it past most; it reports whether it did.
+func addUpTo(a *atomic.Int64, n, most int64) bool {
 	for {
-		u := b.used.Load()
-		if u+n > b.limit {
-			if large {
-				b.inBig.Add(-n)
-			}
+		u := a.Load()
+		if u+n > most {
 			return false
 		}
-		if b.used.CompareAndSwap(u, u+n) {
+		if a.CompareAndSwap(u, u+n) {
 			return true
 		}
 	}
 }
 
-func (b *bodyBudget) release(n int64, large bool) {
+func (b *bodyBudget) release(n int64, large bool, c int) {
 	b.used.Add(-n)
+	b.clients[c].all.Add(-n)
 	if large {
 		b.inBig.Add(-n)
+		b.clients[c].big.Add(-n)
 	}
+}
+
+// clientSlot is the budget slot of the client at remoteAddr (host:port): its IP address,
+// or an IPv6 address's first 64 bits, hashed (FNV-1a) into clientSlots. The hash is fixed,
+// so a client keeps its slot across connections.
+func clientSlot(remoteAddr string) int {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	h := uint64(14695981039346656037)
+	mix := func(c byte) { h = (h ^ uint64(c)) * 1099511628211 }
+	if a, err := netip.ParseAddr(host); err == nil && a.Is6() && !a.Is4In6() {
+		b := a.As16()
+		for _, c := range b[:8] {
+			mix(c)
+		}
+	} else {
+		for i := range len(host) {
+			mix(host[i])
+		}
+	}
+	return int(h % clientSlots)
 }
 
 // bodyRead is one body being received; the server keeps it in a set so that shutdown can
@@ -230,8 +310,8 @@ func (s *Server) readBodyTo(rq *request, limit int64, pooled bool) ([]byte, erro
 	defer func() { rq.bytesIn = total }()
 	for {
 		if total == int64(len(chunks))*bodyChunk {
-			if !s.hold(rq, bodyChunk) {
-				return nil, s.bodyFailed(rq, azerr.New(azerr.ServerBusy))
+			if e := s.hold(rq, bodyChunk); e != nil {
+				return nil, s.bodyFailed(rq, e)
 			}
 			chunks = append(chunks, chunkPool.Get().(*[]byte))
 		}
@@ -261,8 +341,8 @@ func (s *Server) readBodyTo(rq *request, limit int64, pooled bool) ([]byte, erro
 	_ = rq.rc.SetReadDeadline(time.Time{})
 
 	// One contiguous copy for the decoders; the chunks go back to the pool.
-	if !s.hold(rq, total) {
-		return nil, s.bodyFailed(rq, azerr.New(azerr.ServerBusy))
+	if e := s.hold(rq, total); e != nil {
+		return nil, s.bodyFailed(rq, e)
 	}
 	var body []byte
 	if pooled && total <= maxPooledBody {
@@ -327,18 +407,53 @@ func (s *Server) bodyFailed(rq *request, e *azerr.Error) *azerr.Error {
 	return e
 }
 
-// hold takes n bytes of the body budget for the request.
-func (s *Server) hold(rq *request, n int64) bool {
-	if !s.budget.acquire(n, rq.bodyLarge) {
-		return false
+// hold takes n bytes of the body budget for the request. It answers 503 ServerBusy when
+// others hold the rest (the request may be retried), and 413 RequestBodyTooLarge when the
+// request would hold more than one client may, which it could never get.
+func (s *Server) hold(rq *request, n int64) *azerr.Error {
+	if rq.client == 0 {
+		rq.client = int32(clientSlot(rq.r.RemoteAddr)) + 1
 	}
-	rq.bodyHeld += n
-	return true
+	if s.budget.acquire(n, rq.bodyLarge, int(rq.client-1)) {
+		rq.bodyHeld += n
+		return nil
+	}
+	if most := s.budget.clientCap(rq.bodyLarge); rq.bodyHeld+n > most {
+		return azerr.New(azerr.RequestBodyTooLarge).WithDetail(fmt.Sprintf(
+			"The request would hold %s of memory, more than one client may hold (%s of --max-body-memory %s); send a smaller request.",
+			sizeText(rq.bodyHeld+n), sizeText(most), sizeText(s.limits.MaxBodyMemory)))
+	}
+	return azerr.New(azerr.ServerBusy)
+}
+
+// decodedSize is what a decoded entity takes in memory: its keys, its property slice and
+// each property's name and value, every string and byte slice with the slack of a small
+// allocation. The operations of bulk requests and $batch are held (hold) at this size as
+// they are decoded.
+func decodedSize(e *entity.Entity) int64 {
+	const slack = 8
+	n := int64(len(e.PartitionKey)+len(e.RowKey)+2*slack) + int64(cap(e.Props))*int64(unsafe.Sizeof(entity.Property{}))
+	for i := range e.Props {
+		p := &e.Props[i]
+		n += int64(len(p.Name) + len(p.Value.Str) + cap(p.Value.Bytes) + 3*slack)
+	}
+	return n
 }
 
 func (s *Server) unhold(rq *request, n int64) {
-	s.budget.release(n, rq.bodyLarge)
+	s.budget.release(n, rq.bodyLarge, int(rq.client-1))
 	rq.bodyHeld -= n
+}
+
+// sizeText renders a byte count for a message: "3.2 MiB", "512 KiB".
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+	case n >= 1<<10:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
 }
 
 // releaseBody returns what the request still holds of the body budget; ServeHTTP calls it

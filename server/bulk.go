@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"unsafe"
 
 	"github.com/ceruleandb/cerulean/auth"
 	"github.com/ceruleandb/cerulean/azerr"
@@ -50,14 +51,26 @@ import (
 // bulkBodyCap is the largest bulk body accepted whatever the memory budget.
 const bulkBodyCap = 32 << 20
 
-// bulkBodyLimit is the largest bulk request body: a quarter of --max-body-memory, at
-// most bulkBodyCap (16 MiB with the default budget). readBody holds a body twice for a
-// moment (its chunks and one contiguous copy), and bodies over 64 KiB together may use
-// half of the budget, so one bulk body of this size can always be received while small
-// requests keep the other half.
+// bulkBodyLimit is the largest bulk request body: a sixteenth of --max-body-memory, at
+// most bulkBodyCap (4 MiB with the default budget). Bodies over 64 KiB together may hold
+// half of the budget and one client half of that (body.go), and a bulk request holds
+// about four times its body at its peak: twice while it is received (its chunks and one
+// contiguous copy), then the body and its decoded operations, which take one to two times
+// the body for entities of a few properties (decodedSize and bulkOpOverhead: 2 MiB of
+// 900-byte entities held 5.5 MiB). So a bulk body of this size with ordinary entities
+// always fits in what one client may hold; one whose operations would take more (many
+// tiny properties take up to twelve times their JSON) is refused with 413 as it is
+// decoded.
 func (s *Server) bulkBodyLimit() int64 {
-	return min(bulkBodyCap, s.limits.MaxBodyMemory/4)
+	return min(bulkBodyCap, s.limits.MaxBodyMemory/16)
 }
+
+// bulkOpOverhead is what each operation of a bulk request holds besides its entity
+// (decodedSize), from decoding to the answer: the decoder's operation (twice: its slice
+// grows by doubling), the table operation, its item and its result, and about 256 bytes
+// of the answer's JSON and the duplicate check's map.
+const bulkOpOverhead = 2*int64(unsafe.Sizeof(edmjson.BulkOperation{})) + int64(unsafe.Sizeof(table.BulkOp{})) +
+	int64(unsafe.Sizeof(table.BulkItem{})) + int64(unsafe.Sizeof(bulkResultJSON{})) + 256
 
 // bulkOps maps the request's op names to mutations.
 var bulkOps = map[string]storage.Op{
@@ -124,6 +137,9 @@ func (s *Server) bulkRequest(rq *request, method string) error {
 	if err != nil {
 		return err
 	}
+	// Nothing decoded aliases the body: its memory goes back to the budget (and to the
+	// collector), and the decoded operations hold theirs until the request ends.
+	s.unhold(rq, int64(len(body)))
 	rq.obs.BatchSize = len(ops)
 	res, err := s.tables.Bulk(rq.r.Context(), rq.account, rq.res.Table, ops)
 	if err != nil {
@@ -169,10 +185,18 @@ func (s *Server) unknownComp(rq *request, method string) error {
 	return s.aclRequest(rq, method)
 }
 
-// decodeBulk reads the request document into table operations. Errors in the document's
-// shape refuse the whole request; errors in one entity become that operation's Err.
+// decodeBulk reads the request document into table operations, holding the memory each
+// takes (decodedSize and bulkOpOverhead) of the body budget as it is decoded. Errors in
+// the document's shape refuse the whole request, as does a budget that cannot hold the
+// operations (503, or 413 when one client may never hold that much); errors in one entity
+// become that operation's Err.
 func (s *Server) decodeBulk(rq *request, body []byte) ([]table.BulkOp, error) {
-	in, err := edmjson.DecodeBulk(body, table.MaxBulkOperations)
+	in, err := edmjson.DecodeBulkEach(body, table.MaxBulkOperations, func(o *edmjson.BulkOperation) error {
+		if e := s.hold(rq, bulkOpOverhead+decodedSize(&o.Entity)); e != nil {
+			return e
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -238,8 +238,8 @@ func TestBulkMalformed(t *testing.T) {
 // TestBulkBodyLimit: a body over the limit is 413 RequestBodyTooLarge, whether declared
 // or discovered while reading, and the limit follows the body memory budget.
 func TestBulkBodyLimit(t *testing.T) {
-	hs, _ := bulkServer(t, Limits{MaxBodyMemory: 8 << 20})
-	limit := 2 << 20 // a quarter of the budget
+	hs, _ := bulkServer(t, Limits{MaxBodyMemory: 32 << 20})
+	limit := 2 << 20 // a sixteenth of the budget
 	item := `{"op":"upsert","entity":{"PartitionKey":"p","RowKey":"%d","S":"` + strings.Repeat("x", 900) + `"}},`
 	var sb strings.Builder
 	sb.WriteString(`{"operations":[`)
@@ -279,7 +279,7 @@ func TestBulkBodyLimit(t *testing.T) {
 // still writing its last 64 KiB a second later, failed with a broken pipe (as
 // TestBulkBodyLimit's Go client once did on a loaded machine).
 func TestOverLimitBodySentWhole(t *testing.T) {
-	hs, _ := bulkServer(t, Limits{MaxBodyMemory: 8 << 20})
+	hs, _ := bulkServer(t, Limits{MaxBodyMemory: 32 << 20})
 	limit := 2 << 20
 	item := `{"op":"upsert","entity":{"PartitionKey":"p","RowKey":"%d","S":"` + strings.Repeat("x", 900) + `"}},`
 	var sb strings.Builder

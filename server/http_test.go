@@ -138,19 +138,33 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestBodyBudgetAccounting(t *testing.T) {
-	b := newBodyBudget(1 << 20) // large bodies: 512 KiB
-	if !b.acquire(512<<10, true) || b.acquire(1, true) {
+	b := newBodyBudget(1 << 20) // large bodies: 512 KiB; one client: 512 KiB, 256 KiB large
+	c1, c2, c3 := clientSlot("10.0.0.1:1000"), clientSlot("10.0.0.2:1000"), clientSlot("10.0.0.3:1000")
+	if c1 == c2 || c2 == c3 || c1 == c3 || clientSlot("10.0.0.1:2000") != c1 {
+		t.Fatalf("client slots %d %d %d: want one per address, whatever the port", c1, c2, c3)
+	}
+	if !b.acquire(256<<10, true, c1) || b.acquire(1, true, c1) {
+		t.Fatal("one client's large bodies must get exactly half of what large bodies may hold")
+	}
+	if !b.acquire(256<<10, true, c2) || b.acquire(1, true, c3) {
 		t.Fatal("large bodies must get exactly half of the budget")
 	}
-	if !b.acquire(512<<10, false) || b.acquire(1, false) {
+	if !b.acquire(256<<10, false, c1) || b.acquire(1, false, c1) {
+		t.Fatal("one client must get at most half of the budget")
+	}
+	if !b.acquire(256<<10, false, c3) || b.acquire(1, false, c3) {
 		t.Fatal("small bodies must get the rest, and no more")
 	}
-	b.release(512<<10, true)
-	if b.inBig.Load() != 0 || b.used.Load() != 512<<10 {
-		t.Fatalf("after release: used %d, large %d", b.used.Load(), b.inBig.Load())
+	b.release(256<<10, true, c1)
+	if b.inBig.Load() != 256<<10 || b.used.Load() != 768<<10 || b.clients[c1].all.Load() != 256<<10 || b.clients[c1].big.Load() != 0 {
+		t.Fatalf("after release: used %d, large %d, client %+v", b.used.Load(), b.inBig.Load(), &b.clients[c1])
 	}
-	if !b.acquire(512<<10, true) {
+	if !b.acquire(256<<10, true, c1) {
 		t.Fatal("released bytes must be available again")
+	}
+	// IPv6 clients are told apart by their /64.
+	if clientSlot("[2001:db8:1:2::1]:443") != clientSlot("[2001:db8:1:2:ffff::9]:80") {
+		t.Error("two addresses of one /64 are two clients")
 	}
 }
 
@@ -171,8 +185,8 @@ func TestBodyMemoryFollowsArrivals(t *testing.T) {
 // connection closed; small bodies still pass.
 func TestBodyBudgetServerBusy(t *testing.T) {
 	srv, hs, _ := limitsServer(t, Limits{MaxBodyMemory: 256 << 10, StallTimeout: time.Minute}, slog.LevelError)
-	rawUpload(t, hs, 1<<20, braces(100<<10)) // holds 128 KiB of the 128 KiB for large bodies
-	waitFor(t, "the first upload to hold its share", func() bool { return srv.budget.inBig.Load() >= 96<<10 })
+	rawUpload(t, hs, 1<<20, braces(40<<10)) // holds 64 KiB: what one client may hold of large bodies
+	waitFor(t, "the first upload to hold its share", func() bool { return srv.budget.inBig.Load() >= 64<<10 })
 
 	conn, br := rawUpload(t, hs, 1<<20, braces(64<<10))
 	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))

@@ -192,6 +192,9 @@ type request struct {
 	bodyDone  bool
 	bodyLarge bool
 	bodyHeld  int64
+	// client is the request's slot in the body budget (clientSlot) plus one, 0 until the
+	// request holds any.
+	client int32
 	// pooledBody is readBatchBody's buffer, back to its pool when the request ends.
 	pooledBody *[]byte
 	bytesIn    int64

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ceruleandb/cerulean/azerr"
 	"github.com/ceruleandb/cerulean/entity"
 )
 
@@ -111,6 +112,27 @@ type Record struct {
 type Applied struct {
 	Versions []int64
 	Position Position
+}
+
+// Each is what ApplyEach reports: for every mutation, in the mutations' order, its new
+// version (0 for Delete) when it committed, or in Errs why it did not; and a Position that
+// covers every commit of the call (0 when nothing committed).
+type Each struct {
+	Versions []int64
+	Errs     []error
+	Position Position
+}
+
+// PerMutation reports whether err, a mutation's Err in an Each, is about that mutation
+// alone (a failed precondition, or an entity the mutation would leave invalid) rather
+// than about the call as a whole (the table is gone, the store cannot be reached or is
+// full, the caller gave up).
+func PerMutation(err error) bool {
+	if errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrVersionMismatch) {
+		return true
+	}
+	var ae *azerr.Error
+	return errors.As(err, &ae)
 }
 
 // Key addresses an entity within a table.
@@ -238,6 +260,16 @@ type TableInfo struct {
 //     close to the wall clock (it is the Timestamp).
 //   - An Apply with no mutations does nothing; an unknown Op is an error.
 //   - Apply returns only after the write is durable (synced or committed).
+//   - ApplyEach is not atomic: each of its mutations commits or fails on its own, under
+//     exactly the rules (preconditions, merge, validation, expiry) of an Apply of that
+//     mutation alone, and Each.Errs[i] then holds what that Apply's ApplyError would: the
+//     failed mutation wrote nothing, and no other mutation of the call depends on it.
+//     The mutations must name distinct rows (else an error, and nothing is written). Its
+//     cost is linear in the mutations whatever fails: a failure never makes the engine
+//     apply the others again. An error that is not about one mutation (the table is
+//     missing, the store unavailable or full, ctx done) is returned when nothing of the
+//     call committed, and is otherwise the Err of each mutation it kept from committing.
+//     What ApplyEach reports as committed is durable when it returns.
 //   - Two concurrent conditional writes on one entity never both succeed; Applies on
 //     different partitions do not wait for each other.
 //   - DeleteTable is instant; the rows are purged in the background, and a table created
@@ -312,6 +344,10 @@ type Engine interface {
 	// Apply runs mutations on one partition atomically and returns each mutation's new
 	// version (0 for Delete) and the commit's position.
 	Apply(ctx context.Context, account, table, partitionKey string, muts []Mutation) (Applied, error)
+	// ApplyEach runs mutations of distinct rows on one partition each on its own, not as
+	// a transaction, and reports each one's outcome (see above): the engine write of
+	// bulk requests, whose operations succeed or fail one by one.
+	ApplyEach(ctx context.Context, account, table, partitionKey string, muts []Mutation) (Each, error)
 	// ReadView opens a View for one request's reads at the given consistency (see
 	// above and View).
 	ReadView(ctx context.Context, opts ReadOptions) (View, error)

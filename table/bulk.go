@@ -19,11 +19,14 @@ import (
 //
 // How they are applied (docs/protocol.md §15):
 //   - Operations are grouped by PartitionKey. Each partition's operations run in request
-//     order, in engine Applies of up to MaxBatchOperations mutations; different
-//     partitions run in parallel on at most BulkWorkers goroutines per request.
-//   - An Apply is atomic, so an entity is never half-written. When one mutation of an
-//     Apply fails (storage.ApplyError), that operation is recorded as failed and the
-//     Apply is retried without it: a failure affects exactly the operation that caused it.
+//     order, in engine writes (storage.Engine.ApplyEach) of up to MaxBatchOperations
+//     mutations; different partitions run in parallel on at most BulkWorkers goroutines
+//     per request.
+//   - ApplyEach applies each mutation on its own, so an entity is never half-written and
+//     a failure affects exactly the operation that caused it; it checks the conditions
+//     in the engine (several front ends may share a database) and costs the same however
+//     many of its mutations fail: one engine write per group, never a re-run of the
+//     others.
 //   - Operations that fail validation (entity limits, keys, a condition on an insert) fail
 //     alone before anything is applied. So does an operation whose entity an earlier
 //     valid operation of the request already names (InvalidDuplicateRow): the order of
@@ -34,6 +37,12 @@ import (
 //     attempted are reported as not done. An engine error that is not about one
 //     operation (unavailable, disk full, table deleted) stops the request the same way:
 //     the operations not attempted carry that error, so the caller can retry them.
+//     (Before ApplyEach, a group was one atomic Apply retried without each operation
+//     that failed: with 50 conflicting inserts in each group of 100, a 10,000-operation
+//     request made 5,100 Applies, and took 32.9 s on PostgreSQL instead of 1.6 s when
+//     none conflicted, 1.0 s on Pebble instead of 0.32 s. With ApplyEach: 1.75 s against
+//     1.41 s, and 0.30 s against 0.34 s; BenchmarkBulkConflicts on a loaded 2-core
+//     machine.)
 
 // MaxBulkOperations is the most operations one bulk request may hold.
 const MaxBulkOperations = 10_000
@@ -233,47 +242,49 @@ func (b *bulkRun) halt(e *azerr.Error) {
 }
 
 // partition applies one partition's operations (indexes into ops, in request order) in
-// Applies of up to MaxBatchOperations mutations.
+// engine writes of up to MaxBatchOperations mutations.
 func (b *bulkRun) partition(ctx, applyCtx context.Context, idx []int) {
 	pk := b.ops[idx[0]].Entity.PartitionKey
-	chunk := make([]int, 0, MaxBatchOperations)
 	muts := make([]storage.Mutation, 0, MaxBatchOperations)
 	for len(idx) > 0 {
 		n := min(len(idx), MaxBatchOperations)
-		chunk = append(chunk[:0], idx[:n]...)
+		chunk := idx[:n]
 		idx = idx[n:]
-		for len(chunk) > 0 {
-			if e := b.halted(ctx); e != nil {
-				b.failAll(chunk, e)
-				b.failAll(idx, e)
-				return
-			}
-			muts = muts[:0]
-			for _, i := range chunk {
-				muts = append(muts, mutationOf(&b.ops[i]))
-			}
-			applied, err := b.s.eng.Apply(applyCtx, b.account, b.table, pk, muts)
-			if err == nil {
-				b.s.markAvailable()
-				for j, i := range chunk {
-					b.items[i].Version = applied.Versions[j]
-				}
-				b.mu.Lock()
-				b.pos = max(b.pos, applied.Position)
-				b.mu.Unlock()
-				break
-			}
-			var ae *storage.ApplyError
-			if errors.As(err, &ae) && ae.Index >= 0 && ae.Index < len(chunk) {
-				// That operation alone fails; the others are applied without it.
-				b.items[chunk[ae.Index]].Err = asAzErr(b.s.mapErr(err, entityScope))
-				chunk = append(chunk[:ae.Index], chunk[ae.Index+1:]...)
-				continue
-			}
+		if e := b.halted(ctx); e != nil {
+			b.failAll(chunk, e)
+			b.failAll(idx, e)
+			return
+		}
+		muts = muts[:0]
+		for _, i := range chunk {
+			muts = append(muts, mutationOf(&b.ops[i]))
+		}
+		each, err := b.s.eng.ApplyEach(applyCtx, b.account, b.table, pk, muts)
+		if err != nil {
 			e := asAzErr(b.s.mapErr(err, entityScope))
 			b.failAll(chunk, e)
 			b.halt(e)
-			chunk = chunk[:0]
+			continue
+		}
+		b.s.markAvailable()
+		var stop *azerr.Error
+		for j, i := range chunk {
+			if err := each.Errs[j]; err != nil {
+				b.items[i].Err = asAzErr(b.s.mapErr(err, entityScope))
+				if !storage.PerMutation(err) {
+					stop = b.items[i].Err // not about this operation: the request stops
+				}
+				continue
+			}
+			b.items[i].Version = each.Versions[j]
+		}
+		if each.Position != 0 {
+			b.mu.Lock()
+			b.pos = max(b.pos, each.Position)
+			b.mu.Unlock()
+		}
+		if stop != nil {
+			b.halt(stop)
 		}
 	}
 }

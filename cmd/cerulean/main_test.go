@@ -31,7 +31,8 @@ func TestRunHelpAndMistakes(t *testing.T) {
 		{[]string{"serve", "--nope"}, 2, "", "flag provided but not defined: -nope", true},
 		{[]string{"bench", "--nope"}, 2, "", "Workloads, run in this order", true},
 		{[]string{"serve", "--engine", "oracle"}, 2, "", `--engine "oracle"`, true},
-		{[]string{"serve", "--max-body-memory", "1MiB"}, 2, "", "want at least 8MiB", true},
+		{[]string{"serve", "--max-body-memory", "32MiB"}, 2, "", "want at least 48MiB", true},
+		{[]string{"serve", "--disk-reserve", "0"}, 2, "", "--disk-reserve 0: want at least 4MiB", true},
 		{[]string{"serve", "--stall-timeout", "0s"}, 2, "", "--stall-timeout must be positive", true},
 		{[]string{"version", "x"}, 2, "", "unexpected arguments: x", true},
 		{[]string{"serve", "--elastic-tables", "events_*:60"}, 2, "", `--elastic-tables: item 1 "events_*:60": the pattern has '_'`, true},
@@ -89,8 +90,8 @@ func TestParseServeLimits(t *testing.T) {
 		t.Errorf("limits %+v", l)
 	}
 	// A flag wins over its environment variable.
-	o, err = parseServe([]string{"--stall-timeout", "3s", "--max-body-memory", "16777216"})
-	if err != nil || o.limits.StallTimeout != 3*time.Second || o.limits.MaxBodyMemory != 16<<20 {
+	o, err = parseServe([]string{"--stall-timeout", "3s", "--max-body-memory", "67108864"})
+	if err != nil || o.limits.StallTimeout != 3*time.Second || o.limits.MaxBodyMemory != 64<<20 {
 		t.Errorf("flags over env: %+v, %v", o.limits, err)
 	}
 	t.Setenv("CERULEAN_BODY_TIMEOUT", "soon")
@@ -123,14 +124,25 @@ func TestParseServeMemTable(t *testing.T) {
 	if o, err = parseServe([]string{"--memtable-size", "16MiB"}); err != nil || o.memTable != 16<<20 || o.diskReserve != 64<<20 {
 		t.Fatalf("--memtable-size 16MiB: memtables %d, reserve %d, %v", o.memTable, o.diskReserve, err)
 	}
-	// A reserve given is kept, by flag or environment, 0 (off) included.
+	// A reserve given is kept, by flag or environment; one under pebble.MinDiskReserve
+	// (0, which turned the guard off, included) is refused: a full disk would fail writes.
 	if o, err = parseServe([]string{"--memtable-size", "16MiB", "--disk-reserve", "1GiB"}); err != nil || o.diskReserve != 1<<30 {
 		t.Fatalf("--disk-reserve 1GiB: reserve %d, %v", o.diskReserve, err)
 	}
-	t.Setenv("CERULEAN_DISK_RESERVE", "0")
-	if o, err = parseServe([]string{"--memtable-size", "16MiB"}); err != nil || o.diskReserve != 0 {
-		t.Fatalf("CERULEAN_DISK_RESERVE=0: reserve %d, %v", o.diskReserve, err)
+	t.Setenv("CERULEAN_DISK_RESERVE", "4MiB")
+	if o, err = parseServe([]string{"--memtable-size", "16MiB"}); err != nil || o.diskReserve != 4<<20 {
+		t.Fatalf("CERULEAN_DISK_RESERVE=4MiB: reserve %d, %v", o.diskReserve, err)
 	}
+	for _, v := range []string{"0", "1MiB"} {
+		t.Setenv("CERULEAN_DISK_RESERVE", v)
+		if _, err = parseServe(nil); err == nil || !strings.Contains(err.Error(), "want at least 4MiB") {
+			t.Fatalf("CERULEAN_DISK_RESERVE=%s: %v, want it refused", v, err)
+		}
+	}
+	if _, err = parseServe([]string{"--engine", "postgres", "--postgres-url", "postgres://x/y"}); err != nil {
+		t.Fatalf("CERULEAN_DISK_RESERVE=1MiB with --engine postgres (where it does not apply): %v", err)
+	}
+	t.Setenv("CERULEAN_DISK_RESERVE", "128MiB")
 	t.Setenv("CERULEAN_MEMTABLE_SIZE", "128MiB")
 	if o, err = parseServe(nil); err != nil || o.memTable != 128<<20 {
 		t.Fatalf("CERULEAN_MEMTABLE_SIZE=128MiB: memtables %d, %v", o.memTable, err)

@@ -268,7 +268,7 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 		return fs, o, err
 	}
 	fs.Var((*byteSize)(&o.rowCache), "row-cache", "memory for the pebble engine's row cache of entities point reads read, e.g. 32MiB; 0 turns it off (CERULEAN_ROW_CACHE)")
-	fs.Var((*byteSize)(&o.diskReserve), "disk-reserve", "free space kept on the volume of --data for the pebble engine, e.g. 128MiB: writes are refused (503) below it and accepted again once space returns; 0 turns the guard off; default twice what the memtables hold (CERULEAN_DISK_RESERVE)")
+	fs.Var((*byteSize)(&o.diskReserve), "disk-reserve", "free space kept on the volume of --data for the pebble engine, e.g. 128MiB: writes are refused (503) below it and accepted again once space returns; at least 4MiB; default twice what the memtables hold (CERULEAN_DISK_RESERVE)")
 	fs.Var((*byteSize)(&o.memTable), "memtable-size", "size of each of the pebble engine's two memtables, where writes gather before they are flushed to disk, e.g. 32MiB (1MiB to 1GiB): larger ones flush less often, which sustained writes spread over many partitions need, and take more memory and more free space to restart (CERULEAN_MEMTABLE_SIZE)")
 	fs.Var((*byteSize)(&o.limits.MaxBodyMemory), "max-body-memory", "most request-body bytes held in memory by all requests together, e.g. 64MiB; past it requests get 503 ServerBusy with Retry-After (CERULEAN_MAX_BODY_MEMORY)")
 	for _, f := range []struct {
@@ -378,9 +378,17 @@ func (o *serveOptions) check() error {
 		return fmt.Errorf("--elastic-tables: %w", err)
 	}
 	o.elastic = rules
+	if o.engine != "postgres" && o.diskReserveSet && o.diskReserve < pebble.MinDiskReserve {
+		// Without a reserve the engine cannot refuse writes on a full disk: they fail
+		// with 500 and Pebble's commit path breaks (pebble.MinDiskReserve).
+		return fmt.Errorf("--disk-reserve %d: want at least %s: without a reserve a full disk fails writes instead of refusing them (503) until space is freed; the default is twice what the memtables hold (%s)",
+			o.diskReserve, formatSize(pebble.MinDiskReserve), formatSize(pebble.DiskReserveFor(uint64(o.memTable))))
+	}
 	l := o.limits
-	if l.MaxBodyMemory < 8<<20 {
-		return fmt.Errorf("--max-body-memory %d: want at least 8MiB (a batch body alone may be 4 MiB)", l.MaxBodyMemory)
+	if l.MaxBodyMemory < 48<<20 {
+		// One client may hold a quarter of it in large bodies (server/body.go), and a
+		// 4 MiB batch holds up to 12 MiB while it is received, decoded and answered.
+		return fmt.Errorf("--max-body-memory %d: want at least 48MiB (one client may hold a quarter of it for bodies over 64 KiB, and a 4 MiB batch takes up to 12 MiB)", l.MaxBodyMemory)
 	}
 	for _, d := range []struct {
 		name string
@@ -506,10 +514,8 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 		return nil, "", fmt.Errorf("data directory: %w", err)
 	}
 	plog := log.With("component", "pebble")
-	reserve := o.diskReserve
-	if reserve == 0 {
-		reserve = -1 // Options: negative turns the guard off
-	} else if need := pebble.DiskReserveFor(uint64(o.memTable)); reserve < need {
+	reserve := o.diskReserve // at least pebble.MinDiskReserve (check)
+	if need := pebble.DiskReserveFor(uint64(o.memTable)); reserve < need {
 		plog.Warn("--disk-reserve is under twice what the memtables hold: on a full disk a flush may not fit, and writes may stay refused after space is freed",
 			"disk_reserve", formatSize(reserve), "memtable_size", formatSize(o.memTable), "suggested", formatSize(need))
 	}
