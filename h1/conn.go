@@ -43,6 +43,7 @@ type conn struct {
 	seq      uint64        // the requests begun
 	running  atomic.Uint64 // seq of the request running, 0 between requests
 	lastSeen uint64        // running at the watch loop's last look (its own)
+	watched  atomic.Bool   // on the watch loop's list (or about to be)
 
 	// linger: the connection closes with the client perhaps still sending a body the
 	// server did not read; see closeWriteAndWait.
@@ -342,6 +343,10 @@ type body struct {
 }
 
 var errBodyAfterHandler = errors.New("http: invalid Read on closed Body")
+
+// ErrHandlerReturned is what a ResponseWriter's methods return once its handler has
+// returned.
+var ErrHandlerReturned = errors.New("h1: ResponseWriter used after its handler returned")
 
 func (b *body) Read(p []byte) (int, error) {
 	if b.closed {

@@ -70,9 +70,15 @@ type Server struct {
 	done    chan struct{} // closed when Shutdown or Close begins (and closing is set)
 
 	// The watch for clients going away (watch.go): the loop waits on watchWake while
-	// watchIdle.
+	// watchIdle. watchNew holds the connections whose request began since the loop's
+	// last look and that were not on its list.
 	watchIdle atomic.Bool
 	watchWake chan struct{}
+	watchMu   sync.Mutex
+	watchNew  []*conn
+	// watchTicks counts the watch's looks and watchLooks the connections it looked at,
+	// for tests.
+	watchTicks, watchLooks atomic.Int64
 }
 
 // Serve accepts connections on ln until Shutdown or Close, serving each on its own
