@@ -31,9 +31,9 @@ type conn struct {
 	mu     sync.Mutex
 	cancel context.CancelFunc
 
-	body   *body // the current request's
-	noBody body  // the body of requests without one
-	res    response
+	body    *body // the current request's
+	noBody  body  // the body of requests without one
+	scratch responseScratch
 
 	// The watch for a client going away (watch.go).
 	cr       connReader
@@ -226,8 +226,7 @@ func (c *conn) serveRequest(p *parsed) (keep bool) {
 		cancel()
 	}()
 	req := c.request(p, ctx)
-	w := &c.res
-	w.reset(c, req)
+	w := c.newResponse(req)
 	// A body of its own for each request, so that one a handler kept cannot read the
 	// next request's.
 	if req.ContentLength > 0 {
@@ -245,13 +244,14 @@ func (c *conn) serveRequest(p *parsed) (keep bool) {
 	c.beginRequest()
 	ok := c.runHandler(w, req)
 	c.endRequest()
+	c.body.close()
 	if !ok {
+		w.release()
 		return false
 	}
 	if !w.finish() {
 		return false
 	}
-	c.body.closed = true
 	if w.closeAfter {
 		if c.body.remaining > 0 {
 			c.linger = true
@@ -339,7 +339,11 @@ func (c *conn) request(p *parsed, ctx context.Context) *http.Request {
 type body struct {
 	c         *conn
 	remaining int64
-	closed    bool // the handler has returned
+
+	// mu orders a Read by a goroutine the handler left behind with the end of the
+	// handler: once closed, the connection's bytes are the server's again.
+	mu     sync.Mutex
+	closed bool // the handler has returned
 }
 
 var errBodyAfterHandler = errors.New("http: invalid Read on closed Body")
@@ -349,10 +353,19 @@ var errBodyAfterHandler = errors.New("http: invalid Read on closed Body")
 var ErrHandlerReturned = errors.New("h1: ResponseWriter used after its handler returned")
 
 func (b *body) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.closed {
 		return 0, errBodyAfterHandler
 	}
 	return b.read(p)
+}
+
+// close ends the handler's reading of the body.
+func (b *body) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
 }
 
 // read reads the body's next bytes, for the handler (Read) or to discard what it left.
