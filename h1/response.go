@@ -264,8 +264,19 @@ func (w *response) send(p []byte) {
 func (w *response) commit(first []byte) {
 	w.committed = true
 	c := w.c
-	if c.s.closing.Load() || c.body.remaining > maxDiscard {
+	switch {
+	case c.s.closing.Load() || c.body.remaining > maxDiscard:
 		w.closeAfter = true
+	case c.body.remaining > 0 && !w.closeAfter:
+		// As net/http does: the rest of a small body the handler left unread is read
+		// before the head, so that the head can say whether the connection stays open,
+		// within the read deadline the handler set, if any.
+		if !w.readDeadline {
+			_ = c.nc.SetReadDeadline(time.Now().Add(discardTimeout))
+		}
+		if c.body.discard() != nil {
+			w.closeAfter = true
+		}
 	}
 	bw := c.bw
 	w.writeStatusLine()

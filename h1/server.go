@@ -55,10 +55,33 @@ import (
 // ReadHeaderTimeout, do bound a TLS handshake here, as in net/http. The TLS configuration
 // is the listener's, as for net/http's Serve.)
 //
-// Serve replaces HTTP.Handler and HTTP.ConnContext with wrappers of them (tlsRestorer):
-// set them before Serve, not after.
+// The heads net/http reads on the connections handed over are bounded twice: each by
+// HTTP.MaxHeaderBytes, and all together by MaxHeadMemory (see fallbackConn).
+//
+// Serve replaces HTTP.Handler, HTTP.ConnContext and HTTP.ConnState with wrappers of them
+// (fallbackHandler, withFallbackConn, fallbackState): set them before Serve, not after.
 type Server struct {
 	HTTP *http.Server
+
+	// Refused, if set, answers the requests refused before any handler could see them
+	// (see RequestError): net/http's own answers to a head it will not take, and the
+	// 503 to a head that finds the memory for unfinished heads spent. It gets the request
+	// as far as its head could be read (its method, target and header lines when they
+	// are valid; nothing in it has been checked) and writes the answer, which is sent
+	// whole, with Connection: close. Without it those requests get net/http's plain-text
+	// answers.
+	Refused func(w http.ResponseWriter, r *http.Request, e *RequestError)
+
+	// MaxHeadMemory bounds the bytes of unfinished request heads held beyond the first
+	// 4 KiB of each (a connection's buffer, which every connection has), all connections
+	// together; a head that would go past it is refused with 503 (HeadBudget) and its
+	// connection closed. 0 means DefaultMaxHeadMemory, a negative value no bound.
+	MaxHeadMemory int64
+
+	// FallbackOnly hands every connection to the fallback as soon as it is accepted
+	// (after its TLS handshake): net/http serves every request, with this server's
+	// bounds and refusals around it (for comparison, or to rule this server out).
+	FallbackOnly bool
 
 	handler http.Handler // HTTP.Handler as Serve found it
 
@@ -79,6 +102,9 @@ type Server struct {
 	// watchTicks counts the watch's looks and watchLooks the connections it looked at,
 	// for tests.
 	watchTicks, watchLooks atomic.Int64
+
+	connState func(net.Conn, http.ConnState) // HTTP.ConnState as Serve found it
+	heads     headBudget
 }
 
 // Serve accepts connections on ln until Shutdown or Close, serving each on its own
@@ -101,8 +127,14 @@ func (s *Server) Serve(ln net.Listener) error {
 	if s.handler == nil {
 		s.handler = http.DefaultServeMux
 	}
-	s.HTTP.Handler = tlsRestorer{s.handler}
-	s.HTTP.ConnContext = withReplayedTLS(s.HTTP.ConnContext)
+	s.HTTP.Handler = fallbackHandler{s.handler}
+	s.HTTP.ConnContext = withFallbackConn(s.HTTP.ConnContext)
+	s.connState = s.HTTP.ConnState
+	s.HTTP.ConnState = s.fallbackState
+	s.heads.limit = s.MaxHeadMemory
+	if s.heads.limit == 0 {
+		s.heads.limit = DefaultMaxHeadMemory
+	}
 	s.mu.Unlock()
 	go s.watchLoop()
 
@@ -132,10 +164,21 @@ func (s *Server) Serve(ln net.Listener) error {
 		if c == nil {
 			continue
 		}
-		if s.HTTP.ConnState != nil {
-			s.HTTP.ConnState(nc, http.StateNew)
+		if s.connState != nil {
+			s.connState(nc, http.StateNew)
 		}
 		go c.serve()
+	}
+}
+
+// fallbackState is the fallback's ConnState hook: it keeps a handed-over connection's
+// fallbackConn informed, then calls the hook Serve found.
+func (s *Server) fallbackState(nc net.Conn, st http.ConnState) {
+	if fc, ok := nc.(*fallbackConn); ok {
+		fc.setState(st)
+	}
+	if s.connState != nil {
+		s.connState(nc, st)
 	}
 }
 
