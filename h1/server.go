@@ -12,27 +12,36 @@
 //
 // What it does not handle it leaves to net/http, whole: at the first request on a
 // connection that is not of the plain shape (HTTP/1.0, a Transfer-Encoding or Expect
-// header, an obsolete folded header line, a request target in absolute or asterisk form, a
-// head larger than the read buffer, anything malformed), the bytes read so far are handed
-// with the connection to the fallback http.Server, which serves it from there on as if it
-// had accepted it, errors included. So the rules of HTTP that net/http enforces still hold
-// for every request: this server only answers the requests whose parsing leaves no room
-// for interpretation.
+// header, an obsolete folded header line, a line ending in a bare LF, a request target in
+// absolute or asterisk form, a head larger than the read buffer, anything malformed), the
+// bytes read so far are handed with the connection to the fallback http.Server, which
+// serves it from there on as if it had accepted it, errors included — as soon as what has
+// arrived shows the head is not plain, and with the deadline the head began with. So the
+// rules of HTTP that net/http enforces still hold for every request: this server only
+// answers the requests whose parsing leaves no room for interpretation, and tolerates what
+// net/http tolerates (up to four CR or LF bytes after a POST's body). The differential
+// test (differential_test.go) holds it to net/http's answers, byte sequence by byte
+// sequence.
+//
+// Around the connections it hands over it keeps what net/http does not do (fallbackConn):
+// the heads net/http reads share a budget (MaxHeadMemory), and the requests net/http
+// refuses itself, before any handler, are answered by Refused instead of its plain text.
 //
 // TLS connections (a listener of tls.NewListener) get their handshake here, as net/http
 // does it (its timeout, its 400 to a client speaking plain HTTP, its log line); one that
 // negotiates a protocol other than HTTP/1.1 by ALPN (h2) goes to the fallback untouched,
-// and the others are served here, with Request.TLS set. A TLS connection handed over after
-// its first bytes were read reaches the fallback wrapped, no longer a *tls.Conn, so
-// Serve wraps the fallback's Handler and ConnContext to give its requests their
-// Request.TLS all the same.
+// and the others are served here, with Request.TLS set. A TLS connection handed over
+// reaches the fallback wrapped, no longer a *tls.Conn, so Serve wraps the fallback's
+// Handler and ConnContext to give its requests their Request.TLS all the same.
 //
 // The handler sees the usual types. Its ResponseWriter supports http.ResponseController
 // (Flush, SetReadDeadline, SetWriteDeadline); there is no Hijack, no full duplex and no
 // trailers. As with net/http, neither the ResponseWriter nor the request's body may be used
-// once the handler has returned. A request's context ends when the handler returns, when
-// the server closes the connection (Close), and when the client goes away while the request
-// runs, which is noticed only once it has run for watchDelay (watch.go).
+// once the handler has returned; here they are each request's own (the header map too), and
+// do nothing then (ErrHandlerReturned), so that a handler that breaks the rule cannot write
+// into the next response on the connection. A request's context ends when the handler
+// returns, when the server closes the connection (Close), and when the client goes away
+// while the request runs, which is noticed only once it has run for watchDelay (watch.go).
 package h1
 
 import (
