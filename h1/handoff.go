@@ -106,6 +106,9 @@ func (c *fallbackConn) Read(p []byte) (n int, err error) {
 	if len(c.pending) > 0 {
 		n = copy(p, c.pending)
 		c.pending = c.pending[n:]
+		if len(c.pending) == 0 {
+			c.pending = nil // not held for the connection's life
+		}
 		c.mu.Unlock()
 	} else {
 		c.mu.Unlock()
@@ -183,6 +186,12 @@ func (c *fallbackConn) setState(st http.ConnState) {
 func (c *fallbackConn) beginResponse() {
 	c.mu.Lock()
 	c.inResponse, c.hasAhead = true, false
+	// The head will not be refused now: what was kept of it goes, and so does a large
+	// buffer, so that an idle connection holds none.
+	c.kept = c.kept[:0]
+	if cap(c.kept) > 1<<10 {
+		c.kept = nil
+	}
 	c.mu.Unlock()
 }
 
