@@ -27,10 +27,12 @@ const (
 	DuplicatePropertiesSpecified            Code = "DuplicatePropertiesSpecified"
 	EntityAlreadyExists                     Code = "EntityAlreadyExists"
 	EntityTooLarge                          Code = "EntityTooLarge"
+	HostInformationNotPresent               Code = "HostInformationNotPresent"
 	InternalError                           Code = "InternalError"
 	InvalidAuthenticationInfo               Code = "InvalidAuthenticationInfo"
 	InvalidDuplicateRow                     Code = "InvalidDuplicateRow"
 	InvalidHeaderValue                      Code = "InvalidHeaderValue"
+	InvalidHTTPVerb                         Code = "InvalidHttpVerb"
 	InvalidInput                            Code = "InvalidInput"
 	InvalidQueryParameterValue              Code = "InvalidQueryParameterValue"
 	InvalidResourceName                     Code = "InvalidResourceName"
@@ -50,6 +52,7 @@ const (
 	PropertyNameTooLong                     Code = "PropertyNameTooLong"
 	PropertyValueTooLarge                   Code = "PropertyValueTooLarge"
 	RequestBodyTooLarge                     Code = "RequestBodyTooLarge"
+	RequestURLFailedToParse                 Code = "RequestUrlFailedToParse"
 	ResourceNotFound                        Code = "ResourceNotFound"
 	ServerBusy                              Code = "ServerBusy"
 	TableAlreadyExists                      Code = "TableAlreadyExists"
@@ -83,10 +86,12 @@ var catalogue = map[Code]entry{
 	DuplicatePropertiesSpecified:            {http.StatusBadRequest, "A property is specified more than one time."},
 	EntityAlreadyExists:                     {http.StatusConflict, "The specified entity already exists."},
 	EntityTooLarge:                          {http.StatusBadRequest, "The entity is larger than the maximum size permitted."},
+	HostInformationNotPresent:               {http.StatusBadRequest, "The required host information is not present in the request. You must send a non-empty Host header or include the absolute URI in the request line."},
 	InternalError:                           {http.StatusInternalServerError, "Server encountered an internal error. Please try again after some time."},
 	InvalidAuthenticationInfo:               {http.StatusBadRequest, "Authentication information is not given in the correct format. Check the value of Authorization header."},
 	InvalidDuplicateRow:                     {http.StatusBadRequest, "The batch request contains multiple changes with same row key. An entity can appear only once in a batch request."},
 	InvalidHeaderValue:                      {http.StatusBadRequest, "The value for one of the HTTP headers is not in the correct format."},
+	InvalidHTTPVerb:                         {http.StatusBadRequest, "The HTTP verb specified was not recognized by the server."},
 	InvalidInput:                            {http.StatusBadRequest, "One of the request inputs is not valid."},
 	InvalidQueryParameterValue:              {http.StatusBadRequest, "Value for one of the query parameters specified in the request URI is invalid."},
 	InvalidResourceName:                     {http.StatusBadRequest, "The specifed resource name contains invalid characters."},
@@ -106,6 +111,7 @@ var catalogue = map[Code]entry{
 	PropertyNameTooLong:                     {http.StatusBadRequest, "The property name exceeds the maximum allowed length."},
 	PropertyValueTooLarge:                   {http.StatusBadRequest, "The property value exceeds the maximum allowed size (64KB). If the property value is a string, it is UTF-16 encoded and the maximum number of characters should be 32K or less."},
 	RequestBodyTooLarge:                     {http.StatusRequestEntityTooLarge, "The request body is too large and exceeds the maximum permissible limit."},
+	RequestURLFailedToParse:                 {http.StatusBadRequest, "The url in the request could not be parsed."},
 	ResourceNotFound:                        {http.StatusNotFound, "The specified resource does not exist."},
 	ServerBusy:                              {http.StatusServiceUnavailable, "The server is currently unable to receive requests. Please retry your request."},
 	TableAlreadyExists:                      {http.StatusConflict, "The table specified already exists."},

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,17 +17,28 @@ import (
 // bufferBeforeChunkingSize).
 const bufferBeforeChunking = 2048
 
-// response is the ResponseWriter of a connection's current request. Like net/http's, it
-// takes the header as it is when WriteHeader is called (later changes are ignored), sends
-// a body the handler declared no Content-Length for with one when it is complete within
-// bufferBeforeChunking bytes and chunked otherwise, adds Date (and Content-Type, sniffed,
-// if the handler set none), and closes the connection after the response when the
-// request or the handler asked for it, shutdown has begun, or the unread rest of the
-// request body is too large to skip.
+// response is the ResponseWriter of one request. Like net/http's, it takes the header as
+// it is when WriteHeader is called (later changes are ignored), sends a body the handler
+// declared no Content-Length for with one when it is complete within bufferBeforeChunking
+// bytes and chunked otherwise, adds Date (and Content-Type, sniffed, if the handler set
+// none), and closes the connection after the response when the request or the handler
+// asked for it, shutdown has begun, or the unread rest of the request body is too large
+// to skip.
+//
+// Each request has its own, and its own header map: one a handler keeps past its return
+// (a goroutine still writing, a header map held on to) can never reach the next response
+// on the connection, which behind a pooling proxy is another user's. Once the handler has
+// returned, its methods do nothing (Write, FlushError and the deadlines return
+// ErrHandlerReturned), and mu orders a late call that raced with the return before the
+// response is finished or after it, never within. The buffers it works in are the
+// connection's, lent for the request (responseScratch).
 type response struct {
 	c *conn
 
-	header      http.Header // the handler's
+	mu   sync.Mutex
+	done bool // the handler has returned and the response is finished (or abandoned)
+
+	header      http.Header // the handler's, this request's only
 	status      int
 	wroteHeader bool
 	committed   bool // the head is in the write buffer
@@ -37,26 +49,51 @@ type response struct {
 	hasType     bool
 	hasDate     bool
 	closeAfter  bool
-	pending     []byte // body held back before the head is sent
-	snapshot    []byte // the handler's header lines, taken at WriteHeader
-	keys        []string
 	err         error // the first write error
 
 	writeDeadline bool // the handler set a write deadline
 	readDeadline  bool // and a read deadline
+
+	responseScratch
 }
 
-func (w *response) reset(c *conn, req *http.Request) {
-	if w.header == nil {
-		w.header = make(http.Header, 16)
-	} else {
-		clear(w.header)
+// responseScratch are the buffers a response works in, kept by the connection from one
+// request to the next so that a response allocates none.
+type responseScratch struct {
+	pending  []byte // body held back before the head is sent
+	snapshot []byte // the handler's header lines, taken at WriteHeader
+	keys     []string
+	num      [20]byte // a number being formatted
+}
+
+// headerHint is the size a response's header map is made for: the dozen headers
+// Cerulean's responses carry (and the CORS ones for a browser) fit without the map
+// growing, in the smallest table that holds them.
+const headerHint = 14
+
+// newResponse makes the response of req, lending it the connection's buffers.
+func (c *conn) newResponse(req *http.Request) *response {
+	w := &response{
+		c: c, header: make(http.Header, headerHint), cl: -1, isHead: req.Method == http.MethodHead,
+		closeAfter: req.Close, responseScratch: c.scratch,
 	}
-	*w = response{
-		c: c, header: w.header, cl: -1, isHead: req.Method == http.MethodHead,
-		closeAfter: req.Close,
-		pending:    w.pending[:0], snapshot: w.snapshot[:0], keys: w.keys[:0],
-	}
+	w.pending, w.snapshot, w.keys = w.pending[:0], w.snapshot[:0], w.keys[:0]
+	return w
+}
+
+// release ends the use of a response that will not be finished (its handler panicked):
+// its methods do nothing from now on, and the connection has its buffers back.
+func (w *response) release() {
+	w.mu.Lock()
+	w.releaseLocked()
+	w.mu.Unlock()
+}
+
+func (w *response) releaseLocked() {
+	w.done = true
+	clear(w.keys)
+	w.c.scratch = w.responseScratch
+	w.responseScratch = responseScratch{}
 }
 
 func (w *response) Header() http.Header { return w.header }
@@ -67,6 +104,15 @@ func (w *response) bodyAllowed() bool {
 }
 
 func (w *response) WriteHeader(code int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return
+	}
+	w.writeHeader(code)
+}
+
+func (w *response) writeHeader(code int) {
 	if w.wroteHeader {
 		w.c.s.logf("http: superfluous response.WriteHeader call (status %d after %d)", code, w.status)
 		return
@@ -145,8 +191,17 @@ func (w *response) takeHeader() {
 }
 
 func (w *response) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return 0, ErrHandlerReturned
+	}
+	return w.write(p)
+}
+
+func (w *response) write(p []byte) (int, error) {
 	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
+		w.writeHeader(http.StatusOK)
 	}
 	if !w.bodyAllowed() {
 		return 0, http.ErrBodyNotAllowed
@@ -190,8 +245,7 @@ func (w *response) send(p []byte) {
 	}
 	bw := w.c.bw
 	if w.chunked {
-		var hex [16]byte
-		_, _ = bw.Write(strconv.AppendInt(hex[:0], int64(len(p)), 16))
+		_, _ = bw.Write(strconv.AppendInt(w.num[:0], int64(len(p)), 16))
 		_, _ = bw.WriteString("\r\n")
 	}
 	if _, err := bw.Write(p); err != nil {
@@ -210,8 +264,19 @@ func (w *response) send(p []byte) {
 func (w *response) commit(first []byte) {
 	w.committed = true
 	c := w.c
-	if c.s.closing.Load() || c.body.remaining > maxDiscard {
+	switch {
+	case c.s.closing.Load() || c.body.remaining > maxDiscard:
 		w.closeAfter = true
+	case c.body.remaining > 0 && !w.closeAfter:
+		// As net/http does: the rest of a small body the handler left unread is read
+		// before the head, so that the head can say whether the connection stays open,
+		// within the read deadline the handler set, if any.
+		if !w.readDeadline {
+			_ = c.nc.SetReadDeadline(time.Now().Add(discardTimeout))
+		}
+		if c.body.discard() != nil {
+			w.closeAfter = true
+		}
 	}
 	bw := c.bw
 	w.writeStatusLine()
@@ -229,9 +294,8 @@ func (w *response) commit(first []byte) {
 		if w.chunked {
 			_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
 		} else {
-			var num [20]byte
 			_, _ = bw.WriteString("Content-Length: ")
-			_, _ = bw.Write(strconv.AppendInt(num[:0], w.cl, 10))
+			_, _ = bw.Write(strconv.AppendInt(w.num[:0], w.cl, 10))
 			_, _ = bw.WriteString("\r\n")
 		}
 	}
@@ -274,10 +338,13 @@ var statusLines = func() (l [1000]string) {
 
 // finish completes the response after the handler: the head if it has not gone yet
 // (with the Content-Length of what was written), the last chunk, and a flush. It reports
-// whether the connection is still usable.
+// whether the connection is still usable. The response is done from then on (release).
 func (w *response) finish() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	defer w.releaseLocked()
 	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
+		w.writeHeader(http.StatusOK)
 	}
 	if !w.committed {
 		if w.cl < 0 {
@@ -303,8 +370,13 @@ func (w *response) finish() bool {
 // FlushError sends the head, if it has not gone, and everything written so far. A body
 // of undeclared length is then sent chunked.
 func (w *response) FlushError() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return ErrHandlerReturned
+	}
 	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
+		w.writeHeader(http.StatusOK)
 	}
 	if !w.committed {
 		if w.cl < 0 && w.bodyAllowed() && !w.isHead {
@@ -326,6 +398,11 @@ func (w *response) Flush() { _ = w.FlushError() }
 
 // SetReadDeadline sets the connection's read deadline (http.ResponseController).
 func (w *response) SetReadDeadline(t time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return ErrHandlerReturned
+	}
 	w.readDeadline = !t.IsZero()
 	return w.c.nc.SetReadDeadline(t)
 }
@@ -333,6 +410,11 @@ func (w *response) SetReadDeadline(t time.Time) error {
 // SetWriteDeadline sets the connection's write deadline (http.ResponseController); it is
 // cleared after the response.
 func (w *response) SetWriteDeadline(t time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return ErrHandlerReturned
+	}
 	w.writeDeadline = true
 	return w.c.nc.SetWriteDeadline(t)
 }

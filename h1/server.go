@@ -12,27 +12,36 @@
 //
 // What it does not handle it leaves to net/http, whole: at the first request on a
 // connection that is not of the plain shape (HTTP/1.0, a Transfer-Encoding or Expect
-// header, an obsolete folded header line, a request target in absolute or asterisk form, a
-// head larger than the read buffer, anything malformed), the bytes read so far are handed
-// with the connection to the fallback http.Server, which serves it from there on as if it
-// had accepted it, errors included. So the rules of HTTP that net/http enforces still hold
-// for every request: this server only answers the requests whose parsing leaves no room
-// for interpretation.
+// header, an obsolete folded header line, a line ending in a bare LF, a request target in
+// absolute or asterisk form, a head larger than the read buffer, anything malformed), the
+// bytes read so far are handed with the connection to the fallback http.Server, which
+// serves it from there on as if it had accepted it, errors included — as soon as what has
+// arrived shows the head is not plain, and with the deadline the head began with. So the
+// rules of HTTP that net/http enforces still hold for every request: this server only
+// answers the requests whose parsing leaves no room for interpretation, and tolerates what
+// net/http tolerates (up to four CR or LF bytes after a POST's body). The differential
+// test (differential_test.go) holds it to net/http's answers, byte sequence by byte
+// sequence.
+//
+// Around the connections it hands over it keeps what net/http does not do (fallbackConn):
+// the heads net/http reads share a budget (MaxHeadMemory), and the requests net/http
+// refuses itself, before any handler, are answered by Refused instead of its plain text.
 //
 // TLS connections (a listener of tls.NewListener) get their handshake here, as net/http
 // does it (its timeout, its 400 to a client speaking plain HTTP, its log line); one that
 // negotiates a protocol other than HTTP/1.1 by ALPN (h2) goes to the fallback untouched,
-// and the others are served here, with Request.TLS set. A TLS connection handed over after
-// its first bytes were read reaches the fallback wrapped, no longer a *tls.Conn, so
-// Serve wraps the fallback's Handler and ConnContext to give its requests their
-// Request.TLS all the same.
+// and the others are served here, with Request.TLS set. A TLS connection handed over
+// reaches the fallback wrapped, no longer a *tls.Conn, so Serve wraps the fallback's
+// Handler and ConnContext to give its requests their Request.TLS all the same.
 //
 // The handler sees the usual types. Its ResponseWriter supports http.ResponseController
 // (Flush, SetReadDeadline, SetWriteDeadline); there is no Hijack, no full duplex and no
 // trailers. As with net/http, neither the ResponseWriter nor the request's body may be used
-// once the handler has returned. A request's context ends when the handler returns, when
-// the server closes the connection (Close), and when the client goes away while the request
-// runs, which is noticed only once it has run for watchDelay (watch.go).
+// once the handler has returned; here they are each request's own (the header map too), and
+// do nothing then (ErrHandlerReturned), so that a handler that breaks the rule cannot write
+// into the next response on the connection. A request's context ends when the handler
+// returns, when the server closes the connection (Close), and when the client goes away
+// while the request runs, which is noticed only once it has run for watchDelay (watch.go).
 package h1
 
 import (
@@ -55,10 +64,33 @@ import (
 // ReadHeaderTimeout, do bound a TLS handshake here, as in net/http. The TLS configuration
 // is the listener's, as for net/http's Serve.)
 //
-// Serve replaces HTTP.Handler and HTTP.ConnContext with wrappers of them (tlsRestorer):
-// set them before Serve, not after.
+// The heads net/http reads on the connections handed over are bounded twice: each by
+// HTTP.MaxHeaderBytes, and all together by MaxHeadMemory (see fallbackConn).
+//
+// Serve replaces HTTP.Handler, HTTP.ConnContext and HTTP.ConnState with wrappers of them
+// (fallbackHandler, withFallbackConn, fallbackState): set them before Serve, not after.
 type Server struct {
 	HTTP *http.Server
+
+	// Refused, if set, answers the requests refused before any handler could see them
+	// (see RequestError): net/http's own answers to a head it will not take, and the
+	// 503 to a head that finds the memory for unfinished heads spent. It gets the request
+	// as far as its head could be read (its method, target and header lines when they
+	// are valid; nothing in it has been checked) and writes the answer, which is sent
+	// whole, with Connection: close. Without it those requests get net/http's plain-text
+	// answers.
+	Refused func(w http.ResponseWriter, r *http.Request, e *RequestError)
+
+	// MaxHeadMemory bounds the bytes of unfinished request heads held beyond the first
+	// 4 KiB of each (a connection's buffer, which every connection has), all connections
+	// together; a head that would go past it is refused with 503 (HeadBudget) and its
+	// connection closed. 0 means DefaultMaxHeadMemory, a negative value no bound.
+	MaxHeadMemory int64
+
+	// FallbackOnly hands every connection to the fallback as soon as it is accepted
+	// (after its TLS handshake): net/http serves every request, with this server's
+	// bounds and refusals around it (for comparison, or to rule this server out).
+	FallbackOnly bool
 
 	handler http.Handler // HTTP.Handler as Serve found it
 
@@ -70,9 +102,18 @@ type Server struct {
 	done    chan struct{} // closed when Shutdown or Close begins (and closing is set)
 
 	// The watch for clients going away (watch.go): the loop waits on watchWake while
-	// watchIdle.
+	// watchIdle. watchNew holds the connections whose request began since the loop's
+	// last look and that were not on its list.
 	watchIdle atomic.Bool
 	watchWake chan struct{}
+	watchMu   sync.Mutex
+	watchNew  []*conn
+	// watchTicks counts the watch's looks and watchLooks the connections it looked at,
+	// for tests.
+	watchTicks, watchLooks atomic.Int64
+
+	connState func(net.Conn, http.ConnState) // HTTP.ConnState as Serve found it
+	heads     headBudget
 }
 
 // Serve accepts connections on ln until Shutdown or Close, serving each on its own
@@ -95,8 +136,14 @@ func (s *Server) Serve(ln net.Listener) error {
 	if s.handler == nil {
 		s.handler = http.DefaultServeMux
 	}
-	s.HTTP.Handler = tlsRestorer{s.handler}
-	s.HTTP.ConnContext = withReplayedTLS(s.HTTP.ConnContext)
+	s.HTTP.Handler = fallbackHandler{s.handler}
+	s.HTTP.ConnContext = withFallbackConn(s.HTTP.ConnContext)
+	s.connState = s.HTTP.ConnState
+	s.HTTP.ConnState = s.fallbackState
+	s.heads.limit = s.MaxHeadMemory
+	if s.heads.limit == 0 {
+		s.heads.limit = DefaultMaxHeadMemory
+	}
 	s.mu.Unlock()
 	go s.watchLoop()
 
@@ -126,10 +173,21 @@ func (s *Server) Serve(ln net.Listener) error {
 		if c == nil {
 			continue
 		}
-		if s.HTTP.ConnState != nil {
-			s.HTTP.ConnState(nc, http.StateNew)
+		if s.connState != nil {
+			s.connState(nc, http.StateNew)
 		}
 		go c.serve()
+	}
+}
+
+// fallbackState is the fallback's ConnState hook: it keeps a handed-over connection's
+// fallbackConn informed, then calls the hook Serve found.
+func (s *Server) fallbackState(nc net.Conn, st http.ConnState) {
+	if fc, ok := nc.(*fallbackConn); ok {
+		fc.setState(st)
+	}
+	if s.connState != nil {
+		s.connState(nc, st)
 	}
 }
 

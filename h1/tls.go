@@ -61,34 +61,36 @@ func looksLikeHTTP(hdr [5]byte) bool {
 	return false
 }
 
-// tlsStateKey is the context key of a handed-over TLS connection's state.
-type tlsStateKey struct{}
+// fallbackKey is the context key of a handed-over connection's fallbackConn.
+type fallbackKey struct{}
 
-// withReplayedTLS wraps the fallback's ConnContext: a TLS connection handed over after
-// some of its bytes were read is a *replayConn, not a *tls.Conn, so net/http leaves
-// Request.TLS nil; its state goes into the connection's context instead.
-func withReplayedTLS(next func(context.Context, net.Conn) context.Context) func(context.Context, net.Conn) context.Context {
+// withFallbackConn wraps the fallback's ConnContext: the requests of a handed-over
+// connection carry its fallbackConn, for fallbackHandler.
+func withFallbackConn(next func(context.Context, net.Conn) context.Context) func(context.Context, net.Conn) context.Context {
 	return func(ctx context.Context, nc net.Conn) context.Context {
 		if next != nil {
 			ctx = next(ctx, nc)
 		}
-		if rc, ok := nc.(*replayConn); ok && rc.tls != nil {
-			ctx = context.WithValue(ctx, tlsStateKey{}, rc.tls)
+		if fc, ok := nc.(*fallbackConn); ok {
+			ctx = context.WithValue(ctx, fallbackKey{}, fc)
 		}
 		return ctx
 	}
 }
 
-// tlsRestorer is the fallback's handler: it gives the requests of a handed-over TLS
-// connection their Request.TLS (from withReplayedTLS) before the handler sees them.
-type tlsRestorer struct{ h http.Handler }
+// fallbackHandler is the fallback's handler. For a request on a handed-over connection, it
+// tells the connection that a response begins (fallbackConn.beginResponse) and gives a TLS
+// connection's request its Request.TLS, which net/http leaves nil: the connection is a
+// fallbackConn, not a *tls.Conn.
+type fallbackHandler struct{ h http.Handler }
 
-func (t tlsRestorer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.TLS == nil {
-		if st, ok := r.Context().Value(tlsStateKey{}).(*tls.ConnectionState); ok {
+func (f fallbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if fc, ok := r.Context().Value(fallbackKey{}).(*fallbackConn); ok {
+		fc.beginResponse()
+		if r.TLS == nil && fc.tls != nil {
 			r = r.WithContext(r.Context()) // a copy: the handler may keep r
-			r.TLS = st
+			r.TLS = fc.tls
 		}
 	}
-	t.h.ServeHTTP(w, r)
+	f.h.ServeHTTP(w, r)
 }

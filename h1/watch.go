@@ -11,10 +11,13 @@ import (
 // if the read fails, the request's context is cancelled, and the handler's work stops (a
 // query page stops encoding, a bulk request starts no new writes, PostgreSQL statements
 // are cancelled). It starts that goroutine for every request, which costs about as much as
-// a point read's own work. Here one goroutine per server looks at the connections every
-// watchDelay, while any request is running, and starts a watcher only for a request it
-// finds running at two looks in a row: one that has run for watchDelay or more. A request
-// that ends sooner has nothing left to stop, and costs the watch two atomic stores.
+// a point read's own work. Here one goroutine per server looks at the running requests
+// every watchDelay, while any request is running, and starts a watcher only for a request
+// it finds running at two looks in a row: one that has run for watchDelay or more. A
+// request that ends sooner has nothing left to stop, and costs the watch two atomic stores
+// (and, when its connection is not on the loop's list already, a mutex to put it there).
+// Idle connections are never looked at: the watch's work follows the requests, not the
+// connections.
 //
 // The watcher reads at most one byte, into connReader's saved byte, which the next read of
 // the connection returns first: a client that sends its next request early (pipelining)
@@ -54,11 +57,18 @@ type watchState struct {
 	done     chan struct{} // closed when the watcher has stopped reading
 }
 
-// beginRequest marks a request running on c, for the watch.
+// beginRequest marks a request running on c, for the watch: c joins the watch's list
+// unless it is on it already (a keep-alive connection stays on it while its requests
+// follow each other within a look or two).
 func (c *conn) beginRequest() {
 	c.seq++
 	c.running.Store(c.seq)
 	s := c.s
+	if c.watched.CompareAndSwap(false, true) {
+		s.watchMu.Lock()
+		s.watchNew = append(s.watchNew, c)
+		s.watchMu.Unlock()
+	}
 	if s.watchIdle.Load() {
 		select {
 		case s.watchWake <- struct{}{}:
@@ -68,42 +78,56 @@ func (c *conn) beginRequest() {
 }
 
 // watchLoop looks at the running requests every watchDelay and starts a watcher for each
-// one it saw running the time before; with no request running it waits for one.
+// one it saw running the time before; with no request running it waits for one. It looks
+// only at the connections on its list (those with a request running, or that had one at
+// the last look), never at the idle ones, so idle keep-alive connections cost it nothing.
 func (s *Server) watchLoop() {
 	tick := time.NewTicker(watchDelay)
 	defer tick.Stop()
+	var list []*conn // the loop's own: connections with c.watched set
 	for {
 		select {
 		case <-s.done:
 			return
 		case <-tick.C:
 		}
-		s.mu.Lock()
-		busy := false
-		for c := range s.conns {
+		s.watchMu.Lock()
+		list = append(list, s.watchNew...)
+		clear(s.watchNew)
+		s.watchNew = s.watchNew[:0]
+		s.watchMu.Unlock()
+		s.watchTicks.Add(1)
+		kept := list[:0]
+		for _, c := range list {
+			s.watchLooks.Add(1)
 			r := c.running.Load()
-			if r != 0 {
-				busy = true
-				if r == c.lastSeen {
-					c.startWatch(r)
+			if r == 0 {
+				// Off the list; a request that begins from here on puts it back. One that
+				// began before the flag was cleared did not: keep the connection then.
+				c.lastSeen = 0
+				c.watched.Store(false)
+				if c.running.Load() == 0 || !c.watched.CompareAndSwap(false, true) {
+					continue
 				}
+				r = c.running.Load()
+			}
+			if r != 0 && r == c.lastSeen {
+				c.startWatch(r)
 			}
 			c.lastSeen = r
+			kept = append(kept, c)
 		}
-		s.mu.Unlock()
-		if busy {
+		clear(list[len(kept):])
+		list = kept
+		if len(list) > 0 {
 			continue
 		}
 		// Idle until a request begins. A request that began between the look and
-		// watchIdle's store sends no wake-up: look again once more first.
+		// watchIdle's store sends no wake-up: look at the new ones once more first.
 		s.watchIdle.Store(true)
-		s.mu.Lock()
-		for c := range s.conns {
-			if c.running.Load() != 0 {
-				busy = true
-			}
-		}
-		s.mu.Unlock()
+		s.watchMu.Lock()
+		busy := len(s.watchNew) > 0
+		s.watchMu.Unlock()
 		if !busy {
 			select {
 			case <-s.done:

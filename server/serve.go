@@ -7,15 +7,36 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/ceruleandb/cerulean/azerr"
+	"github.com/ceruleandb/cerulean/edmjson"
 	"github.com/ceruleandb/cerulean/h1"
 )
 
 // readHeaderTimeout bounds the time to send a request's headers.
 const readHeaderTimeout = 30 * time.Second
+
+// Request heads (the request line and the headers) are bounded twice, since a client
+// decides how much of one the server holds, and for how long, before it has shown any
+// credential:
+//
+//   - each to maxHeadBytes, past which it is refused (400 OutOfRangeInput). Azure answers a
+//     head of more than about 16 KB (Azurite's limit, Node's) that the Orleans directory's
+//     queries send (Azure/Azurite#1745); 64 KiB leaves room for the longest a client is
+//     known to send, a $filter over a hundred keys or a SAS with a Bearer token beside it.
+//   - all together, for the part past the first 4 KiB of each, to maxHeadMemory (see
+//     h1.Server.MaxHeadMemory), past which a head is refused with 503 ServerBusy until
+//     heads end: the memory 300 connections trickling 64 KiB heads could take, while
+//     ordinary heads, under 4 KiB, never wait for it.
+const (
+	maxHeadBytes  = 64 << 10
+	maxHeadMemory = 16 << 20
+)
 
 // keepAliveSlack is how much longer than the Keep-Alive timeout it advertises the server
 // keeps an idle connection open, so that a client retiring sockets by the advertised value
@@ -107,7 +128,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // HTTP is served by package h1 in front of a net/http server: h1 answers the plain
 // requests table clients send, over TLS too (a point read then costs the server about a
 // third less CPU, a fifth less over TLS, and two cores serve a fifth more point reads and
-// synced inserts a second), and hands any other connection to net/http.
+// synced inserts a second), and hands any other connection to net/http. With
+// Options.NetHTTP, net/http serves every request (h1 only accepts the connections and does
+// their TLS handshakes). Either way the request heads are bounded (maxHeadBytes,
+// maxHeadMemory), and a request net/http's parser refuses is answered by refuse.
 func (s *Server) ServeHandler(ctx context.Context, ln net.Listener, h http.Handler) error {
 	var fresh newConns
 	hs := &http.Server{
@@ -116,8 +140,10 @@ func (s *Server) ServeHandler(ctx context.Context, ln net.Listener, h http.Handl
 		IdleTimeout:       s.limits.IdleTimeout + keepAliveSlack,
 		ErrorLog:          log.New(handshakeDemoter{s.log}, "", 0),
 		ConnState:         fresh.track,
+		// net/http reads up to 4 KiB more than MaxHeaderBytes.
+		MaxHeaderBytes: maxHeadBytes - 4<<10,
 	}
-	srv := &h1.Server{HTTP: hs}
+	srv := &h1.Server{HTTP: hs, Refused: s.refuse, MaxHeadMemory: maxHeadMemory, FallbackOnly: s.netHTTP}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -159,4 +185,76 @@ func (s *Server) waitIdle(d time.Duration) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return true
+}
+
+// refuse answers a request refused before any handler could see it (h1.RequestError: a
+// head net/http will not parse, one too large, one that found the memory for heads spent)
+// as the service answers a bad request: an Azure error with its code, in the request log,
+// the access log and the metrics like any other answer. r is the request as far as its
+// head could be read; the connection closes after the answer.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *h1.RequestError) {
+	start := time.Now()
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	if e.Kind == h1.BadTarget {
+		// Only the account of a path that is not a URL is kept: the rest was never
+		// decoded, and may hold anything (a SAS signature percent-encoded, say).
+		r.URL = &url.URL{Path: "/"}
+		if seg := firstSegment(r.RequestURI); strings.HasPrefix(r.RequestURI, "/") && !strings.ContainsAny(seg, "%?") {
+			r.URL.Path += seg
+		}
+	}
+	// As ServeHTTP begins a request.
+	rq := &request{r: r, id: s.nextRequestID(), level: edmjson.MinimalMetadata}
+	rq.rcv = *http.NewResponseController(w)
+	rq.rc = &rq.rcv
+	rq.rw = responseWriter{ResponseWriter: w, s: s, rq: rq}
+	rq.w = &rq.rw
+	defer s.logRequest(rq, start)
+	if s.observer != nil {
+		defer s.observeRequest(rq, start)
+	}
+	hd := w.Header()
+	hd["X-Ms-Request-Id"] = rq.hdr(rq.id)
+	hd["X-Ms-Version"] = rq.hdr(DefaultVersion)
+	if v := first(r.Header["X-Ms-Client-Request-Id"]); v != "" && len(v) <= 1024 {
+		hd["X-Ms-Client-Request-Id"] = rq.hdr(v)
+	}
+	hd["Cache-Control"] = rq.hdr("no-cache")
+	hd["X-Content-Type-Options"] = rq.hdr("nosniff")
+	hd["Server"] = rq.hdr("Cerulean")
+	rq.pathStyle = s.address(rq)
+	s.writeError(rq, refusal(e))
+}
+
+// refusal is the service's error for a refused request: the code Azure's documentation
+// gives each case (docs/protocol.md §15.14).
+func refusal(e *h1.RequestError) *azerr.Error {
+	switch e.Kind {
+	case h1.BadTarget:
+		return azerr.New(azerr.RequestURLFailedToParse)
+	case h1.BadMethod:
+		return azerr.New(azerr.InvalidHTTPVerb)
+	case h1.BadHeader:
+		return azerr.New(azerr.InvalidHeaderValue)
+	case h1.BadHost:
+		e := azerr.New(azerr.InvalidHeaderValue)
+		e.Fields = []azerr.Field{{Name: "HeaderName", Value: "Host"}}
+		return e
+	case h1.MissingHost:
+		return azerr.New(azerr.HostInformationNotPresent)
+	case h1.UnknownExpectation:
+		e := azerr.New(azerr.InvalidHeaderValue)
+		e.Fields = []azerr.Field{{Name: "HeaderName", Value: "Expect"}}
+		return e
+	case h1.UnsupportedTransferEncoding:
+		return azerr.New(azerr.NotImplemented)
+	case h1.HeadTooLarge:
+		return azerr.New(azerr.OutOfRangeInput).WithDetail("The request line and headers are larger than the " + strconv.Itoa(maxHeadBytes>>10) + " KiB permitted.")
+	case h1.HeadBudget:
+		return azerr.New(azerr.ServerBusy).WithDetail("Too many request heads are arriving at once.")
+	case h1.UnsupportedVersion:
+		return azerr.New(azerr.InvalidInput).WithDetail("The HTTP version is not supported.")
+	}
+	return azerr.New(azerr.InvalidInput) // the head cannot be read as HTTP
 }

@@ -69,6 +69,9 @@ type Options struct {
 	// Deletions, if set, keeps deleted tables' names taken for a while
 	// (--table-delete-delay): creating one meanwhile is 409 TableBeingDeleted.
 	Deletions *faults.Deletions
+	// NetHTTP serves every request with Go's net/http instead of package h1
+	// (--http-server net/http; see ServeHandler).
+	NetHTTP bool
 }
 
 // Server serves the Azure Table REST API over one engine.
@@ -87,6 +90,8 @@ type Server struct {
 	throttle  *throttle.Limiter
 	faults    *faults.Injector
 	deletions *faults.Deletions
+	// netHTTP is Options.NetHTTP.
+	netHTTP bool
 	// busyLog summarises the log lines of 5xx answers that come in floods (see logRequest).
 	busyLog failureLog
 	// redact removes credentials from what the logs and the observers get (redacted).
@@ -140,6 +145,7 @@ func New(opts Options) (*Server, error) {
 		throttle:       opts.Throttle,
 		faults:         opts.Faults,
 		deletions:      opts.Deletions,
+		netHTTP:        opts.NetHTTP,
 		budget:         newBodyBudget(limits.MaxBodyMemory),
 		keepAlive:      []string{keepAliveValue(limits.IdleTimeout)},
 		idPrefix:       h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-",

@@ -280,3 +280,22 @@ func TestResumeCommandRedacts(t *testing.T) {
 		t.Error("secretsNote")
 	}
 }
+
+// TestParseServeHTTPServer: --http-server is h1 by default, net/http on request (flag or
+// CERULEAN_HTTP_SERVER), and nothing else.
+func TestParseServeHTTPServer(t *testing.T) {
+	if o, err := parseServe(nil); err != nil || o.httpServer != "h1" {
+		t.Fatalf("default: %q, %v", o.httpServer, err)
+	}
+	if o, err := parseServe([]string{"--http-server", "net/http"}); err != nil || o.httpServer != "net/http" {
+		t.Fatalf("--http-server net/http: %q, %v", o.httpServer, err)
+	}
+	t.Setenv("CERULEAN_HTTP_SERVER", "net/http")
+	if o, err := parseServe(nil); err != nil || o.httpServer != "net/http" {
+		t.Fatalf("CERULEAN_HTTP_SERVER=net/http: %q, %v", o.httpServer, err)
+	}
+	var ue usageError
+	if _, err := parseServe([]string{"--http-server", "nginx"}); !errors.As(err, &ue) || !strings.Contains(err.Error(), `--http-server "nginx": want h1 or net/http`) {
+		t.Errorf("--http-server nginx: %v, want a usage error", err)
+	}
+}

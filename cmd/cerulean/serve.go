@@ -106,6 +106,8 @@ type serveOptions struct {
 	faultsSeed uint64
 	// tableDeleteDelay is --table-delete-delay (0: off).
 	tableDeleteDelay time.Duration
+	// httpServer is --http-server: "h1" or "net/http".
+	httpServer string
 }
 
 func env(name, def string) string {
@@ -328,6 +330,8 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 		return fs, o, err
 	}
 	fs.DurationVar(&o.tableDeleteDelay, "table-delete-delay", delDelay, "how long a deleted table's name stays taken (Create Table gets 409 TableBeingDeleted), as on the service (about 40s); 0 frees it at once (CERULEAN_TABLE_DELETE_DELAY)")
+	fs.StringVar(&o.httpServer, "http-server", env("CERULEAN_HTTP_SERVER", "h1"), "what answers HTTP requests: h1 (Cerulean's own HTTP/1.1 server for the plain requests table clients send, Go's net/http for any other) "+
+		"or net/http (Go's for every request, to compare or to rule h1 out); the limits on request heads and the answers to malformed requests are the same (CERULEAN_HTTP_SERVER)")
 	return fs, o, nil
 }
 
@@ -356,6 +360,9 @@ func (o *serveOptions) check() error {
 		}
 	default:
 		return fmt.Errorf("--engine %q: want pebble or postgres", o.engine)
+	}
+	if o.httpServer != "h1" && o.httpServer != "net/http" {
+		return fmt.Errorf("--http-server %q: want h1 or net/http", o.httpServer)
 	}
 	c, err := parseConsistency(o.readConsistency)
 	if err != nil {
@@ -668,7 +675,7 @@ func runServe(args []string) error {
 	thr, inj, dels := emulation(o, log)
 	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic, ReadConsistency: o.consistency, Observer: observers,
 		// Over HTTPS a SAS signed spr=https holds as the service holds it.
-		StrictProtocol: https, Throttle: thr, Faults: inj, Deletions: dels})
+		StrictProtocol: https, Throttle: thr, Faults: inj, Deletions: dels, NetHTTP: o.httpServer == "net/http"})
 	if err != nil {
 		eng.Close()
 		return err
