@@ -449,6 +449,25 @@ func (s *server) terminate(timeout time.Duration) (exitErr error, inTime bool) {
 	}
 }
 
+// waitExit waits up to timeout for a process already told to stop (a signal sent by the
+// test) to exit, and kills it after that. Unlike terminate it sends no signal: a second
+// SIGTERM during a shutdown, once the server has stopped listening for it, ends the
+// process at once with the signal's default action.
+func (s *server) waitExit(timeout time.Duration) (exitErr error, inTime bool) {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	select {
+	case <-done:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.exitErr, true
+	case <-time.After(timeout):
+		s.kill()
+		return errors.New("killed: no exit after the signal"), false
+	}
+}
+
 // restart starts a new process on the same data directory (after a stop or a kill).
 func (s *server) restart(t testing.TB) {
 	t.Helper()
