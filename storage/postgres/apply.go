@@ -74,6 +74,13 @@ import (
 // Go. Expired rows (expiry <= the database clock) are absent for every precondition:
 // an insert over one succeeds, a replace or delete does not match it.
 //
+// Explicit expiry (storage.Mutation.Expiry, the data tools' exact copies): an Apply with
+// any such mutation takes the read-modify-write path, which computes every expiry in Go
+// from the settings it reads with the rows and stores it as it is (the compare-and-swap
+// statements take an absolute expiry). The single and batch statements, which add a
+// time-to-live to the version SQL computes, stay as they are for every other write; such
+// an Apply costs one more round trip (the read).
+//
 // Every path ends with one pipeline that commits and then reads the commit position
 // (positions.go), so a write costs the same round trips as before positions.
 func (e *Engine) Apply(ctx context.Context, account, tableName, pk string, muts []storage.Mutation) (storage.Applied, error) {
@@ -143,6 +150,9 @@ func (e *Engine) settings(ctx context.Context, a *applyArgs) ([]int64, error) {
 }
 
 func (e *Engine) applyOnce(ctx context.Context, a *applyArgs) (storage.Applied, error) {
+	if explicitExpiry(a.muts) {
+		return e.applyRMW(ctx, a)
+	}
 	if len(a.muts) == 1 {
 		switch m := &a.muts[0]; m.Op {
 		case storage.Merge:
@@ -688,7 +698,7 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 			return storage.Applied{}, &storage.ApplyError{Index: i, Err: err}
 		}
 		if m.Op != storage.Delete {
-			if r.expiry, err = storage.Expiry(st.settings, r.Props, v); err != nil {
+			if r.expiry, err = storage.SettleExpiry(st.settings, m, &r.Row); err != nil {
 				return storage.Applied{}, &storage.ApplyError{Index: i, Err: err}
 			}
 		}
@@ -756,4 +766,14 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 		return storage.Applied{}, err
 	}
 	return storage.Applied{Versions: versions, Position: pos}, nil
+}
+
+// explicitExpiry reports whether any mutation gives its row an explicit expiry.
+func explicitExpiry(muts []storage.Mutation) bool {
+	for i := range muts {
+		if muts[i].Expiry != storage.ExpiryComputed {
+			return true
+		}
+	}
+	return false
 }

@@ -249,17 +249,17 @@ func buildQueries(d dialect) queries {
 	q.casUpdate, q.casDelete, q.casInsert = casUpdateDML, casDeleteDML, casInsertDML
 	q.casUpdateB, q.casDeleteB, q.casInsertB = raise(casUpdateDML), raise(casDeleteDML), raise(casInsertDML)
 
-	q.get = `SELECT t.id, e.version, e.props FROM cerulean_tables t
+	q.get = `SELECT t.id, e.version, e.props, e.expiry FROM cerulean_tables t
 		LEFT JOIN cerulean_entities e ON e.table_id = t.id AND e.pk = $3::BYTEA AND e.rk = $4::BYTEA AND ` + live + `
 		WHERE t.account = $1 AND t.key = $2`
-	q.getMany = `SELECT k.n, t.id, e.version, e.props
+	q.getMany = `SELECT k.n, t.id, e.version, e.props, e.expiry
 		FROM unnest($1::INT8[], $2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[]) AS k (n, account, key, pk, rk)
 		JOIN cerulean_tables t ON t.account = k.account AND t.key = k.key
 		LEFT JOIN ` + entityAt("k.pk", "k.rk", live) + ` e ON TRUE`
 	q.tableExists = `SELECT id FROM cerulean_tables WHERE account = $1 AND key = $2`
 	// $5 limit; scanTo adds the exclusive end ($6, $7). Expired rows are filtered out in
 	// the statement, so they neither count against the limit nor reach the caller.
-	const scanHead = `SELECT pk, rk, version, props FROM cerulean_entities e
+	const scanHead = `SELECT pk, rk, version, props, expiry FROM cerulean_entities e
 		WHERE table_id = ` + tableID + ` AND (pk, rk) >= ($3::BYTEA, $4::BYTEA) AND ` + live
 	q.scan = scanHead + ` ORDER BY pk, rk LIMIT $5`
 	q.scanTo = scanHead + ` AND (pk, rk) < ($6::BYTEA, $7::BYTEA) ORDER BY pk, rk LIMIT $5`
@@ -268,7 +268,7 @@ func buildQueries(d dialect) queries {
 	const (
 		rowSize = `(octet_length(pk) + octet_length(rk) + octet_length(props))`
 		running = ` OVER (ORDER BY pk, rk ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)`
-		capHead = `SELECT pk, rk, version, props FROM (SELECT pk, rk, version, props,
+		capHead = `SELECT pk, rk, version, props, expiry FROM (SELECT pk, rk, version, props, expiry,
 			row_number()` + running + ` AS n, (sum` + rowSize + running + `)::BIGINT - ` + rowSize + ` AS before
 			FROM cerulean_entities e WHERE table_id = ` + tableID + ` AND (pk, rk) >= ($3::BYTEA, $4::BYTEA) AND ` + live
 	)
