@@ -370,3 +370,60 @@ func signedDo(t testing.TB, srv *server, req *http.Request) *http.Response {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Through CORS and a SAS: a browser's preflight for x-cerulean-expiry passes when the
+// account's rule allows it (as for any request header), an answer with the annotation
+// exposes Preference-Applied to the script, and a table SAS that allows the write and the
+// read allows the header and the annotation (neither is signed, as bodies are not).
+func TestEntityExpiryCORSAndSAS(t *testing.T) {
+	srv := freshAccountServer(t)
+	svc := newServiceClient(t, srv)
+	acct := srv.Default().Name
+	table := tableName(t)
+	if err := settingsClient(t, srv).CreateTable(ctx(t), table, &client.TableSettings{Elastic: true}); err != nil {
+		t.Fatal(err)
+	}
+	setProps(t, svc, aztables.ServiceProperties{Cors: []*aztables.CorsRule{{
+		AllowedOrigins: ptr("http://app.example"), AllowedMethods: ptr("GET,POST,PUT,MERGE"),
+		AllowedHeaders: ptr("x-ms-*,x-cerulean-*,content-type,prefer,accept,dataserviceversion"), ExposedHeaders: ptr("x-ms-*"), MaxAgeInSeconds: ptr[int32](60),
+	}}})
+	path := entityPath(acct, table, "p", "1")
+	r := preflight(t, srv, path, "http://app.example", "PUT", "x-cerulean-expiry,x-ms-version,content-type")
+	requireStatus(t, r, http.StatusOK, "preflight")
+	if !hasToken(r.Header, "Access-Control-Allow-Headers", "x-cerulean-expiry") {
+		t.Errorf("preflight: Access-Control-Allow-Headers %q", r.Header.Get("Access-Control-Allow-Headers"))
+	}
+	exp := expiryText(time.Now().Add(time.Hour))
+	r = srv.do(t, rawReq{Method: http.MethodPut, Path: path, Body: []byte(`{"V":1}`), Header: map[string]string{"Origin": "http://app.example", "x-cerulean-expiry": exp}})
+	requireStatus(t, r, http.StatusNoContent, "upsert from a browser")
+	r = srv.do(t, rawReq{Method: http.MethodGet, Path: path, Header: map[string]string{"Origin": "http://app.example", "Prefer": preferExpiry}})
+	requireStatus(t, r, http.StatusOK, "read from a browser")
+	if !hasToken(r.Header, "Access-Control-Expose-Headers", "Preference-Applied") || !strings.Contains(string(r.Body), exp) {
+		t.Errorf("read from a browser: Access-Control-Expose-Headers %q, body %s", r.Header.Get("Access-Control-Expose-Headers"), r.Body)
+	}
+
+	a := srv.Default()
+	cred, err := aztables.NewSharedKeyCredential(a.Name, a.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := aztables.SASSignatureValues{
+		Protocol: aztables.SASProtocolHTTPSandHTTP, StartTime: time.Now().Add(-time.Minute), ExpiryTime: time.Now().Add(time.Hour),
+		Permissions: aztables.SASPermissions{Read: true, Add: true, Update: true}.String(), TableName: table,
+	}.Sign(cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := aztables.NewClientWithNoCredential(srv.Endpoint(a.Name)+"/"+table+"?"+qs, clientOptions(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx := runtime.WithHTTPHeader(ctx(t), http.Header{"x-cerulean-expiry": {exp}})
+	if _, err := c.UpsertEntity(wctx, []byte(`{"PartitionKey":"p","RowKey":"sas"}`), nil); err != nil {
+		t.Fatalf("upsert with x-cerulean-expiry through a table SAS: %v", err)
+	}
+	got, err := c.GetEntity(runtime.WithHTTPHeader(ctx(t), http.Header{"Prefer": {preferExpiry}}), "p", "sas", nil)
+	if err != nil || !strings.Contains(string(got.Value), `"cerulean.expiry":"`+exp+`"`) {
+		t.Errorf("read through a table SAS: %s, %v", got.Value, err)
+	}
+}
