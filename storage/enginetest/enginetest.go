@@ -139,6 +139,7 @@ func Run(t *testing.T, h Harness) {
 		{"Expiry/ExplicitTTLOff", testExplicitExpiryTTLOff},
 		{"Expiry/ExplicitPast", testExplicitExpiryPast},
 		{"Expiry/ExplicitRefused", testExplicitExpiryRefused},
+		{"Expiry/ExplicitBatch", testExplicitExpiryBatch},
 		{"ApplyEach/ExplicitExpiry", testEachExplicitExpiry},
 		{"Positions/Increasing", testPositions},
 		{"Positions/Concurrent", testPositionsConcurrent},

@@ -280,3 +280,50 @@ func testEachExplicitExpiry(t *testing.T, x *env) {
 	}
 	x.wantKeys("standard table after ApplyEach", x.liveKeys(std, 1000), keys("p", "a", "c"))
 }
+
+// testExplicitExpiryBatch: a batch of inserts only, or of insert-or-replaces only, each
+// with an explicit expiry (the data tools' changesets, which an engine may write with one
+// statement) keeps every rule of a single write: all or nothing, the instants stored as
+// given, one past expired at once, an existing row refused to an insert, a table made
+// standard since the last write refused.
+func testExplicitExpiryBatch(t *testing.T, x *env) {
+	tbl := x.createWith("ExplicitBatch", elastic(3600))
+	t1 := entity.TimeToTicks(time.Now().Add(30*time.Hour)) + 99
+	past := entity.TimeToTicks(time.Now().Add(-time.Hour))
+	bad := str(storage.DefaultTTLProperty, "x")
+	_, p := x.applyPos(tbl, "p",
+		at(mut(storage.Insert, "a", bad), t1),
+		at(mut(storage.Insert, "b"), storage.ExpiryNever),
+		at(mut(storage.Insert, "c", str("S", "1")), past))
+	x.wantExpiry("batch insert at t1", tbl, "p", "a", p, t1)
+	x.wantExpiry("batch insert never", tbl, "p", "b", p, 0)
+	x.getMissing(tbl, "p", "c")
+	_, p = x.applyPos(tbl, "p",
+		at(mut(storage.InsertOrReplace, "a", str("S", "2")), storage.ExpiryNever),
+		at(mut(storage.InsertOrReplace, "b", str("S", "3")), t1+1),
+		at(mut(storage.InsertOrReplace, "c", str("S", "4")), t1+2),
+		at(mut(storage.InsertOrReplace, "d"), past))
+	x.wantExpiry("batch upsert never over t1", tbl, "p", "a", p, 0)
+	x.wantExpiry("batch upsert t1+1 over never", tbl, "p", "b", p, t1+1)
+	x.wantExpiry("batch upsert over a row expired at once", tbl, "p", "c", p, t1+2)
+	x.sameProps("batch upsert", x.get(tbl, "p", "c").Entity.Props, []entity.Property{str("S", "4")})
+	x.getMissing(tbl, "p", "d")
+	// An insert over the row an upsert just expired at once succeeds.
+	x.apply(tbl, "p", at(mut(storage.InsertOrReplace, "b", str("S", "5")), past), at(mut(storage.InsertOrReplace, "e"), t1))
+	x.getMissing(tbl, "p", "b")
+	x.apply(tbl, "p", at(mut(storage.Insert, "b", str("S", "6")), t1), at(mut(storage.Insert, "f"), t1))
+	x.wantExpiry("insert over a row expired at once", tbl, "p", "b", 0, t1)
+	// All or nothing.
+	x.applyErr(tbl, "p", 1, storage.ErrExists, at(mut(storage.Insert, "g"), t1), at(mut(storage.Insert, "a"), t1))
+	x.getMissing(tbl, "p", "g")
+	// A table made standard since: refused, nothing written.
+	if err := x.e.SetTableSettings(x.ctx, x.acct, tbl, storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	ae := x.applyErr(tbl, "p", 0, nil, at(mut(storage.InsertOrReplace, "h"), t1), at(mut(storage.InsertOrReplace, "i"), t1))
+	if az, ok := azerr.As(ae.Err); !ok || az.Code != azerr.InvalidInput {
+		t.Fatalf("explicit expiries on a table made standard: %v, want 400 InvalidInput", ae.Err)
+	}
+	x.getMissing(tbl, "p", "h")
+	x.wantExpiry("a row keeps its expiry when the table is made standard", tbl, "p", "b", 0, t1)
+}

@@ -35,6 +35,10 @@ type queries struct {
 	// $7 time-to-live ticks, $8 settings generation), answering the RowKeys and versions
 	// written, raising 22012 unless all were.
 	insertMany, upsertMany string
+	// insertManyAt and upsertManyAt are insertMany and upsertMany for rows with explicit
+	// expiries (storage.Mutation.Expiry): $7 holds each row's absolute expiry in ticks (0:
+	// never) rather than a time-to-live, stored as it is, also over an existing row.
+	insertManyAt, upsertManyAt string
 	// Read-modify-write Apply (merges): read the catalogue row (id, settings), the server
 	// clock and the rows, then compare-and-swap each row. readRows also explains a failed
 	// batch (diagnose). readRow and readRowProps are the same for one RowKey ($4 BYTEA
@@ -204,6 +208,23 @@ func buildQueries(d dialect) queries {
 		SELECT array_agg(w.rk), array_agg(w.version), 1 / (CASE WHEN count(*) = $6::BIGINT THEN 1 ELSE 0 END) FROM w`
 	q.insertMany = fmt.Sprintf(many, setInsert)
 	q.upsertMany = fmt.Sprintf(many, setUpsert)
+	// With absolute expiries the array's value is the expiry, and an ON CONFLICT update
+	// takes it as it is (excluded.expiry). One already at or before the row's new version
+	// leaves the row stored but expired, absent for every read and precondition until the
+	// purge removes it (storage.SettleExpiry's "expired at once").
+	const (
+		manyAt = `WITH w AS (INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
+			SELECT t.id, $3::BYTEA, u.rk, n.v, u.props, NULLIF(u.exp, 0)
+			FROM cerulean_tables t, ` + clock + `, unnest($4::BYTEA[], $5::BYTEA[], $7::BIGINT[]) WITH ORDINALITY AS u (rk, props, exp, ord)
+			WHERE t.account = $1 AND t.key = $2 AND COALESCE(t.gen, 0) = $8::BIGINT
+			ORDER BY u.ord
+			ON CONFLICT (table_id, pk, rk) DO UPDATE SET %s
+			RETURNING e.rk, e.version)
+		SELECT array_agg(w.rk), array_agg(w.version), 1 / (CASE WHEN count(*) = $6::BIGINT THEN 1 ELSE 0 END) FROM w`
+		setUpsertAt = `version = GREATEST(excluded.version, e.version + 1), props = excluded.props, expiry = excluded.expiry`
+	)
+	q.insertManyAt = fmt.Sprintf(manyAt, setUpsertAt+` WHERE e.expiry <= excluded.version`)
+	q.upsertManyAt = fmt.Sprintf(manyAt, setUpsertAt)
 	q.insertB = raise(insertDML)
 	q.upsertB = raise(upsertDML)
 	q.replaceB = raise(replaceDML)
@@ -326,7 +347,7 @@ func buildQueries(d dialect) queries {
 	q.clearSvcProps = `DELETE FROM cerulean_service_properties WHERE account = $1`
 
 	for _, p := range []*string{&q.insert1, &q.upsert1, &q.insertGroup, &q.upsertGroup, &q.replace1, &q.delete1, &q.insertB, &q.upsertB, &q.replaceB,
-		&q.deleteB, &q.insertMany, &q.upsertMany, &q.readRows, &q.readRowsProps, &q.readRow, &q.readRowProps, &q.get, &q.getMany, &q.scan, &q.scanTo,
+		&q.deleteB, &q.insertMany, &q.upsertMany, &q.insertManyAt, &q.upsertManyAt, &q.readRows, &q.readRowsProps, &q.readRow, &q.readRowProps, &q.get, &q.getMany, &q.scan, &q.scanTo,
 		&q.scanCapped, &q.scanToCapped, &q.purgeExpired, &q.position} {
 		*p = d.sql(*p)
 	}
