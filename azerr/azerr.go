@@ -59,6 +59,7 @@ const (
 	TableBeingDeleted                       Code = "TableBeingDeleted"
 	TableNotFound                           Code = "TableNotFound"
 	TooManyProperties                       Code = "TooManyProperties"
+	UnsupportedHeader                       Code = "UnsupportedHeader"
 	UnsupportedHTTPVerb                     Code = "UnsupportedHttpVerb"
 	UpdateConditionNotSatisfied             Code = "UpdateConditionNotSatisfied"
 	XMethodIncorrectCount                   Code = "XMethodIncorrectCount"
@@ -118,6 +119,7 @@ var catalogue = map[Code]entry{
 	TableBeingDeleted:                       {http.StatusConflict, "The specified table is being deleted."},
 	TableNotFound:                           {http.StatusNotFound, "The table specified does not exist."},
 	TooManyProperties:                       {http.StatusBadRequest, "The entity contains more properties than allowed."},
+	UnsupportedHeader:                       {http.StatusBadRequest, "One of the HTTP headers specified in the request is not supported."},
 	UnsupportedHTTPVerb:                     {http.StatusMethodNotAllowed, "The resource doesn't support specified Http Verb."},
 	UpdateConditionNotSatisfied:             {http.StatusPreconditionFailed, "The update condition specified in the request was not satisfied."},
 	XMethodIncorrectCount:                   {http.StatusBadRequest, "More than one X-HTTP-Method is specified."},

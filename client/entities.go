@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ceruleandb/cerulean/entity"
 )
 
 // Query is a Query Entities request: the filter and select as OData text, and where to
@@ -27,7 +29,27 @@ type Query struct {
 	Top int
 	// Continuation is where the page starts.
 	Continuation Continuation
+	// Expiry asks a Cerulean service for each entity's stored expiry: the
+	// ExpiryAnnotation on every entity that expires (Prefer:
+	// odata.include-annotations="cerulean.expiry"). Page.Expiry tells whether the
+	// service answered it; other services ignore the preference.
+	Expiry bool
 }
+
+// An entity's expiry on the wire (a Cerulean extension, docs/protocol.md §15.15).
+const (
+	// ExpiryAnnotation is the instance annotation on a queried entity that holds its
+	// expiry (an Edm.DateTime text), when Query.Expiry asked for it and it has one.
+	ExpiryAnnotation = "cerulean.expiry"
+	// HeaderExpiry is the write header that gives an entity of an elastic table its exact
+	// expiry: an RFC 3339 instant in UTC, or "never" (BatchEntity.Expiry).
+	HeaderExpiry = "x-cerulean-expiry"
+	// ExpiryNever as BatchEntity.Expiry writes "never": the entity gets no expiry.
+	ExpiryNever int64 = -1
+)
+
+// preferExpiry is the preference that asks for ExpiryAnnotation.
+const preferExpiry = `odata.include-annotations="` + ExpiryAnnotation + `"`
 
 // Continuation is the position after a page: the service's NextPartitionKey and
 // NextRowKey, opaque to the client. The zero value means the start (in a Query) or the
@@ -45,6 +67,10 @@ func (c Continuation) Done() bool { return c.NextPartitionKey == "" && c.NextRow
 type Page struct {
 	Entities []json.RawMessage
 	Next     Continuation
+	// Expiry reports that the service answered Query.Expiry (Preference-Applied): an
+	// entity without the ExpiryAnnotation then never expires. False when it was not
+	// asked, or the service does not know the extension (not Cerulean, or older).
+	Expiry bool
 }
 
 // QueryEntities fetches one page of table's entities at full metadata, so that every
@@ -68,6 +94,9 @@ func (c *Client) QueryEntities(ctx context.Context, table string, q Query) (*Pag
 		v.Set("NextRowKey", q.Continuation.NextRowKey)
 	}
 	h := http.Header{"Accept": {"application/json;odata=fullmetadata"}}
+	if q.Expiry {
+		h["Prefer"] = []string{preferExpiry}
+	}
 	resp, err := c.Do(ctx, http.MethodGet, url.PathEscape(table)+"()", v, h, nil)
 	if err != nil {
 		return nil, err
@@ -85,7 +114,27 @@ func (c *Client) QueryEntities(ctx context.Context, table string, q Query) (*Pag
 	return &Page{Entities: body.Value, Next: Continuation{
 		NextPartitionKey: resp.Header.Get("x-ms-continuation-NextPartitionKey"),
 		NextRowKey:       resp.Header.Get("x-ms-continuation-NextRowKey"),
-	}}, nil
+	}, Expiry: q.Expiry && expiryApplied(resp.Header)}, nil
+}
+
+// expiryApplied reports whether an answer's Preference-Applied says the expiry
+// annotation was included.
+func expiryApplied(h http.Header) bool {
+	for _, v := range h.Values("Preference-Applied") {
+		if strings.Contains(strings.ToLower(v), "include-annotations") {
+			return true
+		}
+	}
+	return false
+}
+
+// AppendExpiry appends an x-cerulean-expiry value: "never" for ExpiryNever, else the
+// instant ticks (100 ns since the Unix epoch) in RFC 3339 with seven fraction digits.
+func AppendExpiry(dst []byte, ticks int64) []byte {
+	if ticks == ExpiryNever {
+		return append(dst, "never"...)
+	}
+	return entity.AppendTicks(dst, ticks)
 }
 
 // WriteMode is how a batch writes each entity.
@@ -104,6 +153,10 @@ const (
 type BatchEntity struct {
 	PartitionKey, RowKey string
 	Body                 []byte
+	// Expiry, when not 0, is sent as the entity's exact expiry (HeaderExpiry): ExpiryNever,
+	// or an instant in 100 ns ticks since the Unix epoch. A Cerulean elastic table takes
+	// it in place of the expiry it computes; a standard table refuses it.
+	Expiry int64
 }
 
 // BatchError is a refused batch: the service's error and the index of the operation it
@@ -162,7 +215,13 @@ func (c *Client) batchBody(table string, mode WriteMode, ents []BatchEntity) ([]
 			target += "(PartitionKey='" + keyEscape(e.PartitionKey) + "',RowKey='" + keyEscape(e.RowKey) + "')"
 		}
 		fmt.Fprintf(&b, "--%s\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\nContent-ID: %d\r\n\r\n", cs, i+1)
-		fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nAccept: application/json;odata=minimalmetadata\r\nContent-Type: application/json\r\nPrefer: return-no-content\r\nDataServiceVersion: 3.0\r\n\r\n", method, target)
+		fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nAccept: application/json;odata=minimalmetadata\r\nContent-Type: application/json\r\nPrefer: return-no-content\r\nDataServiceVersion: 3.0\r\n", method, target)
+		if e.Expiry != 0 {
+			b.WriteString(HeaderExpiry + ": ")
+			b.Write(AppendExpiry(nil, e.Expiry))
+			b.WriteString("\r\n")
+		}
+		b.WriteString("\r\n")
 		b.Write(e.Body)
 		b.WriteString("\r\n")
 	}

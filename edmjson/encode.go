@@ -31,7 +31,18 @@ type EntityOptions struct {
 	// RowKey and Timestamp only when named; a named property the entity lacks is written
 	// as null (as the service does); odata.etag is written regardless (minimal and full).
 	Select *Selection
+	// Expiry writes the "cerulean.expiry" instance annotation (ExpiryAnnotation) on each
+	// record with a stored expiry (storage.Record.Expiry), at every metadata level and
+	// whatever Select says: what a request asks for with Prefer: odata.include-annotations
+	// (docs/protocol.md §15.15). A record without an expiry gets none.
+	Expiry bool
 }
+
+// ExpiryAnnotation is the instance annotation that carries an entity's expiry: the
+// instant it is gone, in the Timestamp's form. Its name has a dot, which no property name
+// may have, so it never clashes with a property; a request body that echoes it is
+// refused like any invalid property name (as on Azure).
+const ExpiryAnnotation = "cerulean.expiry"
 
 // Selection is a $select list prepared for AppendEntity. It is built once per request
 // and shared by every entity of the response, so that writing an entity costs time
@@ -100,7 +111,7 @@ type TableOptions struct {
 // Values that no valid entity holds (a Guid that is not 16 bytes, an unknown type) are
 // written as null, so the output is always valid JSON.
 func AppendEntity(dst []byte, e *entity.Entity, version int64, opts EntityOptions) []byte {
-	dst = appendEntityStart(dst, e.PartitionKey, e.RowKey, version, opts)
+	dst = appendEntityStart(dst, e.PartitionKey, e.RowKey, version, 0, opts)
 	w := newPropWriter(opts)
 	for i := range e.Props {
 		p := &e.Props[i]
@@ -112,13 +123,18 @@ func AppendEntity(dst []byte, e *entity.Entity, version int64, opts EntityOption
 // AppendRecord appends rec exactly as AppendEntity appends rec.Entity at rec.Version,
 // whether its properties are decoded (Entity.Props) or still in the stored form
 // (storage.Record.Encoded): those are written straight from the stored bytes, with no
-// value decoded or allocated.
+// value decoded or allocated. With opts.Expiry it also writes rec.Expiry, when the record
+// has one, as the ExpiryAnnotation.
 func AppendRecord(dst []byte, rec *storage.Record, opts EntityOptions) []byte {
-	if rec.Encoded == nil {
-		return AppendEntity(dst, &rec.Entity, rec.Version, opts)
-	}
-	dst = appendEntityStart(dst, rec.Entity.PartitionKey, rec.Entity.RowKey, rec.Version, opts)
+	dst = appendEntityStart(dst, rec.Entity.PartitionKey, rec.Entity.RowKey, rec.Version, rec.Expiry, opts)
 	w := newPropWriter(opts)
+	if rec.Encoded == nil {
+		for i := range rec.Entity.Props {
+			p := &rec.Entity.Props[i]
+			dst = w.add(dst, p.Name, &p.Value)
+		}
+		return w.end(dst)
+	}
 	r := entity.NewPropReader(rec.Encoded)
 	for r.Next() {
 		if r.Plain() {
@@ -131,9 +147,10 @@ func AppendRecord(dst []byte, rec *storage.Record, opts EntityOptions) []byte {
 	return w.end(dst)
 }
 
-// appendEntityStart opens an entity's object and writes its metadata and system
-// properties (AppendEntity's order), the Timestamp formatted once for the ETag and itself.
-func appendEntityStart(dst []byte, pk, rk string, version int64, opts EntityOptions) []byte {
+// appendEntityStart opens an entity's object and writes its metadata, its expiry (when
+// opts.Expiry and expiry is not 0) and its system properties (AppendEntity's order), the
+// Timestamp formatted once for the ETag and itself.
+func appendEntityStart(dst []byte, pk, rk string, version, expiry int64, opts EntityOptions) []byte {
 	dst = append(dst, '{')
 	root := trimSlash(opts.ServiceRoot)
 	sel := opts.Select
@@ -176,6 +193,12 @@ func appendEntityStart(dst []byte, pk, rk string, version int64, opts EntityOpti
 			dst = appendEntityPath(dst, opts.Table, pk, rk)
 			dst = append(dst, '"')
 		}
+	}
+	if opts.Expiry && expiry != 0 {
+		dst = comma(dst)
+		dst = append(dst, `"`+ExpiryAnnotation+`":"`...)
+		dst = appendTicks(dst, expiry)
+		dst = append(dst, '"')
 	}
 	if all || sel.pk {
 		dst = comma(dst)

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ceruleandb/cerulean/entity"
 	"github.com/ceruleandb/cerulean/storage"
@@ -361,5 +362,51 @@ func TestAppendError(t *testing.T) {
 	}
 	if got := string(AppendError(nil, "X", `a "quoted" \ <b>`)); got != `{"odata.error":{"code":"X","message":{"lang":"en-US","value":"a \"quoted\" \\ <b>"}}}` {
 		t.Errorf("escaping: %s", got)
+	}
+}
+
+// The expiry annotation: written only when asked for, on a record that has an expiry,
+// after the metadata and before the keys at every level, whatever $select says; the
+// same from decoded and stored properties.
+func TestAppendRecordExpiry(t *testing.T) {
+	props := []entity.Property{{Name: "A", Value: entity.Int32Value(1)}}
+	exp := entity.TimeToTicks(time.Date(2026, 12, 5, 10, 0, 0, 123456700, time.UTC))
+	ver := entity.TimeToTicks(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))
+	dec := storage.Record{Entity: entity.Entity{PartitionKey: "p", RowKey: "r", Props: props}, Version: ver, Expiry: exp}
+	enc := dec
+	enc.Entity.Props, enc.Encoded = nil, entity.AppendProps(nil, props)
+	never := dec
+	never.Expiry = 0
+	const ann = `"cerulean.expiry":"2026-12-05T10:00:00.1234567Z"`
+	for _, c := range []struct {
+		level Level
+		sel   []string
+		want  string
+	}{
+		{NoMetadata, nil, `{` + ann + `,"PartitionKey":"p"`},
+		{MinimalMetadata, nil, `"odata.etag":"W/\"datetime'2026-12-04T10%3A00%3A00.0000000Z'\"",` + ann + `,"PartitionKey":"p"`},
+		{FullMetadata, nil, `"odata.editLink":"t(PartitionKey='p',RowKey='r')",` + ann + `,"PartitionKey":"p"`},
+		{MinimalMetadata, []string{"A"}, `"odata.etag":"W/\"datetime'2026-12-04T10%3A00%3A00.0000000Z'\"",` + ann + `,"A":1}`},
+		{NoMetadata, []string{"A"}, `{` + ann + `,"A":1}`},
+	} {
+		opts := EntityOptions{Level: c.level, ServiceRoot: "http://h/a", Account: "a", Table: "t", Select: NewSelection(c.sel)}
+		plain := string(AppendRecord(nil, &dec, opts))
+		opts.Expiry = true
+		for _, rec := range []*storage.Record{&dec, &enc} {
+			got := string(AppendRecord(nil, rec, opts))
+			if !strings.Contains(got, c.want) {
+				t.Errorf("%v %v (encoded %v): %s, want …%s…", c.level, c.sel, rec.Encoded != nil, got, c.want)
+			}
+			if strings.Replace(got, ann+",", "", 1) != plain {
+				t.Errorf("%v %v: with the annotation %s, without %s", c.level, c.sel, got, plain)
+			}
+		}
+		if got := string(AppendRecord(nil, &never, opts)); got != plain {
+			t.Errorf("%v %v: a record without an expiry: %s, want %s", c.level, c.sel, got, plain)
+		}
+		opts.Expiry = false
+		if strings.Contains(string(AppendRecord(nil, &dec, opts)), "cerulean") {
+			t.Errorf("%v: the annotation without being asked", c.level)
+		}
 	}
 }

@@ -209,6 +209,9 @@ func (s *Server) decodeBatchOp(rq *request, o *batch.Operation, out *batchOp) (s
 		return "", err
 	}
 	out.op.Cond = cond
+	if out.op.Expiry, err = writeExpiry(o.Method, o.Header.Values(expiryHeaderName)); err != nil {
+		return "", err
+	}
 	var prefer [2]string
 	out.pref = preferenceOf(o.Header.AppendValues(prefer[:0], "Prefer"))
 	out.status = http.StatusNoContent
@@ -322,11 +325,10 @@ func (s *Server) batchRetrieve(rq *request, o *batch.Operation) error {
 		if err == nil {
 			rq.obs.EntitiesRead = 1
 			opts := edmjson.EntityOptions{Level: rq.level, ServiceRoot: rq.root, Account: rq.account, Table: res.Table, Element: true, Select: edmjson.NewSelection(sel)}
-			result = batch.Result{
-				Status: http.StatusOK,
-				Header: http.Header{"Content-Type": {edmjson.ContentType(rq.level)}, "ETag": {entity.ETag(rec.Version)}},
-				Body:   edmjson.AppendRecord(nil, &rec, opts),
-			}
+			h := http.Header{"Content-Type": {edmjson.ContentType(rq.level)}, "ETag": {entity.ETag(rec.Version)}}
+			// The part's own Prefer asks for the expiry, and its answer says so.
+			opts.Expiry = wantsExpiry(http.Header{"Prefer": o.Header.Values("Prefer")}, h)
+			result = batch.Result{Status: http.StatusOK, Header: h, Body: edmjson.AppendRecord(nil, &rec, opts)}
 		}
 	}
 	if err != nil {

@@ -47,6 +47,10 @@ func (s *Server) decodeEntity(rq *request) (entity.Entity, edmjson.Keys, error) 
 }
 
 func (s *Server) insertEntity(rq *request) error {
+	expiry, err := writeExpiry(rq.r.Method, rq.r.Header[headerExpiry])
+	if err != nil {
+		return err
+	}
 	e, keys, err := s.decodeEntity(rq)
 	if err != nil {
 		return err
@@ -65,7 +69,7 @@ func (s *Server) insertEntity(rq *request) error {
 	if err := s.gate(rq, rq.res.Table, e.PartitionKey, 1); err != nil {
 		return err
 	}
-	c, err := s.tables.InsertEntity(rq.r.Context(), rq.account, rq.res.Table, &e)
+	c, err := s.tables.InsertEntityExpiring(rq.r.Context(), rq.account, rq.res.Table, &e, expiry)
 	if err != nil {
 		return err
 	}
@@ -112,6 +116,10 @@ func (s *Server) writeEntity(rq *request, mode table.Mode) error {
 	if err != nil {
 		return err
 	}
+	expiry, err := writeExpiry(rq.r.Method, rq.r.Header[headerExpiry])
+	if err != nil {
+		return err
+	}
 	e, _, err := s.decodeEntity(rq)
 	if err != nil {
 		return err
@@ -125,7 +133,7 @@ func (s *Server) writeEntity(rq *request, mode table.Mode) error {
 	if err := s.gate(rq, rq.res.Table, e.PartitionKey, 1); err != nil {
 		return err
 	}
-	c, err := s.tables.WriteEntity(rq.r.Context(), rq.account, rq.res.Table, &e, mode, cond)
+	c, err := s.tables.WriteEntityExpiring(rq.r.Context(), rq.account, rq.res.Table, &e, mode, cond, expiry)
 	if err != nil {
 		return err
 	}
@@ -140,6 +148,9 @@ func (s *Server) writeEntity(rq *request, mode table.Mode) error {
 func (s *Server) deleteEntity(rq *request) error {
 	cond, err := ifMatch(rq.r)
 	if err != nil {
+		return err
+	}
+	if _, err := writeExpiry(http.MethodDelete, rq.r.Header[headerExpiry]); err != nil {
 		return err
 	}
 	if err := rq.grant.CheckKeys(rq.res.PartitionKey, rq.res.RowKey); err != nil {
@@ -187,9 +198,11 @@ func (s *Server) getEntity(rq *request) error {
 	rq.w.Header()["Etag"] = rq.hdr(entity.ETag(rec.Version))
 	s.setServed(rq.w.Header(), sv)
 	rq.odataHeaders()
+	opts := s.entityOptions(rq, true, edmjson.NewSelection(sel))
+	opts.Expiry = wantsExpiry(rq.r.Header, rq.w.Header())
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)
-	*bp = edmjson.AppendRecord((*bp)[:0], &rec, s.entityOptions(rq, true, edmjson.NewSelection(sel)))
+	*bp = edmjson.AppendRecord((*bp)[:0], &rec, opts)
 	rq.send(http.StatusOK, edmjson.ContentType(rq.level), *bp)
 	return nil
 }
@@ -241,6 +254,7 @@ func (s *Server) queryEntities(rq *request) error {
 		h["X-Ms-Continuation-Nextrowkey"] = []string{page.NextRowKey}
 	}
 	opts := s.entityOptions(rq, false, edmjson.NewSelection(sel))
+	opts.Expiry = wantsExpiry(rq.r.Header, h)
 	rq.odataHeaders()
 	s.sendPage(rq, page.Records, opts)
 	page.Release() // written out: the stored bags' buffers serve the next query

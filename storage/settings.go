@@ -141,6 +141,52 @@ func Expiry(s TableSettings, props []entity.Property, version int64) (int64, err
 	return version + ttl*ticksPerSecond, nil
 }
 
+// Mutation.Expiry values other than an instant.
+const (
+	// ExpiryComputed, the zero value, has the row's expiry computed (Expiry).
+	ExpiryComputed int64 = 0
+	// ExpiryNever gives the row no expiry, whatever the table's settings and its TTL
+	// property.
+	ExpiryNever int64 = -1
+)
+
+// MutationExpiry returns the expiry of the row a mutation m (not a Delete) leaves with
+// props at version, under the table's settings s: m's explicit expiry (Mutation.Expiry)
+// when it has one — refused with 400 InvalidInput on a standard table — and otherwise
+// what Expiry computes. It does not judge an explicit instant against version (see
+// SettleExpiry).
+func MutationExpiry(s TableSettings, m *Mutation, props []entity.Property, version int64) (int64, error) {
+	switch {
+	case m.Expiry == ExpiryComputed:
+		return Expiry(s, props, version)
+	case m.Expiry < ExpiryNever:
+		return 0, fmt.Errorf("mutation expiry %d is not valid", m.Expiry)
+	case !s.Elastic:
+		return 0, azerr.Newf(azerr.InvalidInput, "An entity's expiry can be given on an elastic table only; this table is standard.")
+	case m.Expiry == ExpiryNever:
+		return 0, nil
+	}
+	return m.Expiry, nil
+}
+
+// SettleExpiry gives row r, which mutation m (not a Delete) has just written (Step), its
+// expiry under the table's settings s (MutationExpiry) and returns it. When m's explicit
+// instant is at or before the row's new version, the row is expired from its own write
+// on: SettleExpiry leaves it absent (Exists false, still Dirty, its Version kept so that
+// a later write exceeds it) and returns 0, so the engine stores no row for it. On an
+// error r is unchanged; the caller undoes the Step.
+func SettleExpiry(s TableSettings, m *Mutation, r *Row) (int64, error) {
+	exp, err := MutationExpiry(s, m, r.Props, r.Version)
+	if err != nil {
+		return 0, err
+	}
+	if m.Expiry > 0 && exp <= r.Version {
+		r.Exists, r.Props, r.Encoded = false, nil, nil
+		return 0, nil
+	}
+	return exp, nil
+}
+
 // Expired reports whether a record with expiry (0: never) is expired at now (both in
 // version ticks). An entity is expired from its expiry instant on.
 func Expired(expiry, now int64) bool { return expiry != 0 && expiry <= now }

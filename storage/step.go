@@ -58,6 +58,9 @@ func Step(pk string, m *Mutation, r *Row, next func(prev int64) int64) (int64, e
 				return 0, err
 			}
 		case Delete:
+			if m.Expiry != ExpiryComputed {
+				return 0, fmt.Errorf("a delete takes no expiry")
+			}
 			// The version stays, so a re-insert in the same Apply exceeds it.
 			r.Exists, r.Dirty, r.Props, r.Encoded = false, true, nil, nil
 			return 0, nil

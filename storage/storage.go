@@ -91,6 +91,12 @@ type Mutation struct {
 	// Zero means "any existing version" (If-Match: *).
 	IfMatch int64
 	Props   []entity.Property
+	// Expiry, when not ExpiryComputed (the zero value), is the expiry the row gets from
+	// this write instead of the one storage.Expiry computes: ExpiryNever, or an instant in
+	// version ticks (positive). It is for a write that reproduces an entity exactly (the
+	// data tools' copy): the table's settings and the TTL property do not enter into it,
+	// and the TTL property is not checked. See "Explicit expiry" in Engine's contracts.
+	Expiry int64
 }
 
 // Record is a stored entity with its version. The version is the entity's Timestamp in
@@ -105,6 +111,13 @@ type Record struct {
 	// checked (entity.CheckProps); it may share memory with other records of the page and
 	// is read-only.
 	Encoded []byte
+	// Expiry is the row's stored expiry, in version ticks (storage.Expiry's unit), or 0
+	// when it never expires: what the write that gave the row its version stored,
+	// computed or explicit (Mutation.Expiry). Every read fills it — Get, GetEncoded, Scan
+	// (Encoded records too), on the engine and on its Views — from the same stored row as
+	// the rest of the record. A record returned is never expired at the read's clock, so
+	// Expiry is 0 or after the read.
+	Expiry int64
 }
 
 // Applied is what a committed Apply reports: each mutation's new version (0 for Delete),
@@ -293,6 +306,26 @@ type TableInfo struct {
 //     fail with ErrNotFound; a version written over it is still greater than its own.
 //   - Expired rows are removed in the background within a bounded delay (about a
 //     minute), at a cost proportional to the rows that expire, not to the table.
+//
+// Explicit expiry (Mutation.Expiry), for writes that reproduce an entity exactly:
+//   - A mutation with an explicit expiry gives the row it writes that expiry (ExpiryNever:
+//     none) instead of the computed one, in Apply and ApplyEach alike; the TTL property is
+//     then not checked, and the row keeps the expiry until it is written again. Later
+//     writes without one compute theirs as above (a merge included: the explicit expiry
+//     does not stick to the row).
+//   - It is refused on a standard table: the mutation fails with an *azerr.Error (400
+//     InvalidInput), judged by the settings the write reads, as a refused TTL property
+//     is. On an elastic table it is taken whatever the TTL setting: an entity written
+//     while time-to-live was on keeps its expiry after it is turned off, and a copy of it
+//     must too.
+//   - An explicit instant at or before the write's own new version (its Timestamp) is
+//     accepted, and the row is expired at once: the mutation succeeds and reports its
+//     version, but the row is absent from then on, for later mutations of the same Apply
+//     too, exactly as a row whose expiry has come (the engine may keep it stored until
+//     the purge, or not store it at all). A copy races the clock, and refusing such a
+//     write would fail a whole changeset for the sake of one entity that has just expired.
+//   - A Delete takes none, and a value below ExpiryNever is invalid: the mutation fails
+//     (not with an *azerr.Error: the caller checks what it is given).
 //
 // Commit positions (session tokens):
 //   - Every committed Apply reports a Position that covers its own commit and is greater

@@ -296,19 +296,31 @@ type Commit struct {
 
 // InsertEntity inserts e; it must not exist yet.
 func (s *Service) InsertEntity(ctx context.Context, account, table string, e *entity.Entity) (Commit, error) {
+	return s.InsertEntityExpiring(ctx, account, table, e, storage.ExpiryComputed)
+}
+
+// InsertEntityExpiring is InsertEntity with an explicit expiry (storage.Mutation.Expiry:
+// storage.ExpiryComputed for none), which an elastic table takes in place of the computed
+// one and a standard table refuses (400 InvalidInput).
+func (s *Service) InsertEntityExpiring(ctx context.Context, account, table string, e *entity.Entity, expiry int64) (Commit, error) {
 	if err := entity.Validate(e); err != nil {
 		return Commit{}, err
 	}
-	return s.applyOne(ctx, account, table, e.PartitionKey, storage.Mutation{Op: storage.Insert, RowKey: e.RowKey, Props: e.Props})
+	return s.applyOne(ctx, account, table, e.PartitionKey, storage.Mutation{Op: storage.Insert, RowKey: e.RowKey, Props: e.Props, Expiry: expiry})
 }
 
 // WriteEntity is Update, Merge, Insert-or-Replace and Insert-or-Merge: without If-Match it
 // is an upsert; with If-Match the entity must exist (and match, unless "*").
 func (s *Service) WriteEntity(ctx context.Context, account, table string, e *entity.Entity, mode Mode, cond Condition) (Commit, error) {
+	return s.WriteEntityExpiring(ctx, account, table, e, mode, cond, storage.ExpiryComputed)
+}
+
+// WriteEntityExpiring is WriteEntity with an explicit expiry, as InsertEntityExpiring.
+func (s *Service) WriteEntityExpiring(ctx context.Context, account, table string, e *entity.Entity, mode Mode, cond Condition, expiry int64) (Commit, error) {
 	if err := entity.Validate(e); err != nil {
 		return Commit{}, err
 	}
-	m := storage.Mutation{Op: OpFor(mode, cond), RowKey: e.RowKey, Props: e.Props}
+	m := storage.Mutation{Op: OpFor(mode, cond), RowKey: e.RowKey, Props: e.Props, Expiry: expiry}
 	if cond.Present {
 		m.IfMatch = cond.ifMatch()
 	}

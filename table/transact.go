@@ -20,6 +20,8 @@ type BatchOp struct {
 	Op     storage.Op
 	Entity entity.Entity
 	Cond   Condition
+	// Expiry is the operation's explicit expiry (storage.Mutation.Expiry; zero: computed).
+	Expiry int64
 }
 
 // BatchError reports the operation that failed a transaction and why. Nothing of the
@@ -84,7 +86,7 @@ func (s *Service) Transact(ctx context.Context, account, table string, ops []Bat
 			ae, _ := azerr.As(err)
 			return storage.Applied{}, &BatchError{Index: i, Err: ae}
 		}
-		muts[i] = storage.Mutation{Op: op.Op, RowKey: e.RowKey, Props: e.Props}
+		muts[i] = storage.Mutation{Op: op.Op, RowKey: e.RowKey, Props: e.Props, Expiry: op.Expiry}
 		if op.Cond.Present {
 			muts[i].IfMatch = op.Cond.ifMatch()
 		}

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/ceruleandb/cerulean/client"
-	"github.com/ceruleandb/cerulean/entity"
 	"github.com/ceruleandb/cerulean/transfer/record"
 )
 
@@ -70,32 +69,29 @@ func Export(ctx context.Context, src *client.Client, out Output, o ExportOptions
 				return fmt.Errorf("table %s: %w", ts.Name, err)
 			}
 		}
-		ttlProp := ttlProperty(settings)
-		sel, strip := withKeys(o.Select), ""
-		if sel != "" && ttlProp != "" && !selected(sel, ttlProp) {
-			// The expiry needs the TTL property; it is left out of the records.
-			sel, strip = sel+","+ttlProp, ttlProp
-		}
-		pr := readPages(ctx, src, ts.Name, client.Query{Filter: o.Filter, Select: sel, Continuation: ts.Next}, o.Retry, obs)
+		exact := exactExpiry(settings)
+		// A Cerulean source (settings carried) is asked for every entity's expiry.
+		q := client.Query{Filter: o.Filter, Select: withKeys(o.Select), Continuation: ts.Next, Expiry: settings != nil}
+		pr := readPages(ctx, src, ts.Name, q, o.Retry, obs)
 		err = func() error {
 			defer pr.close()
 			for po := range pr.pages {
 				if po.err != nil {
 					return po.err
 				}
+				if err := checkPage(ts.Name, exact, po.page); err != nil {
+					return err
+				}
 				bytes := 0
 				for j, raw := range po.page.Entities {
-					r, err := record.FromJSON(raw)
+					r, err := record.FromAnswer(raw)
 					if err != nil {
 						return fmt.Errorf("table %s: entity %d of a page: %s", ts.Name, j, record.Detail(err))
 					}
+					if err := checkRecord(ts.Name, exact, &r); err != nil {
+						return err
+					}
 					r.Table = ts.Name
-					if ttlProp != "" {
-						r.Expiry = expiryOf(settings, &r)
-					}
-					if strip != "" {
-						r.Entity.Props = without(r.Entity.Props, strip)
-					}
 					if err := out.Write(&r); err != nil {
 						return fmt.Errorf("write output: %w", err)
 					}
@@ -132,26 +128,6 @@ func Export(ctx context.Context, src *client.Client, out Output, o ExportOptions
 	}
 	cp.Done = true
 	return cp.save(o.Checkpoint)
-}
-
-// selected reports whether a $select list names name.
-func selected(sel, name string) bool {
-	for _, n := range strings.Split(sel, ",") {
-		if strings.TrimSpace(n) == name {
-			return true
-		}
-	}
-	return false
-}
-
-// without is props less the property named name.
-func without(props []entity.Property, name string) []entity.Property {
-	for i := range props {
-		if props[i].Name == name {
-			return append(props[:i:i], props[i+1:]...)
-		}
-	}
-	return props
 }
 
 // withKeys adds the keys and Timestamp to a $select list: the service returns only the

@@ -56,6 +56,11 @@ func Import(ctx context.Context, r record.Reader, dst *client.Client, o ImportOp
 		if err := ensureTable(ctx, dst, ep, table, settings[table], o.Retry); err != nil {
 			return err
 		}
+		if exactExpiry(settings[table]) {
+			if err := checkTarget(ctx, dst, table, o.Retry); err != nil {
+				return err
+			}
+		}
 		created[table] = true
 		return nil
 	}
@@ -156,13 +161,14 @@ func Import(ctx context.Context, r record.Reader, dst *client.Client, o ImportOp
 				break
 			}
 		}
-		ttlProp := ""
-		if o.IgnoreSettings {
+		// A table whose settings line says it is elastic carries every entity's expiry: an
+		// entity without odata.expiry never expires. Otherwise the file's expiries (if any)
+		// are not carried, and the target computes its own.
+		exact := !o.IgnoreSettings && exactExpiry(settings[table])
+		if !exact {
 			rec.Expiry = 0
-		} else {
-			ttlProp = ttlProperty(settings[table])
 		}
-		if err := s.add(table, ttlProp, &rec, pos{seq, read}, pos{seq + 1, read + 1}); err != nil {
+		if err := s.add(table, exact, &rec, pos{seq, read}, pos{seq + 1, read + 1}); err != nil {
 			break
 		}
 		seq++

@@ -13,14 +13,22 @@ import (
 )
 
 // Elastic tables (docs/protocol.md §15.8–15.9) move with their settings and each entity's
-// expiry: a Cerulean source's table settings are read (GET /{table}?comp=properties) and
-// the target table is created with them; an entity that expires is carried with its
-// absolute expiry — Timestamp + TTL, the TTL being its own TTL property or the table's
-// default, as the service computes it — and written with the lifetime it has left at
-// the moment it is sent, in the table's TTL property (expiry = write time + TTL on the
-// target too), or not at all once it has expired. An absolute expiry, not a remaining
-// lifetime, is what travels (in JSON Lines, "odata.expiry"): a slow transfer, a retry or
-// a file imported a day later cannot lengthen an entity's life.
+// exact expiry (§15.15): a Cerulean source's table settings are read (GET
+// /{table}?comp=properties) and the target table is created with them; its entities are
+// read with the expiry each was stored with (the cerulean.expiry annotation, asked for
+// with Prefer: odata.include-annotations) and written with it (x-cerulean-expiry: the
+// instant, or "never"), their properties unchanged. An absolute instant, not a remaining
+// lifetime, is what travels (in JSON Lines, "odata.expiry"; a table's settings line says
+// that an entity without one never expires): a slow transfer, a retry or a file imported
+// a day later cannot lengthen an entity's life, and an entity written while time-to-live
+// was off keeps no expiry after it was turned on, as at the source. An entity whose
+// expiry has passed when it would be written is not written.
+//
+// A Cerulean that does not answer the annotation (an older build) is refused for an
+// elastic table, as source and as target: guessing the expiry from the table's current
+// settings loses entities (one written while time-to-live was off is given one) and keeps
+// others (one written before it was turned off loses its own), and an older target would
+// ignore the header and compute its own.
 //
 // Azure and Azurite have no elastic tables: their tables are standard, and the target
 // table is created as an SDK creates it. Options.IgnoreSettings moves entities alone, as
@@ -110,38 +118,52 @@ func describeSettings(s client.TableSettings) string {
 	return fmt.Sprintf("elastic, time-to-live %d s (property %s)", s.DefaultTimeToLive, s.TimeToLiveProperty)
 }
 
-// ttlProperty is the TTL property whose value the job writes for expiring entities of a
-// table with settings s: "" unless time-to-live is on.
-func ttlProperty(s *client.TableSettings) string {
-	if s == nil || !s.Elastic || s.DefaultTimeToLive == 0 {
-		return ""
+// exactExpiry reports whether the entities of a table whose source settings are s (nil:
+// not carried) move with their exact expiry: an elastic table's do.
+func exactExpiry(s *client.TableSettings) bool { return s != nil && s.Elastic }
+
+// oldCerulean is why a Cerulean that does not answer the expiry annotation is refused.
+const oldCerulean = "does not show entities' exact expiries (a Cerulean older than this tool, without the cerulean.expiry annotation and the x-cerulean-expiry header)"
+
+// checkPage checks what a source page of table says of its entities' expiries: a table
+// whose expiries are carried (exact) needs the service's answer to the annotation; a
+// standard table of a Cerulean source (settings carried, not exact) must hold no entity
+// with an expiry — one written while the table was elastic keeps it, and a standard
+// target table cannot be given it.
+func checkPage(table string, exact bool, page *client.Page) error {
+	if exact && !page.Expiry {
+		return fmt.Errorf("table %s is elastic, and the source %s: upgrade the source server, or give --settings=false to move the entities alone (the target's settings then decide their expiry)", table, oldCerulean)
 	}
-	return normalSettings(*s).TimeToLiveProperty
+	return nil
 }
 
-// expiryOf is when an entity of a table with settings s expires (0: never), by the
-// service's rules (storage.Expiry): with time-to-live on, its own Int32/Int64 TTL
-// property decides (-1 never, N seconds after its Timestamp), else the table default.
-// A TTL property the service would refuse can only have been written while
-// time-to-live was off, so such an entity never expires. The source keeps the expiry an
-// entity was written with, and the wire shows only the current settings: an entity
-// written before a change of the table's default is given the current default.
-func expiryOf(s *client.TableSettings, r *record.Record) int64 {
-	name := ttlProperty(s)
-	if name == "" || !r.HasTimestamp {
-		return 0
+// checkRecord refuses an entity of a standard source table that keeps an expiry (see
+// checkPage).
+func checkRecord(table string, exact bool, r *record.Record) error {
+	if !exact && r.Expiry != 0 {
+		return fmt.Errorf("table %s is standard at the source, yet its entity PartitionKey %q, RowKey %q keeps an expiry (%s) from when the table was elastic, and a standard table cannot be given one: make the source table elastic again (cerulean table set %s --elastic) to carry it, or give --settings=false to move the entities without their expiries", table, r.Entity.PartitionKey, r.Entity.RowKey, entity.FormatTicks(r.Expiry), table)
 	}
-	ttl := int64(s.DefaultTimeToLive)
-	if v, ok := r.Entity.Get(name); ok {
-		if v.Type != entity.Int32 && v.Type != entity.Int64 || v.Int == 0 || v.Int < -1 || v.Int > 1<<31-1 {
-			return 0
-		}
-		ttl = v.Int
+	return nil
+}
+
+// checkTarget makes sure the target takes the exact expiries of table's entities: it
+// answers the annotation on a query of the table, as every Cerulean that takes
+// x-cerulean-expiry does. An older one would ignore the header and compute expiries of
+// its own.
+func checkTarget(ctx context.Context, dst *client.Client, table string, retry Retry) error {
+	var page *client.Page
+	err := retry.do(ctx, func(int) error {
+		var err error
+		page, err = dst.QueryEntities(ctx, table, client.Query{Top: 1, Expiry: true})
+		return err
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("table %s on the target: %w", table, err)
 	}
-	if ttl == -1 {
-		return 0
+	if !page.Expiry {
+		return fmt.Errorf("table %s is elastic, and the target %s: upgrade the target server, or give --settings=false to move the entities alone (the target's settings then decide their expiry)", table, oldCerulean)
 	}
-	return r.Timestamp + ttl*10_000_000
+	return nil
 }
 
 // ensureTable makes table exist on dst with settings s (nil: whatever the target's rules

@@ -68,14 +68,11 @@ type batch struct {
 	start pos
 }
 
-// item is one entity of a batch: its keys and request body and, for an entity that
-// expires (Record.Expiry), the record and the name of its table's TTL property, so that
-// each attempt to send it writes the lifetime it has left then (ttl, the value in body).
+// item is one entity of a batch: its keys, its request body (the entity's properties as
+// read) and, when its expiry is carried, that expiry (BatchEntity.Expiry: the instant, or
+// client.ExpiryNever), which each attempt checks against the clock.
 type item struct {
 	client.BatchEntity
-	rec     *record.Record
-	ttlProp string
-	ttl     int64
 }
 
 // sink writes records to one target: it groups them into batches of one partition (at
@@ -178,18 +175,16 @@ const (
 
 // add takes one record at position p (p.seq increasing by one per record; after is the
 // position past it) and adds it to its partition's open batch, handing the batch on
-// when it is full. It blocks while the partition's writer is busy. ttlProp is the name
-// of the table's TTL property when the record's expiry is carried (Record.Expiry):
-// the entity is then written with the lifetime it has left in that property, or not at
-// all once it has expired.
-func (s *sink) add(table, ttlProp string, r *record.Record, p pos, after pos) error {
+// when it is full. It blocks while the partition's writer is busy. exact says that the
+// record's expiry is carried (Record.Expiry, 0 for never): the entity is then written
+// with exactly that expiry (x-cerulean-expiry), or not at all once it has passed.
+func (s *sink) add(table string, exact bool, r *record.Record, p pos, after pos) error {
 	if err := s.Err(); err != nil {
 		return err
 	}
 	var it item
-	if r.Expiry != 0 && ttlProp != "" {
-		left := s.left(r.Expiry)
-		if left < 1 {
+	if exact {
+		if r.Expiry != 0 && s.passed(r.Expiry) {
 			// Never written; committed once everything before it is.
 			if s.onExpired != nil {
 				s.onExpired(1)
@@ -199,8 +194,10 @@ func (s *sink) add(table, ttlProp string, r *record.Record, p pos, after pos) er
 			s.mu.Unlock()
 			return nil
 		}
-		setTTL(r, ttlProp, left)
-		it.rec, it.ttlProp, it.ttl = r, ttlProp, left
+		it.Expiry = r.Expiry
+		if it.Expiry == 0 {
+			it.Expiry = client.ExpiryNever
+		}
 	}
 	s.buf = record.AppendJSON(s.buf[:0], r, record.JSONOptions{})
 	key := openKey{table, r.Entity.PartitionKey}
@@ -219,7 +216,7 @@ func (s *sink) add(table, ttlProp string, r *record.Record, p pos, after pos) er
 		s.inflight[p.seq] = p
 		s.mu.Unlock()
 	}
-	it.BatchEntity = client.BatchEntity{PartitionKey: r.Entity.PartitionKey, RowKey: r.Entity.RowKey, Body: append([]byte(nil), s.buf...)}
+	it.PartitionKey, it.RowKey, it.Body = r.Entity.PartitionKey, r.Entity.RowKey, append([]byte(nil), s.buf...)
 	b.items = append(b.items, it)
 	b.bytes += len(s.buf)
 	s.pending++
@@ -236,35 +233,14 @@ func (s *sink) add(table, ttlProp string, r *record.Record, p pos, after pos) er
 	return nil
 }
 
-// left is the lifetime, in whole seconds (rounded down, so the entity never outlives its
-// expiry), an entity expiring at expiry has now.
-func (s *sink) left(expiry int64) int64 {
+// passed reports whether an instant (100 ns ticks) is at or before the sink's clock: an
+// entity expiring then is gone at the source, and is not written.
+func (s *sink) passed(expiry int64) bool {
 	now := time.Now
 	if s.now != nil {
 		now = s.now
 	}
-	d := expiry - entity.TimeToTicks(now())
-	if d <= 0 {
-		return 0
-	}
-	return d / 10_000_000
-}
-
-// setTTL sets r's TTL property to seconds, keeping its place and its integer type
-// (Int32 unless it was Int64), or adds it as an Int32.
-func setTTL(r *record.Record, name string, seconds int64) {
-	props := r.Entity.Props
-	for i := range props {
-		if props[i].Name == name {
-			if props[i].Value.Type == entity.Int64 {
-				props[i].Value = entity.Int64Value(seconds)
-			} else {
-				props[i].Value = entity.Int32Value(int32(seconds))
-			}
-			return
-		}
-	}
-	r.Entity.Props = append(props, entity.Property{Name: name, Value: entity.Int32Value(int32(seconds))})
+	return expiry <= entity.TimeToTicks(now())
 }
 
 // openKey names an open batch: entities of one partition.
@@ -403,28 +379,20 @@ func (s *sink) write(ctx context.Context, b *batch) (int, error) {
 }
 
 // refresh prepares items for one more attempt: the entities that have expired meanwhile
-// are taken out (and counted), the others get the lifetime they have left now.
+// are taken out (and counted). (The target would take them and expire them at once; not
+// sending them keeps the count of what was written true.)
 func (s *sink) refresh(items []item) []item {
 	var out []item
 	for i := range items {
 		it := items[i]
-		if it.rec != nil {
-			left := s.left(it.rec.Expiry)
-			if left < 1 {
-				if out == nil {
-					out = append(make([]item, 0, len(items)), items[:i]...)
-				}
-				if s.onExpired != nil {
-					s.onExpired(1)
-				}
-				continue
+		if it.Expiry > 0 && s.passed(it.Expiry) {
+			if out == nil {
+				out = append(make([]item, 0, len(items)), items[:i]...)
 			}
-			if left != it.ttl {
-				setTTL(it.rec, it.ttlProp, left)
-				it.ttl = left
-				it.Body = record.AppendJSON(nil, it.rec, record.JSONOptions{})
-				items[i] = it
+			if s.onExpired != nil {
+				s.onExpired(1)
 			}
+			continue
 		}
 		if out != nil {
 			out = append(out, it)
@@ -496,24 +464,19 @@ func (s *sink) foreign(t *record.Record, it *item) string {
 	if s.since != 0 && (!t.HasTimestamp || t.Timestamp < s.since) {
 		return "the target held it before this job began"
 	}
-	src := it.rec
-	if src == nil {
-		r, err := record.FromJSON(it.Body)
-		if err != nil {
-			return "the source's entity cannot be compared"
-		}
-		src = &r
+	src, err := record.FromJSON(it.Body)
+	if err != nil {
+		return "the source's entity cannot be compared"
 	}
-	if !sameProps(src.Entity.Props, t.Entity.Props, it.ttlProp) {
+	if !sameProps(src.Entity.Props, t.Entity.Props) {
 		return "the target holds other data under its keys"
 	}
 	return ""
 }
 
 // sameProps reports whether two property sets are equal, in any order, values compared
-// exactly (entity.Value.Equal). ttlProp, when set, is a TTL property this job computes
-// at each write: only its presence as an integer is compared.
-func sameProps(src, dst []entity.Property, ttlProp string) bool {
+// exactly (entity.Value.Equal).
+func sameProps(src, dst []entity.Property) bool {
 	if len(src) != len(dst) {
 		return false
 	}
@@ -523,14 +486,7 @@ func sameProps(src, dst []entity.Property, ttlProp string) bool {
 	}
 	for _, p := range src {
 		v, ok := byName[p.Name]
-		switch {
-		case !ok:
-			return false
-		case p.Name == ttlProp && ttlProp != "":
-			if v.Type != entity.Int32 && v.Type != entity.Int64 {
-				return false
-			}
-		case !p.Value.Equal(v):
+		if !ok || !p.Value.Equal(v) {
 			return false
 		}
 	}

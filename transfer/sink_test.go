@@ -28,11 +28,12 @@ type fakeTable struct {
 	batches   []string          // the sub-request method of each $batch received
 	queries   int               // queries and point reads
 	ents      map[string]string // "pk/rk" → entity JSON with its Timestamp
+	expiries  map[string]string // "pk/rk" → the x-cerulean-expiry it was last written with
 	stamp     string            // the Timestamp written entities get
 }
 
 func newFakeTable() *fakeTable {
-	return &fakeTable{ents: map[string]string{}, stamp: entity.FormatTicks(entity.TimeToTicks(time.Now()))}
+	return &fakeTable{ents: map[string]string{}, expiries: map[string]string{}, stamp: entity.FormatTicks(entity.TimeToTicks(time.Now()))}
 }
 
 // put stores an entity body as the target holds it, with Timestamp ts.
@@ -76,10 +77,15 @@ func (f *fakeTable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	f.batches = append(f.batches, method)
-	var bodies []string
+	var bodies, expiries []string
+	expiry := ""
 	for _, l := range strings.Split(string(body), "\r\n") {
+		if v, ok := strings.CutPrefix(l, client.HeaderExpiry+": "); ok {
+			expiry = v
+		}
 		if strings.HasPrefix(l, "{") {
-			bodies = append(bodies, l)
+			bodies, expiries = append(bodies, l), append(expiries, expiry)
+			expiry = ""
 		}
 	}
 	status := "204 No Content\r\n\r\n"
@@ -93,8 +99,10 @@ func (f *fakeTable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	for _, b := range bodies {
+	for i, b := range bodies {
 		f.put(b, f.stamp)
+		rec, _ := record.FromJSON([]byte(b))
+		f.expiries[rec.Entity.PartitionKey+"/"+rec.Entity.RowKey] = expiries[i]
 	}
 	if len(f.batches) == 1 && f.loseFirst {
 		conn, _, _ := w.(http.Hijacker).Hijack()
@@ -125,7 +133,7 @@ func addAll(t *testing.T, s *sink, rks []string, x int) {
 	t.Helper()
 	for i, rk := range rks {
 		r := record.Record{Entity: entity.Entity{PartitionKey: "p", RowKey: rk, Props: []entity.Property{{Name: "X", Value: entity.Int32Value(int32(x))}}}}
-		if err := s.add("t", "", &r, pos{int64(i), int64(i)}, pos{int64(i + 1), int64(i + 1)}); err != nil {
+		if err := s.add("t", false, &r, pos{int64(i), int64(i)}, pos{int64(i + 1), int64(i + 1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -202,9 +210,10 @@ func TestSinkResolveConflict(t *testing.T) {
 	}
 }
 
-// An entity carried with its expiry is written with the lifetime it has left, in its
-// table's TTL property (rounded down), or not at all once expired; its position is
-// committed either way.
+// An entity carried with its exact expiry is written with it (x-cerulean-expiry: the
+// instant, or never for none) and its properties as they are, or not at all once the
+// instant has passed; its position is committed either way. An entity whose expiry is not
+// carried is sent without the header.
 func TestSinkExpiry(t *testing.T) {
 	f := newFakeTable()
 	s, done := fakeSink(t, f)
@@ -212,18 +221,25 @@ func TestSinkExpiry(t *testing.T) {
 	s.onExpired = func(n int) { expired += n }
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	s.now = func() time.Time { return now }
+	ttl := []entity.Property{{Name: "TTLInSeconds", Value: entity.Int64Value(3600)}, {Name: "Y", Value: entity.Int32Value(1)}}
 	for i, c := range []struct {
 		rk     string
+		exact  bool
 		expiry time.Time
 		props  []entity.Property
 	}{
-		{"gone", now.Add(-time.Second), nil},
-		{"half-second", now.Add(500 * time.Millisecond), nil},
-		{"own", now.Add(90*time.Second + 700*time.Millisecond), []entity.Property{{Name: "TTL", Value: entity.Int64Value(3600)}, {Name: "Y", Value: entity.Int32Value(1)}}},
-		{"default", now.Add(30 * time.Second), []entity.Property{{Name: "Y", Value: entity.Int32Value(1)}}},
+		{"gone", true, now.Add(-time.Second), nil},
+		{"now", true, now, nil},
+		{"half-second", true, now.Add(500 * time.Millisecond), nil},
+		{"own", true, now.Add(90*time.Second + 700*time.Millisecond), ttl},
+		{"never", true, time.Time{}, ttl},
+		{"not-carried", false, time.Time{}, ttl},
 	} {
-		r := record.Record{Entity: entity.Entity{PartitionKey: "p", RowKey: c.rk, Props: c.props}, Expiry: entity.TimeToTicks(c.expiry)}
-		if err := s.add("t", "TTL", &r, pos{int64(i), int64(i)}, pos{int64(i + 1), int64(i + 1)}); err != nil {
+		r := record.Record{Entity: entity.Entity{PartitionKey: "p", RowKey: c.rk, Props: c.props}}
+		if !c.expiry.IsZero() {
+			r.Expiry = entity.TimeToTicks(c.expiry)
+		}
+		if err := s.add("t", c.exact, &r, pos{int64(i), int64(i)}, pos{int64(i + 1), int64(i + 1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -231,16 +247,26 @@ func TestSinkExpiry(t *testing.T) {
 	if err := s.close(); err != nil {
 		t.Fatal(err)
 	}
-	if expired != 2 || *done != 2 || len(f.ents) != 2 {
+	if expired != 2 || *done != 4 || len(f.ents) != 4 {
 		t.Errorf("%d expired, %d done, %d written", expired, *done, len(f.ents))
 	}
-	for key, want := range map[string]string{"p/own": `"TTL@odata.type":"Edm.Int64","TTL":"90","Y@odata.type":"Edm.Int32","Y":1}`, "p/default": `"Y":1,"TTL@odata.type":"Edm.Int32","TTL":30}`} {
-		if !strings.HasSuffix(f.ents[key], want) {
-			t.Errorf("%s: %s, want …%s", key, f.ents[key], want)
+	for key, want := range map[string]string{
+		"p/half-second": "2030-01-02T03:04:05.5000000Z",
+		"p/own":         "2030-01-02T03:05:35.7000000Z",
+		"p/never":       "never",
+		"p/not-carried": "",
+	} {
+		if got, ok := f.expiries[key]; !ok || got != want {
+			t.Errorf("%s: written with x-cerulean-expiry %q (written %v), want %q", key, got, ok, want)
 		}
 	}
-	if c := s.committed(); c.at.(int64) != 4 {
-		t.Errorf("committed %+v, want after the fourth record", c)
+	for _, key := range []string{"p/own", "p/never", "p/not-carried"} {
+		if want := `"TTLInSeconds@odata.type":"Edm.Int64","TTLInSeconds":"3600","Y@odata.type":"Edm.Int32","Y":1}`; !strings.HasSuffix(f.ents[key], want) {
+			t.Errorf("%s: %s, want its properties unchanged: …%s", key, f.ents[key], want)
+		}
+	}
+	if c := s.committed(); c.at.(int64) != 6 {
+		t.Errorf("committed %+v, want after the sixth record", c)
 	}
 }
 

@@ -242,6 +242,11 @@ func Copy(ctx context.Context, src, dst *client.Client, o CopyOptions) error {
 		if err := ensureTable(ctx, dst, dstEP, target, settings, o.Retry); err != nil {
 			return err
 		}
+		if exactExpiry(settings) {
+			if err := checkTarget(ctx, dst, target, o.Retry); err != nil {
+				return err
+			}
+		}
 		if ts.Ranges == nil {
 			bounds, err := splitPoints(ctx, src, ts.Name, readers, o.Retry)
 			if err != nil {
@@ -334,7 +339,7 @@ func copyRange(ctx context.Context, src, dst *client.Client, table string, ts *R
 	s := newSink(ctx, dst, o.Mode, workers, o.Retry)
 	s.onDone, s.onRetry, s.onExpired = obs.Done, obs.Retried, o.onExpired()
 	s.resolve, s.since = o.Resume, cp.Since
-	ttlProp := ttlProperty(settings)
+	exact := exactExpiry(settings)
 	base := copyAt{ts.Next, ts.Rows}
 	s.next = pos{0, base}
 	var seq int64
@@ -347,7 +352,9 @@ func copyRange(ctx context.Context, src, dst *client.Client, table string, ts *R
 		ts.Rows = at.rows
 		return cp.save(o.Checkpoint)
 	}
-	pr := readPages(ctx, src, table, client.Query{Filter: rangeFilter(o.Filter, ts.Lo, ts.Hi), Continuation: ts.Next}, o.Retry, obs)
+	// A Cerulean source (settings carried) is asked for every entity's expiry.
+	q := client.Query{Filter: rangeFilter(o.Filter, ts.Lo, ts.Hi), Continuation: ts.Next, Expiry: settings != nil}
+	pr := readPages(ctx, src, table, q, o.Retry, obs)
 	defer pr.close()
 	tick := time.NewTicker(o.every())
 	defer tick.Stop()
@@ -372,22 +379,27 @@ loop:
 			runErr = po.err
 			break
 		}
+		if err := checkPage(table, exact, po.page); err != nil {
+			runErr = err
+			break
+		}
 		pageStart := seq
 		at := copyAt{po.at, rowsBefore + pageStart}
 		for i, raw := range po.page.Entities {
-			r, err := record.FromJSON(raw)
+			r, err := record.FromAnswer(raw)
 			if err != nil {
 				runErr = fmt.Errorf("table %s: entity %d of a page: %s", table, i, record.Detail(err))
+				break loop
+			}
+			if err := checkRecord(table, exact, &r); err != nil {
+				runErr = err
 				break loop
 			}
 			after := pos{seq + 1, at}
 			if i == len(po.page.Entities)-1 {
 				after = pos{seq + 1, copyAt{po.page.Next, rowsBefore + seq + 1}}
 			}
-			if ttlProp != "" {
-				r.Expiry = expiryOf(settings, &r)
-			}
-			if err := s.add(target, ttlProp, &r, pos{seq, at}, after); err != nil {
+			if err := s.add(target, exact, &r, pos{seq, at}, after); err != nil {
 				break loop
 			}
 			seq++

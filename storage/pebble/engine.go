@@ -1122,8 +1122,9 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 		v, err := storage.Step(pk, &muts[i], &r.Row, e.clock.Next)
 		if err == nil && r.Exists && muts[i].Op != storage.Delete {
 			// Every write restarts the clock: the expiry of the row as this mutation
-			// leaves it, from its new version.
-			r.expiry, err = storage.Expiry(settings, r.Props, r.Version)
+			// leaves it, from its new version (or the mutation's explicit one, which may
+			// leave the row expired at once).
+			r.expiry, err = storage.SettleExpiry(settings, &muts[i], &r.Row)
 		}
 		if err != nil {
 			if errs == nil {
@@ -1438,7 +1439,7 @@ func (e *Engine) record(v []byte, pk, rk string, encoded, cached bool) (storage.
 	if storage.Expired(exp, e.clock.Now()) {
 		return storage.Record{}, storage.ErrNotFound
 	}
-	rec := storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk}, Version: ver}
+	rec := storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk}, Version: ver, Expiry: exp}
 	switch {
 	case encoded && cached:
 		rec.Encoded = enc[:len(enc):len(enc)] // an append to it copies
@@ -1565,6 +1566,7 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 				Entity:  entity.Entity{PartitionKey: pk, RowKey: rk},
 				Version: ver,
 				Encoded: arena[at:len(arena):len(arena)],
+				Expiry:  exp,
 			})
 			continue
 		}
@@ -1572,7 +1574,7 @@ func (e *Engine) Scan(ctx context.Context, account, tableName string, req storag
 		if err != nil {
 			return storage.ScanResult{}, fmt.Errorf("scan: value: %w", err)
 		}
-		rec := storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk, Props: props}, Version: ver}
+		rec := storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk, Props: props}, Version: ver, Expiry: exp}
 		if !accepted && !req.Filter(&rec) {
 			continue
 		}

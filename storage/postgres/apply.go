@@ -74,6 +74,15 @@ import (
 // Go. Expired rows (expiry <= the database clock) are absent for every precondition:
 // an insert over one succeeds, a replace or delete does not match it.
 //
+// Explicit expiry (storage.Mutation.Expiry, the data tools' exact copies): a batch of
+// inserts only, or of insert-or-replaces only, each with an explicit expiry, on distinct
+// rows (what the data tools' changesets are) is one statement, as applyMany, that stores
+// the absolute expiries (insertManyAt, upsertManyAt); any other Apply with an explicit
+// expiry takes the read-modify-write path, which computes every expiry in Go from the
+// settings it reads with the rows and stores it as it is (the compare-and-swap statements
+// take an absolute expiry), at one more round trip (the read). The other statements,
+// which add a time-to-live to the version SQL computes, are unchanged.
+//
 // Every path ends with one pipeline that commits and then reads the commit position
 // (positions.go), so a write costs the same round trips as before positions.
 func (e *Engine) Apply(ctx context.Context, account, tableName, pk string, muts []storage.Mutation) (storage.Applied, error) {
@@ -143,6 +152,12 @@ func (e *Engine) settings(ctx context.Context, a *applyArgs) ([]int64, error) {
 }
 
 func (e *Engine) applyOnce(ctx context.Context, a *applyArgs) (storage.Applied, error) {
+	if explicitExpiry(a.muts) {
+		if manyAt(a.muts) {
+			return e.applyManyAt(ctx, a)
+		}
+		return e.applyRMW(ctx, a)
+	}
 	if len(a.muts) == 1 {
 		switch m := &a.muts[0]; m.Op {
 		case storage.Merge:
@@ -454,6 +469,12 @@ func (e *Engine) applyBatch(ctx context.Context, a *applyArgs) (storage.Applied,
 // concurrent batches take row locks in the same order). It costs the database one
 // statement instead of one per entity.
 func (e *Engine) applyMany(ctx context.Context, a *applyArgs, order []int, ttls []int64) (storage.Applied, error) {
+	return e.applyManyWith(ctx, a, order, ttls, false)
+}
+
+// applyManyWith is applyMany, or with at the same with absolute expiries in ttls
+// (insertManyAt, upsertManyAt).
+func (e *Engine) applyManyWith(ctx context.Context, a *applyArgs, order []int, ttls []int64, at bool) (storage.Applied, error) {
 	rks := make([][]byte, len(order))
 	props := make([][]byte, len(order))
 	rowTTLs := make([]int64, len(order))
@@ -463,7 +484,12 @@ func (e *Engine) applyMany(ctx context.Context, a *applyArgs, order []int, ttls 
 		rowTTLs[j] = ttls[i]
 	}
 	q := e.q.insertMany
-	if a.muts[0].Op == storage.InsertOrReplace {
+	switch {
+	case at && a.muts[0].Op == storage.InsertOrReplace:
+		q = e.q.upsertManyAt
+	case at:
+		q = e.q.insertManyAt
+	case a.muts[0].Op == storage.InsertOrReplace:
 		q = e.q.upsertMany
 	}
 	var (
@@ -496,6 +522,52 @@ func (e *Engine) applyMany(ctx context.Context, a *applyArgs, order []int, ttls 
 		versions[i] = v
 	}
 	return storage.Applied{Versions: versions, Position: pos}, nil
+}
+
+// manyAt reports whether muts can be one insertManyAt or upsertManyAt statement: several
+// inserts, or several insert-or-replaces, on distinct rows, each with an explicit expiry.
+func manyAt(muts []storage.Mutation) bool {
+	if len(muts) < 2 {
+		return false
+	}
+	op := muts[0].Op
+	if op != storage.Insert && op != storage.InsertOrReplace {
+		return false
+	}
+	seen := make(map[string]struct{}, len(muts))
+	for i := range muts {
+		m := &muts[i]
+		if _, dup := seen[m.RowKey]; dup || m.Op != op || m.Expiry == storage.ExpiryComputed {
+			return false
+		}
+		seen[m.RowKey] = struct{}{}
+	}
+	return true
+}
+
+// applyManyAt runs a manyAt batch as one statement storing each row's explicit expiry, on
+// the cached table settings (which must be an elastic table's: storage.MutationExpiry
+// refuses a standard one, as diagnose confirms against the current settings) and their
+// generation, as applyMany does.
+func (e *Engine) applyManyAt(ctx context.Context, a *applyArgs) (storage.Applied, error) {
+	ent, err := e.entry(ctx, a.acct, a.key)
+	if err != nil {
+		return storage.Applied{}, err
+	}
+	a.ent, a.needGen = ent, true
+	exps := make([]int64, len(a.muts))
+	for i := range a.muts {
+		m := &a.muts[i]
+		if exps[i], err = storage.MutationExpiry(ent.settings, m, m.Props, 0); err != nil {
+			return storage.Applied{}, e.invalid(ctx, a, err)
+		}
+	}
+	order := make([]int, len(a.muts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int { return strings.Compare(a.muts[i].RowKey, a.muts[j].RowKey) })
+	return e.applyManyWith(ctx, a, order, exps, true)
 }
 
 // diagnose names the first mutation (in the caller's order) that fails of a failed or
@@ -534,7 +606,7 @@ func (e *Engine) diagnose(ctx context.Context, a *applyArgs) error {
 			r.Exists = true
 		}
 		if ferr == nil && (m.Op == storage.Insert || m.Op == storage.Replace || m.Op == storage.InsertOrReplace) {
-			_, ferr = storage.Expiry(st.settings, m.Props, 0)
+			_, ferr = storage.MutationExpiry(st.settings, m, m.Props, 0)
 		}
 		if ferr != nil {
 			return &storage.ApplyError{Index: i, Err: ferr}
@@ -688,7 +760,7 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 			return storage.Applied{}, &storage.ApplyError{Index: i, Err: err}
 		}
 		if m.Op != storage.Delete {
-			if r.expiry, err = storage.Expiry(st.settings, r.Props, v); err != nil {
+			if r.expiry, err = storage.SettleExpiry(st.settings, m, &r.Row); err != nil {
 				return storage.Applied{}, &storage.ApplyError{Index: i, Err: err}
 			}
 		}
@@ -756,4 +828,14 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 		return storage.Applied{}, err
 	}
 	return storage.Applied{Versions: versions, Position: pos}, nil
+}
+
+// explicitExpiry reports whether any mutation gives its row an explicit expiry.
+func explicitExpiry(muts []storage.Mutation) bool {
+	for i := range muts {
+		if muts[i].Expiry != storage.ExpiryComputed {
+			return true
+		}
+	}
+	return false
 }

@@ -16,9 +16,10 @@ import (
 // ApplyEach applies each mutation on its own (bulk requests). It takes rounds, and a
 // round costs a fixed number of round trips whatever it holds and whatever fails:
 //
-//   - The merges (Merge, InsertOrMerge) read their rows first, under the front end's row
-//     locks (rowlocks.go), and are applied in Go as in applyRMW; one that fails there is
-//     decided (its failure is what the row read shows).
+//   - The merges (Merge, InsertOrMerge), and writes with an explicit expiry
+//     (storage.Mutation.Expiry), read their rows first, under the front end's row locks
+//     (rowlocks.go), and are applied in Go as in applyRMW; one that fails there is decided
+//     (its failure is what the row read shows).
 //   - One pipelined transaction then writes everything (exec): each plain mutation with
 //     its single statement (insert1, upsert1, replace1, delete1), or all of them with one
 //     statement over arrays (insertGroup, upsertGroup) when they are all inserts or all
@@ -118,7 +119,7 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 	var st *readState
 	var rmw []storage.Mutation
 	for _, i := range todo {
-		if op := muts[i].Op; op == storage.Merge || op == storage.InsertOrMerge {
+		if readFirst(&muts[i]) {
 			rmw = append(rmw, muts[i])
 		}
 	}
@@ -148,16 +149,19 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 		vers   = make([]int64, len(muts))
 		kinds  = map[storage.Op]int{}
 		merges = 0
+		// wroteNothing are mutations that succeed without a statement: an explicit expiry
+		// already past on a row that is not stored (storage.SettleExpiry).
+		wroteNothing []int
 	)
 	for _, i := range todo {
 		m := &muts[i]
 		rk := []byte(m.RowKey)
-		switch m.Op {
-		case storage.Merge, storage.InsertOrMerge:
+		switch {
+		case readFirst(m):
 			r := st.rows[m.RowKey]
 			v, err := storage.Step(a.pk, m, &r.Row, func(prev int64) int64 { return max(st.now, prev+1) })
-			if err == nil {
-				r.expiry, err = storage.Expiry(st.settings, r.Props, v)
+			if err == nil && m.Op != storage.Delete {
+				r.expiry, err = storage.SettleExpiry(st.settings, m, &r.Row)
 			}
 			if err != nil {
 				out.Errs[i] = err // what the read saw
@@ -165,10 +169,17 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 			}
 			vers[i] = v
 			var s stmt
-			if r.stored {
+			switch {
+			case r.stored && r.Exists:
 				s = stmt{sql: e.q.casUpdate, args: []any{st.tableID, pk, rk, r.storedV, v, entity.AppendProps(nil, r.Props), r.expiry}}
-			} else {
+			case r.stored:
+				// Expired at once by an explicit expiry (storage.SettleExpiry): nothing stays.
+				s = stmt{sql: e.q.casDelete, args: []any{st.tableID, pk, rk, r.storedV}}
+			case r.Exists:
 				s = stmt{sql: e.q.casInsert, args: []any{st.tableID, pk, rk, int64(0), v, entity.AppendProps(nil, r.Props), r.expiry, a.acct, a.key}}
+			default:
+				wroteNothing = append(wroteNothing, i) // expired at once, and nothing stored
+				continue
 			}
 			stmts, of = append(stmts, s), append(of, i)
 			merges++
@@ -206,6 +217,9 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 		*committed = true
 		out.Position = max(out.Position, pos)
 	}
+	for _, i := range wroteNothing {
+		wrote(i)
+	}
 	if group != nil {
 		for _, i := range plain {
 			if _, ok := group[muts[i].RowKey]; ok {
@@ -219,7 +233,7 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 			switch {
 			case stmts[k].rows == 1:
 				wrote(i)
-			case muts[i].Op == storage.Merge || muts[i].Op == storage.InsertOrMerge:
+			case readFirst(&muts[i]):
 				left = append(left, i) // lost its compare-and-swap
 			default:
 				check = append(check, i)
@@ -270,6 +284,14 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 		out.Errs[i] = ferr
 	}
 	return left, nil
+}
+
+// readFirst reports whether ApplyEach reads m's row and applies m in Go (then writes
+// with a compare-and-swap) rather than sending m's single statement: a merge, or a write
+// with an explicit expiry (storage.Mutation.Expiry), which the single statements cannot
+// store.
+func readFirst(m *storage.Mutation) bool {
+	return m.Op == storage.Merge || m.Op == storage.InsertOrMerge || m.Expiry != storage.ExpiryComputed
 }
 
 // eachGroup makes the single statements stmts of the plain mutations plain (all inserts,

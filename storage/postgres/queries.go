@@ -35,6 +35,10 @@ type queries struct {
 	// $7 time-to-live ticks, $8 settings generation), answering the RowKeys and versions
 	// written, raising 22012 unless all were.
 	insertMany, upsertMany string
+	// insertManyAt and upsertManyAt are insertMany and upsertMany for rows with explicit
+	// expiries (storage.Mutation.Expiry): $7 holds each row's absolute expiry in ticks (0:
+	// never) rather than a time-to-live, stored as it is, also over an existing row.
+	insertManyAt, upsertManyAt string
 	// Read-modify-write Apply (merges): read the catalogue row (id, settings), the server
 	// clock and the rows, then compare-and-swap each row. readRows also explains a failed
 	// batch (diagnose). readRow and readRowProps are the same for one RowKey ($4 BYTEA
@@ -204,6 +208,23 @@ func buildQueries(d dialect) queries {
 		SELECT array_agg(w.rk), array_agg(w.version), 1 / (CASE WHEN count(*) = $6::BIGINT THEN 1 ELSE 0 END) FROM w`
 	q.insertMany = fmt.Sprintf(many, setInsert)
 	q.upsertMany = fmt.Sprintf(many, setUpsert)
+	// With absolute expiries the array's value is the expiry, and an ON CONFLICT update
+	// takes it as it is (excluded.expiry). One already at or before the row's new version
+	// leaves the row stored but expired, absent for every read and precondition until the
+	// purge removes it (storage.SettleExpiry's "expired at once").
+	const (
+		manyAt = `WITH w AS (INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
+			SELECT t.id, $3::BYTEA, u.rk, n.v, u.props, NULLIF(u.exp, 0)
+			FROM cerulean_tables t, ` + clock + `, unnest($4::BYTEA[], $5::BYTEA[], $7::BIGINT[]) WITH ORDINALITY AS u (rk, props, exp, ord)
+			WHERE t.account = $1 AND t.key = $2 AND COALESCE(t.gen, 0) = $8::BIGINT
+			ORDER BY u.ord
+			ON CONFLICT (table_id, pk, rk) DO UPDATE SET %s
+			RETURNING e.rk, e.version)
+		SELECT array_agg(w.rk), array_agg(w.version), 1 / (CASE WHEN count(*) = $6::BIGINT THEN 1 ELSE 0 END) FROM w`
+		setUpsertAt = `version = GREATEST(excluded.version, e.version + 1), props = excluded.props, expiry = excluded.expiry`
+	)
+	q.insertManyAt = fmt.Sprintf(manyAt, setUpsertAt+` WHERE e.expiry <= excluded.version`)
+	q.upsertManyAt = fmt.Sprintf(manyAt, setUpsertAt)
 	q.insertB = raise(insertDML)
 	q.upsertB = raise(upsertDML)
 	q.replaceB = raise(replaceDML)
@@ -249,17 +270,17 @@ func buildQueries(d dialect) queries {
 	q.casUpdate, q.casDelete, q.casInsert = casUpdateDML, casDeleteDML, casInsertDML
 	q.casUpdateB, q.casDeleteB, q.casInsertB = raise(casUpdateDML), raise(casDeleteDML), raise(casInsertDML)
 
-	q.get = `SELECT t.id, e.version, e.props FROM cerulean_tables t
+	q.get = `SELECT t.id, e.version, e.props, e.expiry FROM cerulean_tables t
 		LEFT JOIN cerulean_entities e ON e.table_id = t.id AND e.pk = $3::BYTEA AND e.rk = $4::BYTEA AND ` + live + `
 		WHERE t.account = $1 AND t.key = $2`
-	q.getMany = `SELECT k.n, t.id, e.version, e.props
+	q.getMany = `SELECT k.n, t.id, e.version, e.props, e.expiry
 		FROM unnest($1::INT8[], $2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[]) AS k (n, account, key, pk, rk)
 		JOIN cerulean_tables t ON t.account = k.account AND t.key = k.key
 		LEFT JOIN ` + entityAt("k.pk", "k.rk", live) + ` e ON TRUE`
 	q.tableExists = `SELECT id FROM cerulean_tables WHERE account = $1 AND key = $2`
 	// $5 limit; scanTo adds the exclusive end ($6, $7). Expired rows are filtered out in
 	// the statement, so they neither count against the limit nor reach the caller.
-	const scanHead = `SELECT pk, rk, version, props FROM cerulean_entities e
+	const scanHead = `SELECT pk, rk, version, props, expiry FROM cerulean_entities e
 		WHERE table_id = ` + tableID + ` AND (pk, rk) >= ($3::BYTEA, $4::BYTEA) AND ` + live
 	q.scan = scanHead + ` ORDER BY pk, rk LIMIT $5`
 	q.scanTo = scanHead + ` AND (pk, rk) < ($6::BYTEA, $7::BYTEA) ORDER BY pk, rk LIMIT $5`
@@ -268,7 +289,7 @@ func buildQueries(d dialect) queries {
 	const (
 		rowSize = `(octet_length(pk) + octet_length(rk) + octet_length(props))`
 		running = ` OVER (ORDER BY pk, rk ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)`
-		capHead = `SELECT pk, rk, version, props FROM (SELECT pk, rk, version, props,
+		capHead = `SELECT pk, rk, version, props, expiry FROM (SELECT pk, rk, version, props, expiry,
 			row_number()` + running + ` AS n, (sum` + rowSize + running + `)::BIGINT - ` + rowSize + ` AS before
 			FROM cerulean_entities e WHERE table_id = ` + tableID + ` AND (pk, rk) >= ($3::BYTEA, $4::BYTEA) AND ` + live
 	)
@@ -326,7 +347,7 @@ func buildQueries(d dialect) queries {
 	q.clearSvcProps = `DELETE FROM cerulean_service_properties WHERE account = $1`
 
 	for _, p := range []*string{&q.insert1, &q.upsert1, &q.insertGroup, &q.upsertGroup, &q.replace1, &q.delete1, &q.insertB, &q.upsertB, &q.replaceB,
-		&q.deleteB, &q.insertMany, &q.upsertMany, &q.readRows, &q.readRowsProps, &q.readRow, &q.readRowProps, &q.get, &q.getMany, &q.scan, &q.scanTo,
+		&q.deleteB, &q.insertMany, &q.upsertMany, &q.insertManyAt, &q.upsertManyAt, &q.readRows, &q.readRowsProps, &q.readRow, &q.readRowProps, &q.get, &q.getMany, &q.scan, &q.scanTo,
 		&q.scanCapped, &q.scanToCapped, &q.purgeExpired, &q.position} {
 		*p = d.sql(*p)
 	}

@@ -113,10 +113,11 @@ func (r reads) get(ctx context.Context, account, tableName, pk, rk string, encod
 			tid  int64
 			ver  *int64
 			blob []byte
+			exp  *int64
 		)
 		acct, key := []byte(account), []byte(storage.TableKey(tableName))
 		if r.grouped {
-			st := stmt{sql: r.e.q.get, args: []any{acct, key, []byte(pk), []byte(rk)}, dest: []any{&tid, &ver, &blob}}
+			st := stmt{sql: r.e.q.get, args: []any{acct, key, []byte(pk), []byte(rk)}, dest: []any{&tid, &ver, &blob, &exp}}
 			pos, err := r.e.gets.do(ctx, &st, 0, acct, key)
 			if err != nil {
 				return err
@@ -128,7 +129,7 @@ func (r reads) get(ctx context.Context, account, tableName, pk, rk string, encod
 				return storage.ErrTableNotFound
 			}
 		} else {
-			err := r.db.QueryRow(ctx, r.e.q.get, acct, key, []byte(pk), []byte(rk)).Scan(&tid, &ver, &blob)
+			err := r.db.QueryRow(ctx, r.e.q.get, acct, key, []byte(pk), []byte(rk)).Scan(&tid, &ver, &blob, &exp)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return storage.ErrTableNotFound
 			}
@@ -150,6 +151,9 @@ func (r reads) get(ctx context.Context, account, tableName, pk, rk string, encod
 			return fmt.Errorf("decode entity: %w", err)
 		}
 		rec = storage.Record{Entity: entity.Entity{PartitionKey: pk, RowKey: rk, Props: props}, Version: *ver}
+		if exp != nil {
+			rec.Expiry = *exp
+		}
 		if encoded {
 			rec.Encoded = blob
 		}
@@ -159,8 +163,8 @@ func (r reads) get(ctx context.Context, account, tableName, pk, rk string, encod
 }
 
 // mergeGets makes one getMany statement of a group of Gets (reads.get's statements:
-// arguments account, table key, PartitionKey and RowKey; dest table id, version and
-// props), which sets each Get's rows and dest as its get statement would have: one row
+// arguments account, table key, PartitionKey and RowKey; dest table id, version, props
+// and expiry), which sets each Get's rows and dest as its get statement would have: one row
 // if its table exists, none if not. One statement of many keys costs the database far
 // less than as many statements: one Bind and Execute, one executor start-up, one
 // snapshot. The keys are then read from one snapshot, taken within the group's round
@@ -170,7 +174,7 @@ func (e *Engine) mergeGets(group []*single) (stmt, bool) {
 	idx := make([]int64, n)
 	cols := [4][][]byte{make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)}
 	for i, s := range group {
-		if s.st.sql != e.q.get || len(s.st.args) != len(cols) || len(s.st.dest) != 3 {
+		if s.st.sql != e.q.get || len(s.st.args) != len(cols) || len(s.st.dest) != 4 {
 			return stmt{}, false
 		}
 		for j := range cols {
@@ -183,8 +187,8 @@ func (e *Engine) mergeGets(group []*single) (stmt, bool) {
 		idx[i] = int64(i)
 	}
 	each := func(m valueScanner, fds []pgconn.FieldDescription, vals [][]byte) error {
-		if len(fds) != 4 {
-			return fmt.Errorf("get group: %d columns, want 4", len(fds))
+		if len(fds) != 5 {
+			return fmt.Errorf("get group: %d columns, want 5", len(fds))
 		}
 		var k int64
 		if err := m.Scan(fds[0].DataTypeOID, fds[0].Format, vals[0], &k); err != nil {
@@ -416,7 +420,7 @@ func (s *scanner) chunk(ctx context.Context, q querier, p *scanPass, start stora
 		got++
 		p.rows++
 		raw := rows.RawValues()
-		if len(raw) != 4 || raw[0] == nil || raw[1] == nil || raw[3] == nil {
+		if len(raw) != 5 || raw[0] == nil || raw[1] == nil || raw[3] == nil {
 			return got, false, fmt.Errorf("scan: unexpected row shape")
 		}
 		size := len(raw[0]) + len(raw[1]) + len(raw[3])
@@ -437,6 +441,13 @@ func (s *scanner) chunk(ctx context.Context, q querier, p *scanPass, start stora
 			return got, false, fmt.Errorf("scan: version of %d bytes", len(raw[2]))
 		}
 		ver := int64(binary.BigEndian.Uint64(raw[2]))
+		var exp int64 // the stored expiry, NULL for none
+		if raw[4] != nil {
+			if len(raw[4]) != 8 {
+				return got, false, fmt.Errorf("scan: expiry of %d bytes", len(raw[4]))
+			}
+			exp = int64(binary.BigEndian.Uint64(raw[4]))
+		}
 		if v, ok := s.verdicts[k]; ok && !record && v.version == ver {
 			if v.rec != nil && !p.add(req, *v.rec, size) {
 				return got, true, nil
@@ -453,7 +464,7 @@ func (s *scanner) chunk(ctx context.Context, q querier, p *scanPass, start stora
 		if err != nil {
 			return got, false, fmt.Errorf("scan: decode entity: %w", err)
 		}
-		rec := storage.Record{Entity: entity.Entity{PartitionKey: k.PartitionKey, RowKey: k.RowKey, Props: props}, Version: ver}
+		rec := storage.Record{Entity: entity.Entity{PartitionKey: k.PartitionKey, RowKey: k.RowKey, Props: props}, Version: ver, Expiry: exp}
 		if req.Filter != nil && !req.Filter(&rec) {
 			if record {
 				s.verdicts[k] = verdict{version: ver}

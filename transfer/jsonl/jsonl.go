@@ -7,8 +7,9 @@
 //
 // "odata.table" appears when the file holds several tables; Timestamp when the export
 // kept it (it is informational: an import never sets it); "odata.expiry" when the entity
-// expires (an elastic table's time-to-live). A table's settings, when the source has
-// them, are a line of their own before its entities:
+// expires (the expiry its elastic table stored with it; in such a table an entity without
+// it never expires). A table's settings, when the source has them, are a line of their
+// own before its entities:
 //
 //	{"odata.table":"events","odata.settings":{"Elastic":true,"DefaultTimeToLive":86400,"TimeToLiveProperty":"TTLInSeconds"}}
 package jsonl

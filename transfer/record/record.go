@@ -30,8 +30,10 @@ type Record struct {
 	Timestamp    int64
 	HasTimestamp bool
 	// Expiry is when the entity expires at its source, in 100 ns ticks since the Unix
-	// epoch (an absolute instant, so that a slow transfer or a file imported later does
-	// not lengthen its life); 0 when it never expires or nothing is known of it.
+	// epoch: the expiry the source stored with it (an absolute instant, so that a slow
+	// transfer or a file imported later does not lengthen its life); 0 when it has none.
+	// Whether 0 means "never" or "not known" is the stream's to say: an elastic table's
+	// settings record before its entities says their expiries are carried.
 	Expiry int64
 	// Settings, when set, makes the record a table's settings instead of an entity: the
 	// elastic-table settings of Table (or of the stream's one table), which come before
@@ -238,6 +240,35 @@ func FromJSON(b []byte) (Record, error) {
 			return Record{}, fmt.Errorf("the %s: %w", ExpiryKey, err)
 		}
 		r.Expiry = ticks
+	}
+	return r, nil
+}
+
+// FromAnswer is FromJSON for an entity of a query answer (client.QueryEntities) that may
+// carry the service's expiry annotation (client.ExpiryAnnotation, asked for with
+// client.Query.Expiry): its instant goes to Expiry, and out of the properties, where the
+// decoder, which knows only "odata." keys as metadata, put it as a String (no property
+// name may have a dot, so it is the annotation).
+func FromAnswer(b []byte) (Record, error) {
+	r, err := FromJSON(b)
+	if err != nil {
+		return Record{}, err
+	}
+	for i := range r.Entity.Props {
+		p := &r.Entity.Props[i]
+		if p.Name != client.ExpiryAnnotation {
+			continue
+		}
+		if p.Value.Type != entity.String {
+			return Record{}, fmt.Errorf("the %s annotation is not a string", client.ExpiryAnnotation)
+		}
+		ticks, err := entity.ParseDateTime(p.Value.Str)
+		if err != nil || ticks <= 0 {
+			return Record{}, fmt.Errorf("the %s annotation %q is not an instant", client.ExpiryAnnotation, p.Value.Str)
+		}
+		r.Expiry = ticks
+		r.Entity.Props = append(r.Entity.Props[:i:i], r.Entity.Props[i+1:]...)
+		break
 	}
 	return r, nil
 }
