@@ -621,6 +621,29 @@ func TestConsoleInsecureContextAndTablePaging(t *testing.T) {
 		wait(`document.querySelectorAll('#table-list li').length === 3`), wait(`document.querySelector('#tables-next').disabled`),
 		textHas("#table-list", prefix+"x1002"))
 	b.run("tables page 1 again", click("#tables-prev"), textHas("#tables-page", "page 1"), wait(`document.querySelectorAll('#table-list li').length === 1000`))
+	// A slow page: page 2's answer is held back 1.5 s and Next is clicked twice meanwhile.
+	// The second click must not start another load (which, with no continuation for a
+	// third page, read page 1 again, and whichever answer came last won): the list ends on
+	// page 2.
+	b.run("a slow page and a second click", js(`(() => {
+		const f = window.fetch;
+		window.slowPagesOff = () => { window.fetch = f; return true; };
+		window.fetch = (u, o) => {
+			const p = f(u, o);
+			return String(u).includes('NextTableName') ? p.then((r) => new Promise((res) => setTimeout(() => res(r), 1500))) : p;
+		};
+		return true;
+	})()`), click("#tables-next"), js(`document.querySelector('#tables-next').click(), true`),
+		chromedp.Sleep(2500*time.Millisecond))
+	var listed int
+	var label string
+	b.run("after the slow page", chromedp.Evaluate(`document.querySelectorAll('#table-list li').length`, &listed),
+		chromedp.Text("#tables-page", &label, chromedp.ByQuery))
+	if listed != 3 || label != "page 2" {
+		t.Fatalf("after Next twice on a slow page: %d tables listed, label %q; want page 2's 3", listed, label)
+	}
+	b.run("back to page 1", js(`window.slowPagesOff()`), click("#tables-prev"), textHas("#tables-page", "page 1"),
+		wait(`document.querySelectorAll('#table-list li').length === 1000`))
 	// A write signed by the pure-JS HMAC.
 	b.run("create table without crypto.subtle", setValue("#new-table", prefix+"js"), click("#create-table button[type=submit]"),
 		chromedp.WaitVisible(fmt.Sprintf(`a[data-table=%q][aria-current]`, prefix+"js"), chromedp.ByQuery), textHas("#q-status", "No entities match"))

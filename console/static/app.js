@@ -205,7 +205,13 @@ async function tablesView(selected, tab) {
   left.append(list, pager, listStatus);
   main.replaceChildren(h('div', { class: 'split' }, left, right));
 
+  // Only the newest load may show its answer, and the pager's buttons wait for it: a
+  // second click on a slow page would otherwise start a load of a page not known yet, and
+  // whichever answer came last would win.
+  let listSeq = 0;
   const loadList = async () => {
+    const seq = ++listSeq;
+    for (const b of pager.querySelectorAll('button')) b.disabled = true;
     if (!api.can(creds, 'listTables')) {
       list.replaceChildren(...(creds.table ? [tableItem(creds.table, selected)] : []));
       setStatus(listStatus, h('span', { class: 'hint' }, creds.table ? 'This SAS is for one table.' : 'This SAS cannot list tables.'));
@@ -214,6 +220,7 @@ async function tablesView(selected, tab) {
     setStatus(listStatus, 'Loading…');
     try {
       const r = await api.request(creds, 'GET', '/Tables', { query: { NextTableName: tablePages[tablePage] } });
+      if (seq !== listSeq) return;
       const names = JSON.parse(r.text).value.map((t) => t.TableName);
       list.replaceChildren(...names.map((n) => tableItem(n, selected)));
       const next = r.headers.get('x-ms-continuation-NextTableName');
@@ -225,6 +232,7 @@ async function tablesView(selected, tab) {
         h('button', { type: 'button', id: 'tables-next', disabled: !next, onclick: () => { tablePage++; loadList(); } }, 'Next ›'));
       setStatus(listStatus, names.length ? '' : h('span', { class: 'hint' }, 'No tables yet.'));
     } catch (e) {
+      if (seq !== listSeq) return;
       setStatus(listStatus, errorView(e));
     }
   };
