@@ -26,8 +26,9 @@ type BulkOperation struct {
 // BulkEntry is one operation of a bulk request document as ScanBulk finds it: what
 // grouping the operations and answering them takes, and where its entity lies in the
 // body, to be decoded (DecodeEntity of body[Start:End]) only when the operation's turn
-// comes. The byte slices point into the body, or into a fresh buffer when the JSON string
-// had escapes; ScanBulk reuses the BulkEntry for the next operation.
+// comes. The byte slices point into what the scanner was given (or into a fresh buffer,
+// for a string with escapes), and the scanner reuses the BulkEntry for the next
+// operation: both are valid during the call that gets them only.
 type BulkEntry struct {
 	// Op is the "op" member's content, unescaped; the caller checks it.
 	Op []byte
@@ -35,7 +36,7 @@ type BulkEntry struct {
 	// null.
 	IfMatch    []byte
 	HasIfMatch bool
-	// Start and End delimit the "entity" object in the body.
+	// Start and End delimit the "entity" object in the body (offsets in the whole body).
 	Start, End int
 	// PartitionKey is the content of the entity's first "PartitionKey" member whose value
 	// is a well-formed JSON string (HasPartitionKey). An entity that DecodeEntity decodes
