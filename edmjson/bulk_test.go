@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -50,8 +51,19 @@ func TestDecodeBulk(t *testing.T) {
 }
 
 func TestDecodeBulkRefused(t *testing.T) {
-	good := `{"op":"insert","entity":{"PartitionKey":"p","RowKey":"r"}}`
-	for _, c := range []struct{ body, want string }{
+	for _, c := range bulkRefusedCases(`{"op":"insert","entity":{"PartitionKey":"p","RowKey":"r"}}`) {
+		_, err := DecodeBulk([]byte(c.body), 3)
+		var ae *azerr.Error
+		if !errors.As(err, &ae) || ae.Code != azerr.InvalidInput || !strings.Contains(ae.Error(), c.want) {
+			t.Errorf("%s: %v, want InvalidInput with %q", c.body, err, c.want)
+		}
+	}
+}
+
+// bulkRefusedCases are documents refused whole, with what their error says, for at
+// most 3 operations.
+func bulkRefusedCases(good string) []struct{ body, want string } {
+	return []struct{ body, want string }{
 		{``, "empty"},
 		{`  `, "empty"},
 		{`[]`, "expected a JSON object"},
@@ -80,23 +92,81 @@ func TestDecodeBulkRefused(t *testing.T) {
 		{`{"operations":[{"op":"a","entity":{"A" 1}}]}`, "expected ':'"},
 		{`{"operations":[{"op":"a","entity":{"A":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}}]}`, "nested too deeply"},
 		{`{"operations":[` + strings.Repeat(good+",", 3) + good + `]}`, "more than 3 operations"},
-	} {
-		_, err := DecodeBulk([]byte(c.body), 3)
-		var ae *azerr.Error
-		if !errors.As(err, &ae) || ae.Code != azerr.InvalidInput || !strings.Contains(ae.Error(), c.want) {
-			t.Errorf("%s: %v, want InvalidInput with %q", c.body, err, c.want)
+	}
+}
+
+// TestScanBulkKeys: ScanBulk finds each entity's span, its members and its keys as
+// DecodeEntity reads them — escaped names and values, annotations — and no key where
+// the entity can only fail (null, a number, a string DecodeEntity refuses).
+func TestScanBulkKeys(t *testing.T) {
+	body := `{"operations":[
+		{"op":"insert","entity":{"PartitionKey":"p","RowKey":"r","A":1}},
+		{"op":"insert","entity":{"Partition\u004bey":"p\u0031","RowKey@odata.type":"Edm.String","RowKey":"r"}},
+		{"op":"insert","entity":{"PartitionKey":null,"RowKey":5}},
+		{"op":"insert","entity":{"PartitionKey":"bad \q","RowKey":"` + "\xff" + `"}},
+		{"op":"insert","entity":{"A":{"PartitionKey":"nested"},"PartitionKey":"x","PartitionKey":"y"}},
+		{"op":"delete","entity":{}}
+	]}`
+	type want struct {
+		pk, rk   string
+		hasPK    bool
+		hasRK    bool
+		members  int
+		decodeOK bool
+	}
+	wants := []want{
+		{"p", "r", true, true, 3, true},
+		{"p1", "r", true, true, 3, true},
+		{"", "", false, false, 2, false},
+		{"", "", false, false, 2, false},
+		{"x", "", true, false, 3, false},
+		{"", "", false, false, 0, true},
+	}
+	n := 0
+	err := ScanBulk([]byte(body), 10, func(e *BulkEntry) error {
+		w := wants[n]
+		if e.HasPartitionKey != w.hasPK || string(e.PartitionKey) != w.pk || e.HasRowKey != w.hasRK || string(e.RowKey) != w.rk || e.Members != w.members {
+			t.Errorf("operation %d: %+v, want %+v", n, e, w)
 		}
+		if _, _, err := DecodeEntity([]byte(body[e.Start:e.End])); (err == nil) != w.decodeOK {
+			t.Errorf("operation %d: entity %s decodes with %v", n, body[e.Start:e.End], err)
+		}
+		n++
+		return nil
+	})
+	if err != nil || n != len(wants) {
+		t.Fatalf("%d operations, %v", n, err)
 	}
 }
 
 // FuzzDecodeBulk: DecodeBulk never panics, fails only with a 400 *azerr.Error, accepts
-// only valid JSON, and decodes each entity exactly as DecodeEntity decodes its span.
+// only valid JSON, and decodes each entity exactly as DecodeEntity decodes its span; the
+// keys ScanBulk notes are those of every entity that decodes.
 func FuzzDecodeBulk(f *testing.F) {
 	f.Add([]byte(`{"operations":[{"op":"insert","entity":{"PartitionKey":"p","RowKey":"r","N":1.5}},{"op":"delete","entity":{"PartitionKey":"p","RowKey":"s"},"ifMatch":"*"}]}`))
 	f.Add([]byte(`{"operations":[{"op":"x","entity":{"a":{"b":[1,"\"}"]}}}]}`))
 	f.Add([]byte(`{"operations":[]}`))
+	f.Add([]byte(`{"operations":[{"op":"x","entity":{"Partition\u004bey":"p\u00e9","RowKey":null,"PartitionKey@odata.type":"Edm.String"}}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
+		var entries []BulkEntry
+		scanErr := ScanBulk(body, 100, func(e *BulkEntry) error {
+			entries = append(entries, *e)
+			return nil
+		})
 		ops, err := DecodeBulk(body, 100)
+		if (err == nil) != (scanErr == nil) || err == nil && len(entries) != len(ops) {
+			t.Fatalf("DecodeBulk %v, ScanBulk %v", err, scanErr)
+		}
+		for i := range ops {
+			e, o := &entries[i], &ops[i]
+			if o.EntityErr != nil {
+				continue
+			}
+			if e.HasPartitionKey != o.Keys.PartitionKey || string(e.PartitionKey) != o.Entity.PartitionKey ||
+				e.HasRowKey != o.Keys.RowKey || string(e.RowKey) != o.Entity.RowKey || e.Members < len(o.Entity.Props) {
+				t.Fatalf("operation %d: ScanBulk %+v, DecodeEntity %+v %+v", i, e, o.Entity, o.Keys)
+			}
+		}
 		if err != nil {
 			var ae *azerr.Error
 			if !errors.As(err, &ae) || ae.Status != 400 {
@@ -127,6 +197,74 @@ func FuzzDecodeBulk(f *testing.F) {
 			if (err == nil) != (o.EntityErr == nil) || err == nil && (!entityEqual(&e, &o.Entity) || keys != o.Keys) {
 				t.Fatalf("operation %d: DecodeBulk %+v %v, DecodeEntity %+v %v", i, o.Entity, o.EntityErr, e, err)
 			}
+		}
+	})
+}
+
+// scanRecord is what a scan reports: every entry, then the error.
+func scanRecord(scan func(each func(*BulkEntry) error) error) string {
+	var b strings.Builder
+	err := scan(func(e *BulkEntry) error {
+		fmt.Fprintf(&b, "%q %q %v %d-%d %q %v %q %v %d\n", e.Op, e.IfMatch, e.HasIfMatch, e.Start, e.End,
+			e.PartitionKey, e.HasPartitionKey, e.RowKey, e.HasRowKey, e.Members)
+		return nil
+	})
+	fmt.Fprintf(&b, "error %v", err)
+	return b.String()
+}
+
+// chunked splits body into chunks of n bytes.
+func chunked(body []byte, n int) [][]byte {
+	var cs [][]byte
+	for len(body) > n {
+		cs = append(cs, body[:n:n])
+		body = body[n:]
+	}
+	return append(cs, body)
+}
+
+// TestScanBulkChunks: scanned in chunks of any size, a body gives exactly the entries and
+// the error it gives whole, for every body of the refused cases and a long valid one.
+func TestScanBulkChunks(t *testing.T) {
+	good := `{"op":"insert","entity":{"PartitionKey":"p","RowKey":"r"}}`
+	bodies := []string{
+		"\xEF\xBB\xBF" + ` { "operations" : [ ` + good + ` , {"entity":{"Partition\u004bey":"p\u00e9","RowKey":"\ud83d\ude00","A":[1,{"b":"}"}]},"ifMatch":"W/\"x\"","op":"merge"} ] } `,
+		`{"operations":[` + strings.Repeat(good+",", 50) + good + `]}`,
+		"\xEF\xBB",
+		"\xEF\xBB\xBF",
+		`{"operations":[` + good + `]}` + strings.Repeat(" ", 100),
+		`{"operations"` + strings.Repeat(" ", 100) + `:` + strings.Repeat("\n", 100) + `[` + good + `]}`,
+		`{"operations":[{"op":"a","entity":{"S":"` + "\xe6\x97\xa5" + `\ud800\udc00"}}]}`,
+		`{"operations":[{"op":"a","entity":{"A":false,"B":null,"C":true,"D":-1.5e+10}}]}`,
+	}
+	for _, c := range bulkRefusedCases(good) {
+		bodies = append(bodies, c.body)
+	}
+	for _, body := range bodies {
+		whole := scanRecord(func(each func(*BulkEntry) error) error { return ScanBulk([]byte(body), 3, each) })
+		for n := 1; n <= len(body)+1; n++ {
+			got := scanRecord(func(each func(*BulkEntry) error) error {
+				return ScanBulkChunks(chunked([]byte(body), n), 3, nil, each)
+			})
+			if got != whole {
+				t.Fatalf("%q in chunks of %d:\n%s\nwhole:\n%s", body, n, got, whole)
+			}
+		}
+	}
+}
+
+// FuzzScanBulkChunks: a body scanned in chunks gives exactly what it gives whole.
+func FuzzScanBulkChunks(f *testing.F) {
+	f.Add([]byte(`{"operations":[{"op":"insert","entity":{"PartitionKey":"p","RowKey":"r","N":1.5}},{"op":"delete","entity":{"PartitionKey":"p","RowKey":"s"},"ifMatch":"*"}]}`), uint8(7))
+	f.Add([]byte(`{"operations":[{"op":"x","entity":{"a":{"b":[1,"\"}"]}}}]}`), uint8(3))
+	f.Add([]byte("\xEF\xBB\xBF{\"operations\":[]}"), uint8(1))
+	f.Fuzz(func(t *testing.T, body []byte, n uint8) {
+		whole := scanRecord(func(each func(*BulkEntry) error) error { return ScanBulk(body, 100, each) })
+		got := scanRecord(func(each func(*BulkEntry) error) error {
+			return ScanBulkChunks(chunked(body, int(n)%64+1), 100, nil, each)
+		})
+		if got != whole {
+			t.Fatalf("in chunks of %d:\n%s\nwhole:\n%s", int(n)%64+1, got, whole)
 		}
 	})
 }

@@ -715,6 +715,9 @@ func daysFromCivil(y, m, d int64) int64 {
 type decoder struct {
 	b []byte
 	i int
+	// base is the offset of b in the whole body, for errors (a bulk body scanned in
+	// pieces; 0 otherwise).
+	base int
 	// maxProps, when positive, is the most members with role roleProp and a non-null
 	// value the object may have; the next one fails the scan with TooManyProperties.
 	maxProps int
@@ -723,7 +726,7 @@ type decoder struct {
 
 // errSyntax is the InvalidInput error for malformed JSON, with the offset as detail.
 func (d *decoder) errSyntax(what string) error {
-	return invalidf("malformed JSON at offset %d: %s", d.i, what)
+	return invalidf("malformed JSON at offset %d: %s", d.base+d.i, what)
 }
 
 func (d *decoder) ws() {

@@ -42,10 +42,13 @@ import (
 //     than those of Kestrel (MinRequestBodyDataRate, 240 B/s after a 5 s grace), IIS
 //     (minBytesPerSecond, 240 B/s) or Apache (mod_reqtimeout, MinRate=500 B/s): a 4 MiB body
 //     must come at 14 KB/s; a client that sends faster than that is served, however slow.
-//   - What a request keeps once its body is decoded counts too (holdDecoded): the
-//     operations of a bulk request took 1.2 to 11.6 times their JSON's size in memory, and
-//     only the JSON was counted, so --max-body-memory bounded a fraction of what it said
-//     (issue 42, item 27).
+//   - What a request keeps once its body is decoded counts too: the entities of a $batch
+//     and its answer (hold), a bulk request's index of its operations and the groups it
+//     has decoded for the engine (holdKept). The operations of a bulk request took 1.2 to
+//     11.6 times their JSON's size in memory once decoded, and only the JSON was counted,
+//     so --max-body-memory bounded a fraction of what it said (issue 42, item 27). A bulk
+//     body now stays in the chunks it was read into (readBulkBody), and is decoded one
+//     group at a time (bulk.go).
 //   - Reading is timed: a client may pause at most Options.StallTimeout between bytes and
 //     take at most Options.BodyTimeout for the whole body; past either it is answered 500
 //     OperationTimedOut (the service's code for a timed-out request) and its connection is
@@ -133,6 +136,40 @@ func addUpTo(a *atomic.Int64, n, most int64) bool {
 		if a.CompareAndSwap(u, u+n) {
 			return true
 		}
+	}
+}
+
+// acquireKept takes n bytes for what a request keeps beyond its body once the body has
+// arrived (a bulk request's index and the groups it applies): as acquire, but not from
+// the client's share of large bodies. That share bounds what one client's uploads hold
+// while they arrive, at the client's pace, and a bulk body may take all of it; what is
+// kept lives only while the server applies the request, at the server's pace. It still
+// counts against the client's half of the budget and against what large bodies hold
+// together, so other clients and small writes keep theirs.
+func (b *bodyBudget) acquireKept(n int64, large bool, c int) bool {
+	ch := &b.clients[c]
+	if !addUpTo(&ch.all, n, b.limit/2) {
+		return false
+	}
+	if large && !addUpTo(&b.inBig, n, b.large) {
+		ch.all.Add(-n)
+		return false
+	}
+	if !addUpTo(&b.used, n, b.limit) {
+		ch.all.Add(-n)
+		if large {
+			b.inBig.Add(-n)
+		}
+		return false
+	}
+	return true
+}
+
+func (b *bodyBudget) releaseKept(n int64, large bool, c int) {
+	b.used.Add(-n)
+	b.clients[c].all.Add(-n)
+	if large {
+		b.inBig.Add(-n)
 	}
 }
 
@@ -268,17 +305,54 @@ const maxPooledBody = 1 << 20
 // memory budget and the read timeouts described at the top of this file. The budget it
 // takes is held until the request ends (see releaseBody).
 func (s *Server) readBody(rq *request, limit int64) ([]byte, error) {
-	return s.readBodyTo(rq, limit, false)
+	return s.readBodyTo(rq, limit, bodyCopy)
 }
 
 // readBatchBody is readBody with the body in a recycled buffer, which goes back to the
 // pool when the request ends (releaseBody): the caller must not let anything that aliases
 // the body outlive the handler.
 func (s *Server) readBatchBody(rq *request, limit int64) ([]byte, error) {
-	return s.readBodyTo(rq, limit, true)
+	return s.readBodyTo(rq, limit, bodyPooled)
 }
 
-func (s *Server) readBodyTo(rq *request, limit int64, pooled bool) ([]byte, error) {
+// readBulkBody is readBody for a bulk request, which keeps the body in the chunks it was
+// read into: the scan and the decoding take it in pieces (edmjson.ScanBulkChunks,
+// bulkIndex.Load), so it is held once, where readBody holds it twice for a moment (its
+// chunks, then one contiguous copy), and is never copied whole. The chunks and their
+// budget are the request's until dropBody (or its end).
+func (s *Server) readBulkBody(rq *request, limit int64) ([][]byte, error) {
+	if _, err := s.readBodyTo(rq, limit, bodyChunks); err != nil {
+		return nil, err
+	}
+	chunks := make([][]byte, len(rq.chunks))
+	for i, c := range rq.chunks {
+		chunks[i] = (*c)[:min(bodyChunk, rq.bytesIn-int64(i)*bodyChunk)]
+	}
+	return chunks, nil
+}
+
+// dropBody gives up a body read by readBulkBody before the request ends: its chunks go
+// back to their pool and its budget is returned. Nothing may use the body after.
+func (s *Server) dropBody(rq *request) {
+	if rq.chunks == nil {
+		return
+	}
+	for _, c := range rq.chunks {
+		chunkPool.Put(c)
+	}
+	rq.chunks = nil
+	s.unhold(rq, rq.bodyKept)
+	rq.bodyKept = 0
+}
+
+// How readBodyTo hands the body over.
+const (
+	bodyCopy   = iota // one contiguous copy
+	bodyPooled        // one contiguous copy, in a recycled buffer (readBatchBody)
+	bodyChunks        // the chunks it was read into, in rq.chunks (readBulkBody)
+)
+
+func (s *Server) readBodyTo(rq *request, limit int64, mode int) ([]byte, error) {
 	r := rq.r
 	if r.ContentLength > limit {
 		// A client that asked to be told to go on (Expect: 100-continue) has not sent the
@@ -302,29 +376,42 @@ func (s *Server) readBodyTo(rq *request, limit int64, pooled bool) ([]byte, erro
 	var first [1]*[]byte // most bodies fit one chunk
 	chunks := first[:0]
 	defer func() {
+		if mode == bodyChunks && rq.bodyDone {
+			rq.chunks, rq.bodyKept = chunks, int64(len(chunks))*bodyChunk
+			return
+		}
 		for _, c := range chunks {
 			chunkPool.Put(c)
 		}
 	}()
 	var total int64 // bytes read
 	defer func() { rq.bytesIn = total }()
+	var probe [1]byte
 	for {
-		if total == int64(len(chunks))*bodyChunk {
+		c := probe[:]
+		switch {
+		case total == limit && total%bodyChunk == 0:
+			// The body may not go on: what comes now can only end it, or take it over
+			// the limit, and needs no chunk (one would take a client that may hold just
+			// the limit past its share).
+		case total == int64(len(chunks))*bodyChunk:
 			if e := s.hold(rq, bodyChunk); e != nil {
 				return nil, s.bodyFailed(rq, e)
 			}
 			chunks = append(chunks, chunkPool.Get().(*[]byte))
+			fallthrough
+		default:
+			c = (*chunks[len(chunks)-1])[total%bodyChunk:]
 		}
-		c := *chunks[len(chunks)-1]
-		off := total % bodyChunk
 		br.arm()
-		n, err := r.Body.Read(c[off:])
+		n, err := r.Body.Read(c)
 		total += int64(n)
 		if n > 0 {
 			br.moved()
 		}
 		if total > limit {
-			s.drain(rq, br, c)
+			var scratch [4 << 10]byte
+			s.drain(rq, br, scratch[:])
 			return nil, s.bodyFailed(rq, azerr.New(azerr.RequestBodyTooLarge))
 		}
 		if err == io.EOF {
@@ -339,13 +426,16 @@ func (s *Server) readBodyTo(rq *request, limit int64, pooled bool) ([]byte, erro
 	// context while the handler works (net/http, which serves the connections h1 hands it,
 	// watches the idle connection from here on).
 	_ = rq.rc.SetReadDeadline(time.Time{})
+	if mode == bodyChunks {
+		return nil, nil
+	}
 
 	// One contiguous copy for the decoders; the chunks go back to the pool.
 	if e := s.hold(rq, total); e != nil {
 		return nil, s.bodyFailed(rq, e)
 	}
 	var body []byte
-	if pooled && total <= maxPooledBody {
+	if mode == bodyPooled && total <= maxPooledBody {
 		bp, _ := batchBodyPool.Get().(*[]byte)
 		if bp == nil || int64(cap(*bp)) < total {
 			// Sized up to the next 64 KiB, so a slightly larger batch reuses it too.
@@ -440,6 +530,31 @@ func decodedSize(e *entity.Entity) int64 {
 	return n
 }
 
+// holdKept takes n bytes of the body budget for what the request keeps beyond its body
+// once the body has arrived (acquireKept), with hold's answers: 503 ServerBusy when
+// others hold the rest, 413 RequestBodyTooLarge when the request would hold more than
+// one client may.
+func (s *Server) holdKept(rq *request, n int64) *azerr.Error {
+	if rq.client == 0 {
+		rq.client = int32(clientSlot(rq.r.RemoteAddr)) + 1
+	}
+	if s.budget.acquireKept(n, rq.bodyLarge, int(rq.client-1)) {
+		rq.keptHeld += n
+		return nil
+	}
+	if most := s.budget.limit / 2; rq.bodyHeld+rq.keptHeld+n > most {
+		return azerr.New(azerr.RequestBodyTooLarge).WithDetail(fmt.Sprintf(
+			"The request would hold %s of memory, more than one client may hold (%s of --max-body-memory %s); send a smaller request.",
+			sizeText(rq.bodyHeld+rq.keptHeld+n), sizeText(most), sizeText(s.limits.MaxBodyMemory)))
+	}
+	return azerr.New(azerr.ServerBusy)
+}
+
+func (s *Server) unholdKept(rq *request, n int64) {
+	s.budget.releaseKept(n, rq.bodyLarge, int(rq.client-1))
+	rq.keptHeld -= n
+}
+
 func (s *Server) unhold(rq *request, n int64) {
 	s.budget.release(n, rq.bodyLarge, int(rq.client-1))
 	rq.bodyHeld -= n
@@ -463,7 +578,14 @@ func (s *Server) releaseBody(rq *request) {
 		batchBodyPool.Put(rq.pooledBody)
 		rq.pooledBody = nil
 	}
+	for _, c := range rq.chunks {
+		chunkPool.Put(c)
+	}
+	rq.chunks = nil
 	if rq.bodyHeld > 0 {
 		s.unhold(rq, rq.bodyHeld)
+	}
+	if rq.keptHeld > 0 {
+		s.unholdKept(rq, rq.keptHeld)
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ceruleandb/cerulean/auth"
+	"github.com/ceruleandb/cerulean/azerr"
 	"github.com/ceruleandb/cerulean/entity"
 	"github.com/ceruleandb/cerulean/storage"
 	"github.com/ceruleandb/cerulean/storage/pebble"
@@ -238,8 +240,8 @@ func TestBulkMalformed(t *testing.T) {
 // TestBulkBodyLimit: a body over the limit is 413 RequestBodyTooLarge, whether declared
 // or discovered while reading, and the limit follows the body memory budget.
 func TestBulkBodyLimit(t *testing.T) {
-	hs, _ := bulkServer(t, Limits{MaxBodyMemory: 32 << 20})
-	limit := 2 << 20 // a sixteenth of the budget
+	hs, _ := bulkServer(t, Limits{MaxBodyMemory: 8 << 20})
+	limit := 2 << 20 // a quarter of the budget
 	item := `{"op":"upsert","entity":{"PartitionKey":"p","RowKey":"%d","S":"` + strings.Repeat("x", 900) + `"}},`
 	var sb strings.Builder
 	sb.WriteString(`{"operations":[`)
@@ -249,7 +251,7 @@ func TestBulkBodyLimit(t *testing.T) {
 	body := strings.TrimSuffix(sb.String(), ",") + "]}"
 	resp, b, _ := postBulk(t, hs, "elastic", body)
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || resp.Header.Get("X-Ms-Error-Code") != "RequestBodyTooLarge" {
-		t.Errorf("declared %d bytes: %d %s", len(body), resp.StatusCode, b)
+		t.Errorf("declared %d bytes: %d %.300s", len(body), resp.StatusCode, b)
 	}
 	// Chunked: the limit is found while reading.
 	r := signed(t, hs, http.MethodPost, "/elastic?comp=bulk", nil)
@@ -257,7 +259,7 @@ func TestBulkBodyLimit(t *testing.T) {
 	r.ContentLength = -1
 	resp, b = do(t, r)
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Errorf("chunked %d bytes: %d %s", len(body), resp.StatusCode, b)
+		t.Errorf("chunked %d bytes: %d %.300s", len(body), resp.StatusCode, b)
 	}
 	// Just under the limit is accepted.
 	var ok strings.Builder
@@ -279,7 +281,7 @@ func TestBulkBodyLimit(t *testing.T) {
 // still writing its last 64 KiB a second later, failed with a broken pipe (as
 // TestBulkBodyLimit's Go client once did on a loaded machine).
 func TestOverLimitBodySentWhole(t *testing.T) {
-	hs, _ := bulkServer(t, Limits{MaxBodyMemory: 32 << 20})
+	hs, _ := bulkServer(t, Limits{MaxBodyMemory: 8 << 20})
 	limit := 2 << 20
 	item := `{"op":"upsert","entity":{"PartitionKey":"p","RowKey":"%d","S":"` + strings.Repeat("x", 900) + `"}},`
 	var sb strings.Builder
@@ -407,49 +409,167 @@ func TestBulkSAS(t *testing.T) {
 }
 
 // BenchmarkBulkRequest measures one bulk request of 10,000 inserts of about 1 KiB over
-// 100 partitions through ServeHTTP (no network), Pebble underneath:
+// 100 partitions (12 MB) through ServeHTTP (no network), and reports entities/s and the
+// process's CPU time per entity: onto Pebble (pebble), and with the engine's writes
+// answered without being made (noengine), which leaves the server's own work (reading,
+// decoding, grouping, answering):
 //
-//	go test ./server -run '^$' -bench BulkRequest -benchtime 10x -cpuprofile cpu.out
+//	go test ./server -run '^$' -bench BulkRequest -benchtime 10x -count 5
 func BenchmarkBulkRequest(b *testing.B) {
-	eng, err := pebble.Open(b.TempDir(), pebble.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer eng.Close()
-	srv, err := New(Options{Engine: eng, Accounts: []auth.Account{auth.DevAccount()}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := eng.CreateTable(b.Context(), auth.DevAccountName, "elastic", storage.TableSettings{Elastic: true}); err != nil {
-		b.Fatal(err)
-	}
-	payload := strings.Repeat("abcdefghij", 100)
-	const n = 10_000
-	b.SetBytes(0)
-	var total time.Duration
-	for i := range b.N {
-		var sb strings.Builder
-		sb.WriteString(`{"operations":[`)
-		for j := range n {
-			if j > 0 {
-				sb.WriteByte(',')
+	for _, name := range []string{"pebble", "noengine"} {
+		b.Run(name, func(b *testing.B) {
+			eng, err := pebble.Open(b.TempDir(), pebble.Options{})
+			if err != nil {
+				b.Fatal(err)
 			}
-			fmt.Fprintf(&sb, `{"op":"insert","entity":{"PartitionKey":"p%03d","RowKey":"%d-%05d","Payload":"%s","N@odata.type":"Edm.Int64","N":"%d","F":1.5}}`, j/100, i, j, payload, j)
+			defer eng.Close()
+			var e storage.Engine = eng
+			if name == "noengine" {
+				e = nowhere{eng}
+			}
+			srv, err := New(Options{Engine: e, Accounts: []auth.Account{auth.DevAccount()}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := eng.CreateTable(b.Context(), auth.DevAccountName, "elastic", storage.TableSettings{Elastic: true}); err != nil {
+				b.Fatal(err)
+			}
+			// One body, whose row keys start with the iteration's number (marks) so that
+			// every iteration inserts new entities.
+			payload := strings.Repeat("abcdefghij", 100)
+			const n = 10_000
+			var sb strings.Builder
+			var marks []int
+			sb.WriteString(`{"operations":[`)
+			for j := range n {
+				if j > 0 {
+					sb.WriteByte(',')
+				}
+				fmt.Fprintf(&sb, `{"op":"insert","entity":{"PartitionKey":"p%03d","RowKey":"`, j/100)
+				marks = append(marks, sb.Len())
+				fmt.Fprintf(&sb, `000000-%05d","Payload":"%s","N@odata.type":"Edm.Int64","N":"%d","F":1.5}}`, j, payload, j)
+			}
+			sb.WriteString(`]}`)
+			body := []byte(sb.String())
+			var w discardWriter
+			b.SetBytes(int64(len(body)))
+			b.ResetTimer()
+			cpu := startCPU(b)
+			for i := range b.N {
+				num := fmt.Sprintf("%06d", i)
+				for _, m := range marks {
+					copy(body[m:], num)
+				}
+				r := httptest.NewRequest(http.MethodPost, "/devstoreaccount1/elastic?comp=bulk", bytes.NewReader(body))
+				r.Host = "127.0.0.1:10002"
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set("x-ms-version", "2019-02-02")
+				auth.SignRequest(r, auth.SchemeSharedKeyLite, auth.DevAccountName, auth.DevAccount().Keys[0], time.Now())
+				w.reset()
+				srv.ServeHTTP(&w, r)
+				if w.code != http.StatusOK {
+					b.Fatalf("answered %d", w.code)
+				}
+			}
+			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "entities/s")
+			cpu.report(n)
+		})
+	}
+}
+
+// nowhere answers every write as made, without making it.
+type nowhere struct{ storage.Engine }
+
+func (nowhere) ApplyEach(_ context.Context, _, _, _ string, muts []storage.Mutation) (storage.Each, error) {
+	return storage.Each{Versions: make([]int64, len(muts)), Errs: make([]error, len(muts)), Position: 1}, nil
+}
+
+// TestBulkAnswerEncoding: the answer, written piece by piece, is byte for byte what
+// encoding/json makes of it, whatever the messages hold (quotes, HTML characters,
+// control characters, invalid UTF-8, U+2028), and its announced length is its length.
+func TestBulkAnswerEncoding(t *testing.T) {
+	type errJSON struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	type resultJSON struct {
+		Index  int      `json:"index"`
+		Status int      `json:"status"`
+		ETag   string   `json:"etag,omitempty"`
+		Error  *errJSON `json:"error,omitempty"`
+	}
+	msgs := []string{"plain", `"quoted" \ back`, "<b>&amp;</b>", "tab\there\nnew\rline\b\f\x01\x1f", "bad \xff\xfe utf-8", "line\u2028sep\u2029", "été 日本 😀", ""}
+	for i, m := range msgs {
+		items := []table.BulkItem{
+			{Version: 638_700_000_000_000_000},
+			{Err: azerr.Newf(azerr.InvalidInput, "%s", m).WithDetail(m)},
+			{Err: azerr.Newf(azerr.ResourceNotFound, "%s", m)},
+			{Version: 1},
 		}
-		sb.WriteString(`]}`)
-		body := sb.String()
-		r := httptest.NewRequest(http.MethodPost, "/devstoreaccount1/elastic?comp=bulk", strings.NewReader(body))
-		r.Host = "127.0.0.1:10002"
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("x-ms-version", "2019-02-02")
-		auth.SignRequest(r, auth.SchemeSharedKeyLite, auth.DevAccountName, auth.DevAccount().Keys[0], time.Now())
-		w := httptest.NewRecorder()
-		t0 := time.Now()
-		srv.ServeHTTP(w, r)
-		total += time.Since(t0)
-		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"failed":0`) {
-			b.Fatalf("%d %.300s", w.Code, w.Body.String())
+		ops := []storage.Op{storage.Insert, storage.Merge, storage.Delete, storage.Delete}
+		var got []byte
+		var want []resultJSON
+		for j := range items {
+			got = appendBulkResult(got, j, &items[j], ops[j])
+			r := resultJSON{Index: j}
+			switch it := &items[j]; {
+			case it.Err != nil:
+				msg := it.Err.Message
+				if it.Err.Detail != "" {
+					msg += " " + it.Err.Detail
+				}
+				r.Status, r.Error = it.Err.Status, &errJSON{string(it.Err.Code), msg}
+			case ops[j] == storage.Insert:
+				r.Status, r.ETag = 201, entity.ETag(it.Version)
+			case ops[j] == storage.Delete:
+				r.Status = 204
+			default:
+				r.Status, r.ETag = 204, entity.ETag(it.Version)
+			}
+			want = append(want, r)
+		}
+		w, err := json.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if "["+string(got)+"]" != string(w) {
+			t.Errorf("message %d:\n got [%s]\nwant %s", i, got, w)
 		}
 	}
-	b.ReportMetric(float64(b.N*n)/total.Seconds(), "entities/s")
+}
+
+// TestBulkBodyAtLimit: a body of exactly the limit (a quarter of the budget, all that one
+// client may hold of large bodies, and a whole number of chunks) is applied, declared or
+// chunked; a byte more is 413.
+func TestBulkBodyAtLimit(t *testing.T) {
+	hs, _ := bulkServer(t, Limits{MaxBodyMemory: 8 << 20})
+	limit := 2 << 20
+	item := `{"op":"upsert","entity":{"PartitionKey":"p","RowKey":"%d","S":"` + strings.Repeat("x", 900) + `"}}`
+	var sb strings.Builder
+	sb.WriteString(`{"operations":[`)
+	for i := 0; sb.Len() < limit-2000; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, item, i)
+	}
+	sb.WriteString("]}")
+	body := sb.String() + strings.Repeat(" ", limit-sb.Len())
+	for _, chunked := range []bool{false, true} {
+		for _, b := range []string{body, body + " "} {
+			r := signed(t, hs, http.MethodPost, "/elastic?comp=bulk", []byte(b))
+			if chunked {
+				r.Body = io.NopCloser(strings.NewReader(b))
+				r.ContentLength = -1
+			}
+			resp, out := do(t, r)
+			want := http.StatusOK
+			if len(b) > limit {
+				want = http.StatusRequestEntityTooLarge
+			}
+			if resp.StatusCode != want || want == http.StatusOK && !strings.Contains(string(out[:min(len(out), 100)]), `"failed":0`) {
+				t.Errorf("%d bytes, chunked %v: %d %.300s", len(b), chunked, resp.StatusCode, out)
+			}
+		}
+	}
 }

@@ -203,7 +203,13 @@ type request struct {
 	client int32
 	// pooledBody is readBatchBody's buffer, back to its pool when the request ends.
 	pooledBody *[]byte
-	bytesIn    int64
+	// chunks is the body readBulkBody keeps, back to their pool by dropBody or when the
+	// request ends; bodyKept is what they hold of bodyHeld until then, and keptHeld what
+	// the request holds through holdKept.
+	chunks   []*[]byte
+	bodyKept int64
+	keptHeld int64
+	bytesIn  int64
 	// err is the error the request was answered with, for the log line.
 	err *azerr.Error
 	// obs is what the observers get; handlers fill its PartitionKey and entity counts,

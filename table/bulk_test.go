@@ -596,3 +596,108 @@ func BenchmarkBulkConflicts(b *testing.B) {
 		}
 	}
 }
+
+// countingSource is a BulkSource of inserts over parts partitions (operation i in
+// partition i%parts), with an operation of no partition every 1,000; it counts loads and
+// checks that each operation is loaded once, and a partition's operations in order.
+type countingSource struct {
+	n, parts int
+	loads    atomic.Int64
+	loaded   []atomic.Bool
+	last     []atomic.Int64 // per partition, the last operation loaded + 1
+	t        *testing.T
+	wrongPK  int // an operation whose entity names another partition
+}
+
+func (s *countingSource) Len() int { return s.n }
+func (s *countingSource) Partition(i int) int {
+	if i%1000 == 999 {
+		return -1
+	}
+	return i % s.parts
+}
+func (s *countingSource) Load(i int, op *BulkOp) {
+	s.loads.Add(1)
+	if s.loaded[i].Swap(true) {
+		s.t.Errorf("operation %d loaded twice", i)
+	}
+	if i%1000 == 999 {
+		*op = BulkOp{Op: storage.Insert, Err: azerr.New(azerr.PropertiesNeedValue)}
+		return
+	}
+	p := i % s.parts
+	if prev := s.last[p].Swap(int64(i) + 1); prev > int64(i) {
+		s.t.Errorf("partition %d: operation %d loaded after %d", p, i, prev-1)
+	}
+	pk := fmt.Sprintf("p%02d", p)
+	if i == s.wrongPK {
+		pk = "elsewhere"
+	}
+	*op = ins(pk, fmt.Sprintf("%05d", i), str("S", strings.Repeat("x", 100)))
+}
+
+// groupEngine checks, as each group reaches the engine, that the operations loaded and
+// not yet applied are at most most.
+type groupEngine struct {
+	*bulkEngine
+	src     *countingSource
+	applied atomic.Int64
+	most    int64
+	t       *testing.T
+}
+
+func (e *groupEngine) ApplyEach(ctx context.Context, account, table, pk string, muts []storage.Mutation) (storage.Each, error) {
+	if held := e.src.loads.Load() - e.applied.Load(); held > e.most {
+		e.t.Errorf("%d operations loaded and not applied when a group reached the engine; want at most %d", held, e.most)
+	}
+	a, err := e.bulkEngine.ApplyEach(ctx, account, table, pk, muts)
+	e.applied.Add(int64(len(muts)))
+	return a, err
+}
+
+// TestBulkFromLoadsGroupByGroup: BulkFrom loads each operation once, a partition's in
+// request order, the operations of no partition first (failing alone), and the others
+// only as their group is about to be applied: with 3 groups in flight, at most 300
+// operations are loaded and not applied at any time (issue 42, item 27). An operation
+// whose entity names another partition than its source says fails alone, written nowhere.
+func TestBulkFromLoadsGroupByGroup(t *testing.T) {
+	s, be := newBulkService(t)
+	src := &countingSource{n: 10_000, parts: 20, t: t, wrongPK: 4321}
+	src.loaded = make([]atomic.Bool, src.n)
+	src.last = make([]atomic.Int64, src.parts)
+	ge := &groupEngine{bulkEngine: be, src: src, most: 3 * MaxBatchOperations, t: t}
+	s.eng = ge
+	// Loaded and never applied: the ten operations of no partition and the one naming
+	// another partition.
+	ge.applied.Store(11)
+	res, err := s.BulkFrom(t.Context(), "acct", "bulk", src, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := src.loads.Load(); got != int64(src.n) {
+		t.Errorf("%d loads, want %d", got, src.n)
+	}
+	if m := be.maxIn.Load(); m > 3 {
+		t.Errorf("%d groups applied at once, want at most 3", m)
+	}
+	for i, it := range res.Items {
+		switch {
+		case i%1000 == 999:
+			if it.Err == nil || it.Err.Code != azerr.PropertiesNeedValue {
+				t.Errorf("operation %d: %v, want PropertiesNeedValue", i, it.Err)
+			}
+		case i == src.wrongPK:
+			if it.Err == nil || it.Err.Code != azerr.InternalError {
+				t.Errorf("operation %d: %v, want InternalError", i, it.Err)
+			}
+		case it.Err != nil:
+			t.Errorf("operation %d: %v", i, it.Err)
+		}
+	}
+	if res.Succeeded != src.n-11 {
+		t.Errorf("%d succeeded, want %d", res.Succeeded, src.n-11)
+	}
+	if _, err := be.Get(t.Context(), "acct", "bulk", "elsewhere", fmt.Sprintf("%05d", src.wrongPK)); err == nil {
+		t.Error("the operation naming another partition was written")
+	}
+}
