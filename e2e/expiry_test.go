@@ -321,6 +321,13 @@ func TestEntityExpiryWire(t *testing.T) {
 		r = srv.do(t, rawReq{Method: http.MethodDelete, Path: entityPath(acct, on, "r", "bad"), Header: map[string]string{"If-Match": "*", "x-cerulean-expiry": "never"}})
 		requireRawErr(t, r, http.StatusBadRequest, "UnsupportedHeader")
 		requirePresent(t, svc.NewClient(on), "r", "bad")
+		// A bulk request's operations compute their expiry: the header is refused, not
+		// ignored, and nothing is written.
+		r = srv.do(t, rawReq{Method: http.MethodPost, Path: "/" + acct + "/" + on, Query: "comp=bulk",
+			Body:   []byte(`{"operations":[{"op":"insert","entity":{"PartitionKey":"r","RowKey":"bulk"}}]}`),
+			Header: map[string]string{"Content-Type": "application/json", "x-cerulean-expiry": "never"}})
+		requireRawErr(t, r, http.StatusBadRequest, "UnsupportedHeader")
+		requireAbsent(t, svc.NewClient(on), "r", "bulk")
 	})
 
 	// An instant already past is accepted, and the entity is gone at once (it replaced the

@@ -106,6 +106,11 @@ func (s *Server) bulkRequest(rq *request, method string) error {
 	if err := checkContentType(rq.r); err != nil {
 		return err
 	}
+	if rq.r.Header[headerExpiry] != nil {
+		// Refused rather than ignored: a client sending it expects every operation to take
+		// it, and none would.
+		return azerr.New(azerr.UnsupportedHeader).WithDetail("x-cerulean-expiry: a bulk request's operations take the expiry their table computes; give an explicit one on single writes or $batch operations.")
+	}
 	body, err := s.readBulkBody(rq, s.bulkBodyLimit())
 	if err != nil {
 		return err
