@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ceruleandb/cerulean/auth"
+	"github.com/ceruleandb/cerulean/internal/auth"
 )
 
 // TestBulk: Bulk sends one signed POST ?comp=bulk with the operations as given and reads

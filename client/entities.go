@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/internal/entity"
 )
 
 // Query is a Query Entities request: the filter and select as OData text, and where to

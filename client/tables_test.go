@@ -7,11 +7,11 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/ceruleandb/cerulean/auth"
 	"github.com/ceruleandb/cerulean/client"
-	"github.com/ceruleandb/cerulean/server"
-	"github.com/ceruleandb/cerulean/storage/pebble"
-	"github.com/ceruleandb/cerulean/table"
+	"github.com/ceruleandb/cerulean/internal/auth"
+	"github.com/ceruleandb/cerulean/internal/server"
+	"github.com/ceruleandb/cerulean/internal/storage/pebble"
+	"github.com/ceruleandb/cerulean/internal/table"
 )
 
 func newClient(t *testing.T, rules string) *client.Client {

@@ -26,11 +26,11 @@ type egtFixture struct {
 	Body   string
 }
 
-// egtLoadFixture reads ../batch/testdata/name and splits it into headers and body
+// egtLoadFixture reads ../internal/batch/testdata/name and splits it into headers and body
 // (CRLF or LF-only files).
 func egtLoadFixture(t testing.TB, name string) egtFixture {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "batch", "testdata", name))
+	b, err := os.ReadFile(filepath.Join("..", "internal", "batch", "testdata", name))
 	if err != nil {
 		t.Fatalf("fixture: %v", err)
 	}

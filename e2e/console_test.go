@@ -28,7 +28,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
-	"github.com/ceruleandb/cerulean/faults"
+	"github.com/ceruleandb/cerulean/internal/faults"
 )
 
 // chromiumPath finds Debian's Chromium (scripts/test installs it). Without one the

@@ -18,7 +18,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/ceruleandb/cerulean/client"
-	"github.com/ceruleandb/cerulean/entity"
+	"github.com/ceruleandb/cerulean/internal/entity"
 )
 
 // preferExpiry asks for the expiry annotation.

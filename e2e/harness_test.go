@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ceruleandb/cerulean/tlsconf"
+	"github.com/ceruleandb/cerulean/internal/tlsconf"
 )
 
 const (

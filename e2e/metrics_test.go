@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
-	"github.com/ceruleandb/cerulean/hotpart"
+	"github.com/ceruleandb/cerulean/internal/hotpart"
 )
 
 // scrape reads /metrics at addr: each series (name and labels) with its value.

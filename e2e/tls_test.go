@@ -19,7 +19,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"github.com/ceruleandb/cerulean/tlsconf"
+	"github.com/ceruleandb/cerulean/internal/tlsconf"
 )
 
 // HTTPS (README "HTTPS"): --tls-self-signed and --tls-cert/--tls-key, each SDK trusting the

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/ceruleandb/cerulean/backup"
+	"github.com/ceruleandb/cerulean/internal/backup"
 )
 
 // `cerulean backup` writes a backup of the pebble engine's store (package backup): from a

@@ -10,7 +10,7 @@ import (
 	"runtime/pprof"
 	"syscall"
 
-	"github.com/ceruleandb/cerulean/bench"
+	"github.com/ceruleandb/cerulean/internal/bench"
 )
 
 func benchUsage(w io.Writer) { bench.Usage(w) }

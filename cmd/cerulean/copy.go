@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/ceruleandb/cerulean/client"
-	"github.com/ceruleandb/cerulean/progress"
-	"github.com/ceruleandb/cerulean/transfer"
+	"github.com/ceruleandb/cerulean/internal/progress"
+	"github.com/ceruleandb/cerulean/internal/transfer"
 )
 
 // `cerulean copy` copies tables from one endpoint to another (package transfer). The

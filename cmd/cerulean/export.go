@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/ceruleandb/cerulean/transfer"
+	"github.com/ceruleandb/cerulean/internal/transfer"
 )
 
 // `cerulean export` writes tables of any endpoint to a JSON Lines or CSV file (package

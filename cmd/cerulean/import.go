@@ -7,9 +7,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/ceruleandb/cerulean/azurite"
-	"github.com/ceruleandb/cerulean/transfer"
-	"github.com/ceruleandb/cerulean/transfer/record"
+	"github.com/ceruleandb/cerulean/internal/azurite"
+	"github.com/ceruleandb/cerulean/internal/transfer"
+	"github.com/ceruleandb/cerulean/internal/transfer/record"
 )
 
 // `cerulean import` writes a JSON Lines or CSV file, or Azurite's table database, into any

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ceruleandb/cerulean/storage/pebble"
+	"github.com/ceruleandb/cerulean/internal/storage/pebble"
 )
 
 func TestRunHelpAndMistakes(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/ceruleandb/cerulean/storage"
-	"github.com/ceruleandb/cerulean/storage/postgres"
+	"github.com/ceruleandb/cerulean/internal/storage"
+	"github.com/ceruleandb/cerulean/internal/storage/postgres"
 )
 
 // Read replicas and read consistency on the command line (README "Read replicas").

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ceruleandb/cerulean/storage"
-	"github.com/ceruleandb/cerulean/storage/pebble"
+	"github.com/ceruleandb/cerulean/internal/storage"
+	"github.com/ceruleandb/cerulean/internal/storage/pebble"
 )
 
 func TestSplitReplicaURLs(t *testing.T) {

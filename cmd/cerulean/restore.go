@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/ceruleandb/cerulean/backup"
+	"github.com/ceruleandb/cerulean/internal/backup"
 )
 
 // `cerulean restore` checks a backup written by `cerulean backup` and installs it as a

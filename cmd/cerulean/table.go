@@ -14,8 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ceruleandb/cerulean/auth"
 	"github.com/ceruleandb/cerulean/client"
+	"github.com/ceruleandb/cerulean/internal/auth"
 )
 
 // `cerulean table` reads and changes tables' settings (elastic, time-to-live) through a

@@ -1,0 +1,180 @@
+package edmjson
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ceruleandb/cerulean/internal/azerr"
+	"github.com/ceruleandb/cerulean/internal/storage"
+)
+
+func TestDecodeTable(t *testing.T) {
+	type st = storage.TableSettings
+	for _, tc := range []struct {
+		body     string
+		want     string
+		settings st
+		has      bool
+		code     azerr.Code
+		detail   string // a part of the message or detail, for errors
+	}{
+		{body: `{"TableName":"mytable"}`, want: "mytable"},
+		{body: ` {"odata.metadata":"x","TableName":"Tbl1","other":5} `, want: "Tbl1"},
+		{body: `{"TableName@odata.type":"Edm.String","TableName":"t\u0041b"}`, want: "tAb"},
+		{body: `{"TableName":""}`, want: ""},
+		{body: `{}`, code: azerr.PropertiesNeedValue},
+		{body: `{"tablename":"x"}`, code: azerr.PropertiesNeedValue},
+		{body: `{"TableName":null}`, code: azerr.PropertiesNeedValue},
+		{body: `{"TableName":5}`, code: azerr.InvalidInput},
+		{body: `{"TableName":"a","TableName":"b"}`, code: azerr.DuplicatePropertiesSpecified},
+		{body: `{"TableName":["a"]}`, code: azerr.InvalidInput},
+		{body: `{"TableName":"a"`, code: azerr.InvalidInput},
+		{body: ``, code: azerr.InvalidInput},
+
+		// Settings members.
+		{body: `{"TableName":"e","Elastic":true}`, want: "e", settings: st{Elastic: true}, has: true},
+		{body: `{"Elastic":false,"TableName":"e"}`, want: "e", has: true},
+		{body: `{"TableName":"e","Elastic":null}`, want: "e", has: true},
+		{body: `{"TableName":"e","Elastic":true,"DefaultTimeToLive":86400}`, want: "e", settings: st{Elastic: true, DefaultTTL: 86400}, has: true},
+		{body: `{"TableName":"e","Elastic":true,"DefaultTimeToLive":-1,"TimeToLiveProperty":"ttl"}`, want: "e", settings: st{Elastic: true, DefaultTTL: -1, TTLProperty: "ttl"}, has: true},
+		{body: `{"TableName":"e","Elastic":true,"DefaultTimeToLive":2147483647}`, want: "e", settings: st{Elastic: true, DefaultTTL: 2147483647}, has: true},
+		{body: `{"TableName":"e","Elastic":true,"DefaultTimeToLive":null,"TimeToLiveProperty":null}`, want: "e", settings: st{Elastic: true}, has: true},
+		// Consistency is the table layer's check: TTL without Elastic decodes.
+		{body: `{"TableName":"e","DefaultTimeToLive":60}`, want: "e", settings: st{DefaultTTL: 60}, has: true},
+		{body: `{"TableName":"e","Elastic":"true"}`, code: azerr.InvalidInput, detail: "'Elastic' must be true or false"},
+		{body: `{"TableName":"e","Elastic":1}`, code: azerr.InvalidInput, detail: "'Elastic' must be true or false"},
+		{body: `{"TableName":"e","Elastic":true,"DefaultTimeToLive":0}`, code: azerr.InvalidInput, detail: "The value 0 of 'DefaultTimeToLive'"},
+		{body: `{"TableName":"e","Elastic":true,"DefaultTimeToLive":-2}`, code: azerr.InvalidInput, detail: "The value -2 of 'DefaultTimeToLive'"},
+		{body: `{"TableName":"e","Elastic":true,"DefaultTimeToLive":2147483648}`, code: azerr.InvalidInput, detail: "2147483648"},
+		{body: `{"TableName":"e","Elastic":true,"DefaultTimeToLive":99999999999999999999999}`, code: azerr.InvalidInput, detail: "DefaultTimeToLive"},
+		{body: `{"TableName":"e","Elastic":true,"DefaultTimeToLive":1.5}`, code: azerr.InvalidInput, detail: "The value 1.5 of 'DefaultTimeToLive'"},
+		{body: `{"TableName":"e","Elastic":true,"DefaultTimeToLive":1e3}`, code: azerr.InvalidInput, detail: "DefaultTimeToLive"},
+		{body: `{"TableName":"e","Elastic":true,"DefaultTimeToLive":"60"}`, code: azerr.InvalidInput, detail: `The value "60" of 'DefaultTimeToLive'`},
+		{body: `{"TableName":"e","Elastic":true,"DefaultTimeToLive":true}`, code: azerr.InvalidInput, detail: "DefaultTimeToLive"},
+		{body: `{"TableName":"e","Elastic":true,"TimeToLiveProperty":""}`, code: azerr.InvalidInput, detail: "'TimeToLiveProperty' must be a property name"},
+		{body: `{"TableName":"e","Elastic":true,"TimeToLiveProperty":5}`, code: azerr.InvalidInput, detail: "'TimeToLiveProperty' must be a property name"},
+		{body: `{"TableName":"e","Elastic":true,"Elastic":false}`, code: azerr.DuplicatePropertiesSpecified},
+		{body: `{"TableName":"e","Elastic":{"a":1}}`, code: azerr.InvalidInput},
+	} {
+		got, err := DecodeTable([]byte(tc.body))
+		if codeOf(err) != tc.code || (err != nil) != (tc.code != "") {
+			t.Errorf("DecodeTable(%s) = %+v, %v; want code %q", tc.body, got, err, tc.code)
+			continue
+		}
+		if err != nil {
+			if e, _ := azerr.As(err); !strings.Contains(e.Message+e.Detail, tc.detail) {
+				t.Errorf("DecodeTable(%s): message %q, detail %q; want %q in them", tc.body, e.Message, e.Detail, tc.detail)
+			}
+			continue
+		}
+		if got.Name != tc.want || !got.HasName || got.Settings != tc.settings || got.HasSettings != tc.has {
+			t.Errorf("DecodeTable(%s) = %+v; want name %q, settings %+v, has %v", tc.body, got, tc.want, tc.settings, tc.has)
+		}
+	}
+}
+
+func TestDecodeTableSettings(t *testing.T) {
+	type st = storage.TableSettings
+	for _, tc := range []struct {
+		body     string
+		name     string
+		settings st
+		code     azerr.Code
+		detail   string
+	}{
+		{body: `{}`},
+		{body: `{"Elastic":true}`, settings: st{Elastic: true}},
+		{body: `{"TableName":"Events","Elastic":true,"DefaultTimeToLive":5,"TimeToLiveProperty":"Expiry"}`, name: "Events", settings: st{Elastic: true, DefaultTTL: 5, TTLProperty: "Expiry"}},
+		{body: `{"odata.metadata":"x","Elastic@odata.type":"Edm.Boolean","Elastic":true}`, settings: st{Elastic: true}},
+		{body: `{"TableName":null,"Elastic":false}`},
+		{body: `{"Elastic":true,"DefaultTTL":5}`, code: azerr.InvalidInput, detail: "The member 'DefaultTTL' is not a table setting"},
+		{body: `{"elastic":true}`, code: azerr.InvalidInput, detail: "The member 'elastic' is not a table setting"},
+		{body: `{"TableName":1}`, code: azerr.InvalidInput},
+		{body: `{"DefaultTimeToLive":0}`, code: azerr.InvalidInput, detail: "DefaultTimeToLive"},
+		{body: `[]`, code: azerr.InvalidInput},
+		{body: ``, code: azerr.InvalidInput},
+	} {
+		got, err := DecodeTableSettings([]byte(tc.body))
+		if codeOf(err) != tc.code || (err != nil) != (tc.code != "") {
+			t.Errorf("DecodeTableSettings(%s) = %+v, %v; want code %q", tc.body, got, err, tc.code)
+			continue
+		}
+		if err != nil {
+			if e, _ := azerr.As(err); !strings.Contains(e.Message+e.Detail, tc.detail) {
+				t.Errorf("DecodeTableSettings(%s): message %q, detail %q; want %q in them", tc.body, e.Message, e.Detail, tc.detail)
+			}
+			continue
+		}
+		if got.Name != tc.name || got.HasName != (tc.name != "") || got.Settings != tc.settings {
+			t.Errorf("DecodeTableSettings(%s) = %+v; want name %q, settings %+v", tc.body, got, tc.name, tc.settings)
+		}
+	}
+}
+
+func TestTableSelect(t *testing.T) {
+	all := SelectElastic | SelectDefaultTTL | SelectTTLProperty
+	for _, tc := range []struct {
+		names []string
+		want  TableSelect
+	}{
+		{nil, 0},
+		{[]string{"TableName"}, 0},
+		{[]string{"TableName", "Elastic"}, SelectElastic},
+		{[]string{"DefaultTimeToLive", "elastic", "x"}, SelectDefaultTTL}, // names are case-sensitive
+		{[]string{"TimeToLiveProperty", "Elastic", "DefaultTimeToLive"}, all},
+	} {
+		if got := NewTableSelect(tc.names); got != tc.want {
+			t.Errorf("NewTableSelect(%q) = %b, want %b", tc.names, got, tc.want)
+		}
+	}
+	o := TableOptions{Level: NoMetadata, Select: all}
+	for _, tc := range []struct {
+		s    storage.TableSettings
+		sel  TableSelect
+		want string
+	}{
+		{storage.TableSettings{}, all, `{"TableName":"t","Elastic":false,"DefaultTimeToLive":null,"TimeToLiveProperty":null}`},
+		{storage.TableSettings{Elastic: true}, all, `{"TableName":"t","Elastic":true,"DefaultTimeToLive":null,"TimeToLiveProperty":"TTLInSeconds"}`},
+		{storage.TableSettings{Elastic: true, DefaultTTL: -1, TTLProperty: "exp"}, all, `{"TableName":"t","Elastic":true,"DefaultTimeToLive":-1,"TimeToLiveProperty":"exp"}`},
+		{storage.TableSettings{Elastic: true, DefaultTTL: 60}, SelectDefaultTTL, `{"TableName":"t","DefaultTimeToLive":60}`},
+		{storage.TableSettings{Elastic: true, DefaultTTL: 60}, 0, `{"TableName":"t"}`},
+	} {
+		o.Select = tc.sel
+		if got := string(AppendTableInfo(nil, storage.TableInfo{Name: "t", Settings: tc.s}, o)); got != tc.want {
+			t.Errorf("AppendTableInfo(%+v, %b):\n got %s\nwant %s", tc.s, tc.sel, got, tc.want)
+		}
+	}
+	// Full metadata: the members follow TableName.
+	got := string(AppendTableInfo(nil, storage.TableInfo{Name: "t", Settings: storage.TableSettings{Elastic: true}},
+		TableOptions{Level: FullMetadata, ServiceRoot: testRoot, Account: testAccount, Select: SelectElastic}))
+	want := `{"odata.type":"devstoreaccount1.Tables","odata.id":"` + testRoot + `/Tables('t')","odata.editLink":"Tables('t')","TableName":"t","Elastic":true}`
+	if got != want {
+		t.Errorf("full metadata:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestAppendTableSettings(t *testing.T) {
+	for _, tc := range []struct {
+		s    storage.TableSettings
+		want string
+	}{
+		{storage.TableSettings{}, `{"TableName":"T1","Elastic":false}`},
+		{storage.TableSettings{Elastic: true}, `{"TableName":"T1","Elastic":true,"TimeToLiveProperty":"TTLInSeconds"}`},
+		{storage.TableSettings{Elastic: true, DefaultTTL: 86400}, `{"TableName":"T1","Elastic":true,"DefaultTimeToLive":86400,"TimeToLiveProperty":"TTLInSeconds"}`},
+		{storage.TableSettings{Elastic: true, DefaultTTL: -1, TTLProperty: "Exp"}, `{"TableName":"T1","Elastic":true,"DefaultTimeToLive":-1,"TimeToLiveProperty":"Exp"}`},
+	} {
+		got := AppendTableSettings(nil, storage.TableInfo{Name: "T1", Settings: tc.s})
+		if string(got) != tc.want {
+			t.Errorf("AppendTableSettings(%+v):\n got %s\nwant %s", tc.s, got, tc.want)
+		}
+		// The answer is a PUT body for the same settings.
+		back, err := DecodeTableSettings(got)
+		want := tc.s
+		if want.TTLProperty == "" && want.Elastic {
+			want.TTLProperty = storage.DefaultTTLProperty
+		}
+		if err != nil || back.Name != "T1" || back.Settings != want {
+			t.Errorf("DecodeTableSettings(%s) = %+v, %v; want %+v", got, back, err, want)
+		}
+	}
+}

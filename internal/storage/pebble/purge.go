@@ -1,0 +1,279 @@
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"time"
+
+	"github.com/ceruleandb/cerulean/internal/storage"
+	pebbledb "github.com/cockroachdb/pebble/v2"
+)
+
+// Purge range-deletes the rows of every deleted table now, instead of waiting for the
+// background purger, and returns when done. It is a maintenance hook.
+func (e *Engine) Purge(ctx context.Context) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.exit()
+	return e.purgePending(ctx)
+}
+
+func (e *Engine) wakePurger() {
+	select {
+	case e.purgeWake <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Engine) purgeLoop() {
+	defer close(e.purgeDone)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-e.purgeStop
+		cancel()
+	}()
+	var tick <-chan time.Time
+	if e.expiryInterval > 0 {
+		t := time.NewTicker(e.expiryInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		woken := false
+		select {
+		case <-e.purgeStop:
+			return
+		case <-e.purgeWake:
+			woken = true
+		case <-tick:
+		}
+		if woken {
+			if err := e.enter(); err != nil {
+				return
+			}
+			err := e.purgePending(ctx)
+			e.exit()
+			// On a full disk the purge waits: the guard wakes it when space returns.
+			if err != nil && ctx.Err() == nil && !errors.Is(err, storage.ErrNoSpace) {
+				e.logger.Errorf("cerulean: purge deleted tables: %v", err)
+			}
+		}
+		// Expired rows go on every tick, and after a wake-up (the disk guard's, when
+		// space returns, included). On a full disk the pass stops and the next one
+		// resumes where the index says.
+		if _, err := e.purgeExpired(ctx); err != nil && ctx.Err() == nil &&
+			!errors.Is(err, storage.ErrNoSpace) && !errors.Is(err, ErrClosed) {
+			e.logger.Errorf("cerulean: purge expired rows: %v", err)
+		}
+	}
+}
+
+// PurgeExpired deletes every row expired by now, instead of waiting for the background
+// pass, and returns how many it deleted. It is a maintenance hook.
+//
+// A pass walks the expiry index of each table that has one from its start up to now
+// (the keys are in expiry order), so it reads the expired rows' index keys (no row) and
+// one key more per table: its cost is proportional to what expired, not to the tables.
+// It works in batches of expiryBatch rows, paced (expiryPace), each under the rows'
+// locks and committed in one batch (not synced), deleting a row with its index key unless a write has moved
+// it since the key was listed (deleteExpired). A crash between batches leaves the rest
+// for the next pass.
+func (e *Engine) PurgeExpired(ctx context.Context) (int, error) {
+	return e.purgeExpired(ctx)
+}
+
+func (e *Engine) purgeExpired(ctx context.Context) (int, error) {
+	e.expiryMu.Lock()
+	defer e.expiryMu.Unlock()
+	now := e.clock.Now()
+	from := []byte{kindExpiry}
+	total := 0
+	for from != nil {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		// Entered per batch, so Close waits for one batch, not a whole pass.
+		if err := e.enter(); err != nil {
+			return total, err
+		}
+		start := time.Now()
+		n, next, err := e.expireBatch(ctx, from, now)
+		e.exit()
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("purge expired rows: %w", err)
+		}
+		from = next
+		if from != nil {
+			// Paced: between batches the pass rests expiryPace times as long as the
+			// batch took, so a large expiry spreads out instead of taking the CPU and
+			// the disk from the foreground in one burst.
+			select {
+			case <-ctx.Done():
+				return total, ctx.Err()
+			case <-time.After(time.Duration(expiryPace) * time.Since(start)):
+			}
+		}
+	}
+	return total, nil
+}
+
+// expireBatch deletes up to expiryBatch rows expired at now whose index keys are at or
+// after from, and returns how many it deleted and where the next batch starts (nil when
+// the index holds no more expired keys).
+func (e *Engine) expireBatch(ctx context.Context, from []byte, now int64) (int, []byte, error) {
+	entries, rows, next, err := e.expiredEntries(ctx, from, now)
+	if err != nil || len(entries) == 0 {
+		return 0, next, err
+	}
+	n, err := e.deleteExpired(entries, rows)
+	if err != nil {
+		return 0, nil, err
+	}
+	return n, next, nil
+}
+
+// deleteExpired locks the rows of entries and, in one batch, deletes each entry's index
+// key and row if the index key is still there. It reads no row: under a row's lock its
+// index key exists exactly when the row is stored with that expiry (Apply changes both
+// in one batch under the lock, and the purges remove both together), so a row written
+// or deleted since the index key was listed has lost that key and is left alone.
+//
+// The batch is not synced: it costs the foreground no WAL sync of its own, and losing it
+// in a crash loses nothing (the rows come back expired, with their index keys, and the
+// next pass deletes them again). A later synced write — an Apply that writes one of the
+// rows again, say — syncs it too, since the WAL is written in order.
+func (e *Engine) deleteExpired(entries [][]byte, rows []row) (int, error) {
+	locks := e.lockRows(rows)
+	defer locks.unlock()
+	// Created under the locks: its snapshot holds the index keys' latest state. The
+	// index keys were just listed, so their blocks are in the cache.
+	it, err := e.db.NewIter(nil)
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	b := e.db.NewBatch()
+	defer b.Close()
+	n := 0
+	for i, k := range entries {
+		e.expiryVisited.Add(1)
+		if !it.SeekPrefixGE(k) || !bytes.Equal(it.Key(), k) {
+			if err := it.Error(); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		_ = b.Delete(rows[i].key, nil)
+		_ = b.Delete(k, nil)
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	e.rows.begin(rows)
+	defer e.rows.end(rows)
+	if err := e.commitWith(b, pebbledb.NoSync); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// expiredEntries reads up to expiryBatch index keys expired at now from from on, with
+// the rows they name (to lock), skipping from each table's first unexpired key to the
+// next table.
+func (e *Engine) expiredEntries(ctx context.Context, from []byte, now int64) ([][]byte, []row, []byte, error) {
+	it, err := e.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
+		LowerBound: from,
+		UpperBound: []byte{kindExpiry + 1},
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer it.Close()
+	var entries [][]byte
+	var rows []row
+	for valid := it.First(); valid; {
+		k := it.Key()
+		e.expiryVisited.Add(1)
+		id, expiry, pk, rk, err := decodeExpiryKey(k)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("read expiry index: %w", err)
+		}
+		if expiry > now {
+			// Nothing more of this table has expired: on to the next table's keys.
+			valid = it.SeekGE(expiryPrefix(id + 1))
+			continue
+		}
+		if len(entries) == expiryBatch {
+			return entries, rows, bytes.Clone(k), nil
+		}
+		key := dataKey(id, pk, rk)
+		entries = append(entries, bytes.Clone(k))
+		rows = append(rows, row{key: key, rk: rk, stripe: uint32(maphash.Bytes(e.seed, key) % lockStripes)})
+		valid = it.Next()
+	}
+	if err := it.Error(); err != nil {
+		return nil, nil, nil, fmt.Errorf("read expiry index: %w", err)
+	}
+	return entries, rows, nil, nil
+}
+
+// purgePending purges every table with a purge marker: one synced batch per table
+// range-deletes its span and its expiry index span, removes its ACL and settings keys
+// and the marker, so a crash in between leaves the marker
+// and the purge is redone on the next Open. A range deletion costs the same whatever the
+// table's size; compactions reclaim the space later.
+func (e *Engine) purgePending(ctx context.Context) error {
+	e.purgeMu.Lock()
+	defer e.purgeMu.Unlock()
+	ids, err := e.pendingPurges(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b := e.db.NewBatch()
+		_ = b.DeleteRange(tablePrefix(id), tablePrefix(id+1), nil)
+		_ = b.DeleteRange(expiryPrefix(id), expiryPrefix(id+1), nil)
+		_ = b.Delete(aclKey(id), nil) // DeleteTable removed it; this covers older stores
+		_ = b.Delete(settingsKey(id), nil)
+		_ = b.Delete(purgeKey(id), nil)
+		err := e.commit(b)
+		b.Close()
+		if err != nil {
+			return fmt.Errorf("purge table %d: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// pendingPurges lists the ids of deleted tables whose rows are not purged yet.
+func (e *Engine) pendingPurges(ctx context.Context) ([]uint64, error) {
+	it, err := e.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
+		LowerBound: []byte{kindPurge},
+		UpperBound: []byte{kindPurge + 1},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list purges: %w", err)
+	}
+	defer it.Close()
+	var ids []uint64
+	for it.First(); it.Valid(); it.Next() {
+		if k := it.Key(); len(k) == 9 {
+			ids = append(ids, binary.BigEndian.Uint64(k[1:]))
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("list purges: %w", err)
+	}
+	return ids, nil
+}

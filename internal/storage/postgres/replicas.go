@@ -1,0 +1,595 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ceruleandb/cerulean/internal/storage"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Read replicas: hot standbys of the primary, fed by PostgreSQL's streaming replication.
+//
+// The engine watches each replica's replay position (pg_last_wal_replay_lsn) and the
+// primary's WAL position, every Options.ReplicaPoll, and keeps a short history of the
+// primary's positions over time. From them it knows, for each replica:
+//
+//   - the position it has replayed: a read there sees every write whose session-token
+//     position is at or below it (positions are WAL positions read after the commit);
+//   - how stale it is: the primary's positions sampled at time t were all replayed, so the
+//     replica holds every write committed by t. Staleness = now − the latest such t (an
+//     upper bound, measured by positions, not by replay timestamps, which say nothing
+//     while the primary is idle).
+//
+// A replica is in rotation while its last poll answered, it is in recovery (a promoted
+// replica is no longer ours to read), it reports a replay position (an Aurora reader or
+// a logical replica does not), it is a copy of the primary (same system identifier,
+// when the role may read it), and it is no more than Options.ReplicaMaxLag stale. A read
+// that fails on it takes it out at once, and the next good poll brings it back.
+//
+// Routing (route, await) by level: Strong — never a replica; Session with a token and
+// any level with a position to cover — a replica that has replayed it, else the replica
+// most likely to have it by the time the read runs (the view's bracket checks), else one
+// that catches up within Options.ReplicaWait, else the primary; BoundedStaleness — a
+// replica no more than Options.MaxStaleness stale; ConsistentPrefix and Eventual — any
+// replica in rotation. Among equals the choice is random, which spreads reads evenly.
+
+const (
+	// replayQuery reads a replica's replay position (NULL on a server not replaying WAL).
+	replayQuery = `SELECT pg_last_wal_replay_lsn()::TEXT`
+	// stateQuery is a replica's poll.
+	stateQuery = `SELECT pg_is_in_recovery(), pg_last_wal_replay_lsn()::TEXT`
+	// identityQuery reads the cluster's system identifier, which a standby shares with
+	// its primary.
+	identityQuery = `SELECT system_identifier::TEXT FROM pg_control_system()`
+	// pollTimeout bounds one poll: a replica that does not answer within it is out.
+	pollTimeout = time.Second
+	// fastPoll is how often replicas are polled while reads wait for one to catch up.
+	fastPoll = 2 * time.Millisecond
+)
+
+// notPolled is why a replica is out of rotation before its first poll.
+const notPolled = "not polled yet"
+
+// errNoReplay reports a replica that gives no replay position.
+var errNoReplay = errors.New("no replay position (pg_last_wal_replay_lsn() is NULL): not a streaming standby")
+
+// parseReplay reads a replay position, which is NULL on a server that is not replaying.
+func parseReplay(text *string) (storage.Position, error) {
+	if text == nil {
+		return 0, errNoReplay
+	}
+	return parsePosition(*text)
+}
+
+// replica is one read replica and what the engine knows of it.
+type replica struct {
+	set  *replicaSet
+	name string // host:port, for logs, Source and status (never credentials)
+	pool *pgxpool.Pool
+
+	replay    atomic.Uint64 // replay position last seen (poll or a view's bracket)
+	seen      atomic.Uint64 // the highest replay position ever seen
+	covered   atomic.Int64  // UnixNano: it holds every write the primary had by then; 0 unknown
+	reachable atomic.Bool
+	rotation  atomic.Bool
+	lagging   atomic.Bool // further behind than Options.MaxStaleness (logged)
+	reads     atomic.Uint64
+	wake      chan struct{} // polls at once
+
+	mu         sync.Mutex
+	why        string // why it is out of rotation
+	identified bool   // its system identifier was checked since it last became reachable
+}
+
+// sample is the primary's position at a time: every write committed by then is at or
+// below pos.
+type sample struct {
+	at  int64 // UnixNano, taken before the position was read
+	pos storage.Position
+}
+
+// replicaSet is the engine's replicas and their monitor.
+type replicaSet struct {
+	e    *Engine
+	list []*replica
+
+	mu      sync.Mutex
+	changed chan struct{} // closed when a replay position advances
+
+	waiters atomic.Int32 // reads waiting in await
+
+	smu     sync.Mutex
+	samples []sample // ring of the primary's positions, oldest first from head
+	head, n int
+
+	primaryID string // the primary's system identifier; "" when it cannot be read
+}
+
+// openReplicas makes a pool per replica URL (connections are made on demand, so a
+// replica that is down at start-up only starts out of rotation) and starts the monitor.
+func (e *Engine) openReplicas(ctx context.Context, urls []string, configure func(*pgxpool.Config)) error {
+	if len(urls) == 0 {
+		return nil
+	}
+	if e.dialect != dialectPostgres {
+		return fmt.Errorf("read replicas need PostgreSQL streaming replication; %s serves consistent reads from every node itself", e.dialect)
+	}
+	s := &replicaSet{e: e, changed: make(chan struct{})}
+	keep := e.opts.ReplicaMaxLag + 10*e.opts.ReplicaPoll
+	s.samples = make([]sample, min(int(keep/e.opts.ReplicaPoll)+8, 100_000))
+	names := map[string]int{}
+	for _, u := range urls {
+		cfg, err := pgxpool.ParseConfig(u)
+		if err != nil {
+			s.close()
+			return fmt.Errorf("replica url: %w", err)
+		}
+		configure(cfg)
+		name := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
+		if names[name]++; names[name] > 1 {
+			name += "#" + strconv.Itoa(names[name])
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			s.close()
+			return fmt.Errorf("replica %s: %w", name, err)
+		}
+		r := &replica{set: s, name: name, pool: pool, wake: make(chan struct{}, 1), why: notPolled}
+		s.list = append(s.list, r)
+	}
+	if err := e.pool.QueryRow(ctx, identityQuery).Scan(&s.primaryID); err != nil {
+		e.log.Debug("replicas: cannot read the primary's system identifier; replicas are not checked against it", "err", err)
+		s.primaryID = ""
+	}
+	s.samplePrimary(ctx)
+	e.replicas = s
+	e.loops.Add(1)
+	go e.every(e.opts.ReplicaPoll, nil, s.samplePrimary)
+	for _, r := range s.list {
+		e.loops.Add(1)
+		go r.monitor()
+	}
+	return nil
+}
+
+// close closes the replicas' pools (after the monitor has stopped).
+func (s *replicaSet) close() {
+	for _, r := range s.list {
+		r.pool.Close()
+	}
+}
+
+// samplePrimary records the primary's position now.
+func (s *replicaSet) samplePrimary(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
+	defer cancel()
+	at := time.Now().UnixNano()
+	_, p, err := reached(ctx, s.e.pool, s.e.q.position, 0)
+	if err != nil {
+		return // the primary's own troubles show elsewhere; replicas keep their last figures
+	}
+	s.e.observe(p)
+	s.smu.Lock()
+	i := (s.head + s.n) % len(s.samples)
+	if s.n == len(s.samples) {
+		s.head = (s.head + 1) % len(s.samples)
+	} else {
+		s.n++
+	}
+	s.samples[i] = sample{at: at, pos: p}
+	s.smu.Unlock()
+}
+
+// coveredAt is the latest sample time whose position replay covers (0 if none), and
+// the time of the oldest sample kept.
+func (s *replicaSet) coveredAt(replay storage.Position) (covered, oldest int64) {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	if s.n == 0 {
+		return 0, time.Now().UnixNano()
+	}
+	oldest = s.samples[s.head].at
+	for k := s.n - 1; k >= 0; k-- {
+		if sm := s.samples[(s.head+k)%len(s.samples)]; sm.pos <= replay {
+			return sm.at, oldest
+		}
+	}
+	return 0, oldest
+}
+
+// latest is the primary's last sampled position.
+func (s *replicaSet) latest() storage.Position {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	if s.n == 0 {
+		return 0
+	}
+	return s.samples[(s.head+s.n-1)%len(s.samples)].pos
+}
+
+// monitor polls the replica every ReplicaPoll, at once when woken, and every fastPoll
+// while reads wait for a replica that keeps up.
+func (r *replica) monitor() {
+	e := r.set.e
+	defer e.loops.Done()
+	ctx, cancel := e.loopContext()
+	defer cancel()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.purgeStop:
+			return
+		case <-r.wake:
+		case <-t.C:
+		}
+		r.poll(ctx)
+		next := e.opts.ReplicaPoll
+		if r.set.waiters.Load() > 0 && r.keepsUp(time.Now()) {
+			next = fastPoll
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(next)
+	}
+}
+
+// poke makes the monitor poll now.
+func (r *replica) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// poll reads the replica's state and decides whether it is in rotation.
+func (r *replica) poll(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
+	defer cancel()
+	var (
+		recovering bool
+		text       *string
+	)
+	// What was seen before the poll is sent: a live standby's replay position only grows,
+	// so an answer below it means the standby restarted behind it. (A view may see a
+	// higher position while the poll is under way; that proves nothing.)
+	seen := storage.Position(r.seen.Load())
+	if err := r.pool.QueryRow(ctx, stateQuery).Scan(&recovering, &text); err != nil {
+		if ctx.Err() != nil && r.set.e.closed.Load() {
+			return
+		}
+		r.out(false, "unreachable: "+err.Error())
+		return
+	}
+	if !recovering {
+		r.out(true, "not in recovery: it was promoted, or is not a standby")
+		return
+	}
+	p, err := parseReplay(text)
+	if err != nil {
+		r.out(true, err.Error())
+		return
+	}
+	if why := r.identify(ctx); why != "" {
+		r.out(true, why)
+		return
+	}
+	r.replay.Store(uint64(p)) // the truth now, even if lower than before (a restart)
+	r.set.e.observe(p)        // the primary has reached what a replica replayed
+	r.set.notify()
+	if p < seen {
+		// Restarted behind what it had replayed (a standby reopens at its last restart
+		// point): its reads would go back in time, so it waits until it is back there.
+		r.out(true, fmt.Sprintf("catching up after a restart: replayed to %s, had reached %s", lsn(p), lsn(seen)))
+		return
+	}
+	raiseTo(&r.seen, p)
+	covered, oldest := r.set.coveredAt(p)
+	r.covered.Store(covered)
+	// Uncovered by every sample kept: lagging if the samples span ReplicaMaxLag, else
+	// (just after start-up) unknown, which only BoundedStaleness reads avoid.
+	if max := r.set.e.opts.ReplicaMaxLag; covered == 0 && time.Since(time.Unix(0, oldest)) > max ||
+		covered != 0 && time.Since(time.Unix(0, covered)) > max {
+		r.out(true, fmt.Sprintf("lagging: more than %v behind the primary", max))
+		return
+	}
+	r.in()
+	r.noteLag(p, covered)
+}
+
+// noteLag logs when a replica in rotation falls further behind than Options.MaxStaleness
+// (it then serves no BoundedStaleness read) and when it is back within it.
+func (r *replica) noteLag(replay storage.Position, covered int64) {
+	o := r.set.e.opts
+	lagging := covered != 0 && time.Since(time.Unix(0, covered)) > o.MaxStaleness
+	if lagging == r.lagging.Load() {
+		return
+	}
+	r.lagging.Store(lagging)
+	primary := r.set.latest()
+	var bytes uint64
+	if primary > replay {
+		bytes = uint64(primary - replay)
+	}
+	if lagging {
+		r.set.e.log.Warn("replica lagging", "replica", r.name, "staleness", time.Since(time.Unix(0, covered)).Round(time.Millisecond),
+			"lagBytes", bytes, "maxStaleness", o.MaxStaleness)
+	} else {
+		r.set.e.log.Info("replica caught up", "replica", r.name, "lagBytes", bytes)
+	}
+}
+
+// identify checks, once per reconnection, that the replica is a copy of the primary.
+func (r *replica) identify(ctx context.Context) string {
+	r.mu.Lock()
+	done := r.identified
+	r.mu.Unlock()
+	if done || r.set.primaryID == "" {
+		return ""
+	}
+	var id string
+	if err := r.pool.QueryRow(ctx, identityQuery).Scan(&id); err != nil {
+		r.set.e.log.Debug("replica: cannot read its system identifier", "replica", r.name, "err", err)
+		id = r.set.primaryID
+	}
+	if id != r.set.primaryID {
+		return fmt.Sprintf("not a standby of the primary (system identifier %s, the primary's is %s)", id, r.set.primaryID)
+	}
+	r.mu.Lock()
+	r.identified = true
+	r.mu.Unlock()
+	return ""
+}
+
+// in puts the replica in rotation.
+func (r *replica) in() {
+	r.reachable.Store(true)
+	if r.rotation.Load() {
+		return
+	}
+	r.mu.Lock()
+	r.why = ""
+	r.mu.Unlock()
+	r.rotation.Store(true)
+	staleness := "unknown yet"
+	if r.covered.Load() != 0 {
+		staleness = r.staleness(time.Now()).Round(time.Millisecond).String()
+	}
+	r.set.e.log.Info("replica in rotation", "replica", r.name, "replay", lsn(storage.Position(r.replay.Load())),
+		"staleness", staleness)
+	r.set.notify()
+}
+
+// out takes the replica out of rotation, saying why (a warning when it leaves rotation;
+// later reasons at debug level).
+func (r *replica) out(reachable bool, why string) {
+	r.reachable.Store(reachable)
+	was := r.rotation.Swap(false)
+	r.mu.Lock()
+	first := r.why == notPolled
+	changed := r.why != why
+	r.why = why
+	if !reachable {
+		r.identified = false // it may come back as another server
+	}
+	r.mu.Unlock()
+	switch {
+	case was || first:
+		r.set.e.log.Warn("replica out of rotation", "replica", r.name, "reason", why)
+	case changed:
+		r.set.e.log.Debug("replica still out of rotation", "replica", r.name, "reason", why)
+	}
+}
+
+// fail takes the replica out after a read failed on it, if the failure means it cannot
+// serve (the connection or the server); a statement-level failure (a recovery conflict)
+// only moves that read.
+func (r *replica) fail(err error) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && !unavailableCode(pe.Code) {
+		return // an answer to the statement (a recovery conflict cancelled it, say)
+	}
+	if errors.As(err, &pe) || isConnErr(err) {
+		r.out(false, "a read failed: "+err.Error())
+		r.poke()
+	}
+}
+
+// noteReplay raises the replay position to p, as a view's bracket saw it.
+func (r *replica) noteReplay(p storage.Position) {
+	raiseTo(&r.seen, p)
+	if raiseTo(&r.replay, p) {
+		r.set.e.observe(p)
+		r.set.notify()
+	}
+}
+
+// staleness bounds how old the replica's state is at now.
+func (r *replica) staleness(now time.Time) time.Duration {
+	c := r.covered.Load()
+	if c == 0 {
+		return time.Duration(1<<63 - 1)
+	}
+	return max(now.Sub(time.Unix(0, c)), 0)
+}
+
+// keepsUp reports a replica in rotation whose replay follows the primary closely enough
+// that a fresh position is worth trying or waiting for there.
+func (r *replica) keepsUp(now time.Time) bool {
+	o := r.set.e.opts
+	return r.rotation.Load() && r.staleness(now) <= max(2*o.ReplicaWait, 4*o.ReplicaPoll)
+}
+
+// notify wakes the reads waiting in await.
+func (s *replicaSet) notify() {
+	if s.waiters.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// eligible reports whether r may serve a read at level c now (ignoring positions).
+func (s *replicaSet) eligible(r *replica, c storage.Consistency, now time.Time) bool {
+	if !r.rotation.Load() {
+		return false
+	}
+	return c != storage.BoundedStaleness || r.staleness(now) <= s.e.opts.MaxStaleness
+}
+
+// route picks the replica for a read at opts, or nil for the primary; exclude (if not
+// nil) just failed a read. Without a position to cover, any eligible replica; with one,
+// an eligible replica known to have replayed it, else (with probe) the eligible replica
+// that keeps up with the highest replay position — its bracket checks, in the read's
+// own round trip, whether it has the position by then — else (without probe, after
+// such a check failed) one that replays it within Options.ReplicaWait, if any keeps up.
+func (s *replicaSet) route(ctx context.Context, opts storage.ReadOptions, exclude *replica, probe bool) *replica {
+	now := time.Now()
+	ok := func(r *replica) bool { return r != exclude && s.eligible(r, opts.Consistency, now) }
+	if opts.At == 0 {
+		return s.pick(ok)
+	}
+	covers := func(r *replica) bool { return ok(r) && storage.Position(r.replay.Load()) >= opts.At }
+	if r := s.pick(covers); r != nil {
+		return r
+	}
+	var best *replica
+	for _, r := range s.list {
+		if ok(r) && r.keepsUp(now) && (best == nil || r.replay.Load() > best.replay.Load()) {
+			best = r
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	if probe {
+		return best
+	}
+	return s.await(ctx, covers, s.e.opts.ReplicaWait)
+}
+
+// pick returns a random replica that ok accepts, or nil.
+func (s *replicaSet) pick(ok func(*replica) bool) *replica {
+	var chosen *replica
+	n := 0
+	for _, r := range s.list {
+		if ok(r) {
+			n++
+			if rand.IntN(n) == 0 { // reservoir sampling: each with probability 1/n
+				chosen = r
+			}
+		}
+	}
+	return chosen
+}
+
+// await waits up to d for a replica that ok accepts, polling the replicas fast
+// meanwhile, and returns it, or nil.
+func (s *replicaSet) await(ctx context.Context, ok func(*replica) bool, d time.Duration) *replica {
+	if d <= 0 {
+		return nil
+	}
+	s.waiters.Add(1)
+	defer s.waiters.Add(-1)
+	for _, r := range s.list {
+		r.poke()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		ch := s.changed
+		s.mu.Unlock()
+		if r := s.pick(ok); r != nil {
+			return r
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// ReplicaStatus is what the engine knows of one replica, for diagnostics.
+type ReplicaStatus struct {
+	// Name is the replica's host:port (its URL without credentials).
+	Name string `json:"name"`
+	// Reachable: the last poll answered.
+	Reachable bool `json:"reachable"`
+	// InRotation: reads may go to it (reachable, a standby of this primary, not further
+	// behind than Options.ReplicaMaxLag).
+	InRotation bool `json:"inRotation"`
+	// ReplayPosition is the replica's replay position as last seen; PrimaryPosition the
+	// primary's last sampled position; both as PostgreSQL writes an LSN.
+	ReplayPosition  string `json:"replayPosition"`
+	PrimaryPosition string `json:"primaryPosition"`
+	// LagBytes is how much WAL the replica has still to replay (0 when caught up).
+	LagBytes uint64 `json:"lagBytes"`
+	// StalenessSeconds bounds how old the replica's state is: it holds every write the
+	// primary had committed that long ago (-1: unknown).
+	StalenessSeconds float64 `json:"stalenessSeconds"`
+	// Reads is how many reads this front end has served from it.
+	Reads uint64 `json:"reads"`
+	// Error is why it is out of rotation, if it is.
+	Error string `json:"error,omitempty"`
+}
+
+// Replicas reports the state of each configured replica, in the order configured.
+func (e *Engine) Replicas() []ReplicaStatus {
+	s := e.replicas
+	if s == nil {
+		return []ReplicaStatus{}
+	}
+	now := time.Now()
+	primary := s.latest()
+	out := make([]ReplicaStatus, 0, len(s.list))
+	for _, r := range s.list {
+		replay := storage.Position(r.replay.Load())
+		st := ReplicaStatus{
+			Name:             r.name,
+			Reachable:        r.reachable.Load(),
+			InRotation:       r.rotation.Load(),
+			ReplayPosition:   lsn(replay),
+			PrimaryPosition:  lsn(primary),
+			Reads:            r.reads.Load(),
+			StalenessSeconds: -1,
+		}
+		if primary > replay {
+			st.LagBytes = uint64(primary - replay)
+		}
+		if r.covered.Load() != 0 {
+			st.StalenessSeconds = r.staleness(now).Seconds()
+		}
+		r.mu.Lock()
+		st.Error = r.why
+		r.mu.Unlock()
+		out = append(out, st)
+	}
+	return out
+}
+
+// PrimaryReads is how many views' reads this front end has served from the primary.
+func (e *Engine) PrimaryReads() uint64 { return e.primaryReads.Load() }
+
+// lsn writes a position as PostgreSQL writes an LSN.
+func lsn(p storage.Position) string {
+	return fmt.Sprintf("%X/%X", uint64(p)>>32, uint64(p)&0xFFFFFFFF)
+}

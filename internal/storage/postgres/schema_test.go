@@ -1,0 +1,118 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/ceruleandb/cerulean/internal/entity"
+	"github.com/ceruleandb/cerulean/internal/storage"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// TestMigrateFromVersion1 opens a database at schema version 1 that already holds a
+// table with an entity (in a schema of its own, chosen with search_path) and checks
+// that migration 2 adds ACLs and service properties to it, and migrations 3 and 4 table
+// settings and expiry: the old table is standard, its entity never expires, and both
+// take new settings and writes.
+func TestMigrateFromVersion1(t *testing.T) {
+	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
+	if url == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CERULEAN_TEST_POSTGRES_URL is not set")
+		}
+		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set; scripts/test starts PostgreSQL and sets it")
+	}
+	ctx := context.Background()
+	admin, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	schema := fmt.Sprintf("cerulean_migrate_%016x", rand.Uint64())
+	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	url += sep + "search_path=" + schema
+
+	// Version 1 only, with a table in it.
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := detectDialect(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrateSteps(ctx, pool, d, migrations[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO cerulean_tables (account, key, name, id)
+		VALUES ('a'::BYTEA, 'old'::BYTEA, 'Old', nextval('cerulean_table_ids'))`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO cerulean_entities (table_id, pk, rk, version, props)
+		SELECT id, 'p'::BYTEA, 'r'::BYTEA, 1, '\x00'::BYTEA FROM cerulean_tables`); err != nil {
+		t.Fatal(err)
+	}
+	pool.Close()
+
+	e, err := Open(ctx, url, Options{DisablePurger: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var newest int64
+	if err := e.pool.QueryRow(ctx, `SELECT MAX(version) FROM cerulean_migrations`).Scan(&newest); err != nil || newest != migrations[len(migrations)-1].version {
+		t.Fatalf("schema version %d, %v after Open; want %d", newest, err, migrations[len(migrations)-1].version)
+	}
+	if acl, err := e.GetTableACL(ctx, "a", "OLD"); err != nil || acl != nil {
+		t.Fatalf("ACL of a table from before the migration = %q, %v; want nil", acl, err)
+	}
+	if err := e.SetTableACL(ctx, "a", "Old", []byte("acl")); err != nil {
+		t.Fatal(err)
+	}
+	if acl, err := e.GetTableACL(ctx, "a", "old"); err != nil || string(acl) != "acl" {
+		t.Fatalf("ACL after set = %q, %v", acl, err)
+	}
+	if err := e.SetServiceProperties(ctx, "a", []byte("props")); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := e.GetServiceProperties(ctx, "a"); err != nil || string(p) != "props" {
+		t.Fatalf("service properties after set = %q, %v", p, err)
+	}
+
+	if info, err := e.GetTable(ctx, "a", "old"); err != nil || !info.Settings.IsStandard() {
+		t.Fatalf("table from before the migration: %+v, %v; want a standard table", info, err)
+	}
+	if _, err := e.Get(ctx, "a", "Old", "p", "r"); err != nil {
+		t.Fatalf("entity from before the migration: %v", err)
+	}
+	ttl := []entity.Property{{Name: storage.DefaultTTLProperty, Value: entity.Int32Value(60)}}
+	if _, err := e.Apply(ctx, "a", "Old", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "s", Props: ttl}}); err != nil {
+		t.Fatalf("write to a table from before the migration: %v", err)
+	}
+	elastic := storage.TableSettings{Elastic: true, DefaultTTL: 3600}
+	if err := e.SetTableSettings(ctx, "a", "old", elastic); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := e.Apply(ctx, "a", "Old", "p", []storage.Mutation{{Op: storage.InsertOrReplace, RowKey: "r", Props: ttl}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var expiry *int64
+	if err := e.pool.QueryRow(ctx, `SELECT expiry FROM cerulean_entities WHERE rk = 'r'::BYTEA`).Scan(&expiry); err != nil {
+		t.Fatal(err)
+	}
+	if expiry == nil || *expiry != applied.Versions[0]+60*10_000_000 {
+		t.Fatalf("expiry after the settings change: %v, want version %d + 60 s", expiry, applied.Versions[0])
+	}
+}
