@@ -36,7 +36,7 @@ type Query struct {
 	Expiry bool
 }
 
-// An entity's expiry on the wire (a Cerulean extension, docs/protocol.md §15.15).
+// An entity's expiry on the wire (a Cerulean extension, docs/compatibility.md "An entity's exact expiry").
 const (
 	// ExpiryAnnotation is the instance annotation on a queried entity that holds its
 	// expiry (an Edm.DateTime text), when Query.Expiry asked for it and it has one.

@@ -11,7 +11,7 @@ import (
 )
 
 // TableSettings are a table's Cerulean settings as the REST extension carries them
-// (docs/protocol.md §15). The zero value is a standard table.
+// (docs/compatibility.md "Elastic tables: settings on the wire"). The zero value is a standard table.
 type TableSettings struct {
 	// Elastic marks an elastic table (time-to-live, bulk writes).
 	Elastic bool `json:"Elastic"`

@@ -19,7 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 )
 
-// Read consistency through the official Go SDK (docs/protocol.md §15.12): the
+// Read consistency through the official Go SDK (docs/compatibility.md "Read consistency and replicas"): the
 // x-ms-consistency-level header, the headers every read answers, continuation tokens that
 // carry their page's position, and the tokens of table-level changes. Replica behaviour
 // (real standbys) is tested in replicas_test.go; here every read is served by the

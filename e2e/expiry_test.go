@@ -1,6 +1,6 @@
 package e2e
 
-// An entity's exact expiry on the wire (docs/protocol.md §15.15), through raw HTTP and the
+// An entity's exact expiry on the wire (docs/compatibility.md "An entity's exact expiry"), through raw HTTP and the
 // Go SDK: the cerulean.expiry annotation only when Prefer asks for it, on point reads,
 // queries (every metadata level, $select) and a $batch retrieve; x-cerulean-expiry on
 // every write kind, alone and in a $batch changeset, in place of the computed expiry on

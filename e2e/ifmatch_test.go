@@ -3,7 +3,7 @@ package e2e
 // If-Match spellings, black box (issue 10 item 3, issue 42 item 14): a value that is not
 // one weak entity-tag — a strong tag such as "wrong" or the entity's own ETag without its
 // W/, a bare token, a list — is 400 InvalidInput with the service's message, as Microsoft
-// documents it and its emulator and Azurite answer (docs/protocol.md §15.3); every
+// documents it and its emulator and Azurite answer (docs/compatibility.md "If-Match"); every
 // well-formed weak ETag that does not name the entity's version — lower-case w/, foreign,
 // stale, another entity's — is 412 UpdateConditionNotSatisfied with the entity unchanged;
 // the entity's own ETag matches whether written with W/ or w/, ':' or %3A/%3a, with

@@ -1,7 +1,7 @@
 package e2e
 
 // Protocol decisions of issue 42 (items 13, 15, 16, 17; item 14 is in ifmatch_test.go),
-// docs/protocol.md §15.
+// docs/compatibility.md "Decisions and their sources".
 
 import (
 	"encoding/json"
@@ -78,7 +78,7 @@ func TestUnknownCompWithSAS(t *testing.T) {
 	}
 }
 
-// x-ms-version and SAS requests (docs/protocol.md §15.2): a SAS request is processed with
+// x-ms-version and SAS requests (docs/compatibility.md "Credentials"): a SAS request is processed with
 // its signed version sv, and its x-ms-version header is ignored, whatever it holds, as
 // "Previous Azure Storage service versions" documents; an sv that is no version of the
 // storage services is the signature's problem, 403 AuthenticationFailed, as a bad header is

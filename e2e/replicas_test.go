@@ -25,7 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Read replicas through the official Go SDK (docs/protocol.md §15.12, issue 12 "What must
+// Read replicas through the official Go SDK (docs/compatibility.md "Read consistency and replicas", issue 12 "What must
 // be shown"): real cerulean front ends on the postgres engine with real streaming standbys
 // of the test database — the two scripts/test shares (one replays at once, one
 // CERULEAN_TEST_POSTGRES_REPLICA_DELAY late) and, for the test that kills one, a private

@@ -1082,7 +1082,7 @@ func TestCORSPreflight(t *testing.T) {
 		if v := r.Header.Get("Access-Control-Allow-Origin"); v != "http://a.example" {
 			t.Errorf("actual GET: Allow-Origin = %q, want http://a.example", v)
 		}
-		// The rule's, plus the headers Cerulean answers every read with (§15.12).
+		// The rule's, plus the headers Cerulean answers every read with (docs/compatibility.md "Read consistency and replicas").
 		if v := r.Header.Get("Access-Control-Expose-Headers"); !sameList(v, "x-ms-meta-*,x-ms-session-token,x-cerulean-read-source,x-cerulean-read-position", true) {
 			t.Errorf("actual GET: Expose-Headers = %q, want x-ms-meta-* and the read headers", v)
 		}
@@ -1101,7 +1101,7 @@ func TestCORSPreflight(t *testing.T) {
 		if v := r.Header.Get("Access-Control-Allow-Origin"); v != "*" {
 			t.Errorf("actual POST (wildcard rule): Allow-Origin = %q, want *", v)
 		}
-		// The rule's, plus the session token a table-level change answers (§15.10).
+		// The rule's, plus the session token a table-level change answers (docs/compatibility.md "Session tokens").
 		if v := r.Header.Get("Access-Control-Expose-Headers"); !sameList(v, "x-ms-request-id,x-ms-session-token", true) {
 			t.Errorf("actual POST (wildcard rule): Expose-Headers = %q, want x-ms-request-id and x-ms-session-token", v)
 		}

@@ -21,7 +21,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 )
 
-// Session tokens through the official Go SDK (docs/protocol.md §15): every write answers
+// Session tokens through the official Go SDK (docs/compatibility.md "Session tokens"): every write answers
 // x-ms-session-token; a read that sends one sees every write it covers; malformed tokens
 // are 400, tokens from the future 503 with Retry-After. The idiomatic ways to use them:
 //   - read a write's token: runtime.WithCaptureResponse on the call's context;

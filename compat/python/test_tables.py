@@ -584,7 +584,7 @@ class TestSas(Base):
 
 
 class TestSessionTokens(Base):
-    """Session tokens (docs/protocol.md §15): raw_response_hook reads x-ms-session-token,
+    """Session tokens (docs/compatibility.md "Session tokens"): raw_response_hook reads x-ms-session-token,
     headers= sends it on a read; client-wide hooks keep a session."""
 
     @staticmethod

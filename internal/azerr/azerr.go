@@ -191,7 +191,7 @@ func InvalidHeader(name, value string) *Error {
 // in the XML documents of service properties and access policies — malformed XML and a
 // well-formed document with a value out of bounds alike — with the reason in a <Reason>
 // element after the message, as the service gives it ("Element Days is only expected when
-// RetentionPolicy is enabled."); docs/protocol.md §15.13.
+// RetentionPolicy is enabled."); docs/compatibility.md "Unknown operations, invalid XML values, the end of a listing, secrets in logs".
 func InvalidXML(reason string) *Error {
 	e := New(InvalidXMLDocument)
 	if reason != "" {

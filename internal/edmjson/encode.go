@@ -34,7 +34,7 @@ type EntityOptions struct {
 	// Expiry writes the "cerulean.expiry" instance annotation (ExpiryAnnotation) on each
 	// record with a stored expiry (storage.Record.Expiry), at every metadata level and
 	// whatever Select says: what a request asks for with Prefer: odata.include-annotations
-	// (docs/protocol.md §15.15). A record without an expiry gets none.
+	// (docs/compatibility.md "An entity's exact expiry"). A record without an expiry gets none.
 	Expiry bool
 }
 

@@ -9,8 +9,8 @@ import (
 	"github.com/ceruleandb/cerulean/internal/storage"
 )
 
-// The members of a table object that carry Cerulean's table settings (docs/protocol.md
-// §15): in a Create Table body, in the table-settings body and answer (?comp=properties),
+// The members of a table object that carry Cerulean's table settings (docs/compatibility.md
+// "Elastic tables: settings on the wire"): in a Create Table body, in the table-settings body and answer (?comp=properties),
 // and in Query Tables and Get Table answers whose $select names them.
 const (
 	// MemberElastic is true for an elastic table.

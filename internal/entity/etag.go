@@ -38,7 +38,7 @@ func AppendETag(dst []byte, version int64) []byte {
 // ErrBadETag reports an If-Match value that is not one weak entity-tag: not an entity-tag
 // at all, a list of them, or a strong one (the service answers 400 InvalidInput "The etag
 // value '…' … is not valid. Please make sure only one etag value is specified and is
-// valid."; docs/protocol.md §15.3).
+// valid."; docs/compatibility.md "If-Match").
 var ErrBadETag = errors.New("entity: malformed etag")
 
 // ParseETag interprets one entity-tag from If-Match and returns the version it names.

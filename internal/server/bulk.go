@@ -17,7 +17,7 @@ import (
 	"github.com/ceruleandb/cerulean/internal/table"
 )
 
-// Bulk writes: POST /{table}?comp=bulk on an elastic table (docs/protocol.md §15).
+// Bulk writes: POST /{table}?comp=bulk on an elastic table (docs/compatibility.md "Bulk writes").
 //
 // The request is one JSON document:
 //

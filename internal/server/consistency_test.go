@@ -15,7 +15,7 @@ import (
 	"github.com/ceruleandb/cerulean/internal/svcprops"
 )
 
-// Read consistency over HTTP (docs/protocol.md §15.12), on the real Pebble engine.
+// Read consistency over HTTP (docs/compatibility.md "Read consistency and replicas"), on the real Pebble engine.
 
 // viewsEngine records the options of the views it opens.
 type viewsEngine struct {

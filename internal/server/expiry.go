@@ -11,7 +11,7 @@ import (
 	"github.com/ceruleandb/cerulean/internal/storage"
 )
 
-// An entity's stored expiry on the wire (docs/protocol.md §15.15), a Cerulean extension
+// An entity's stored expiry on the wire (docs/compatibility.md "An entity's exact expiry"), a Cerulean extension
 // that only requests asking for it see:
 //   - Reading: Query Entities, Get Entity and a $batch retrieve write the
 //     "cerulean.expiry" instance annotation (edmjson.ExpiryAnnotation) on every entity

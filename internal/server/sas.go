@@ -75,7 +75,7 @@ func (s *Server) authenticate(rq *request) (*auth.SAS, error) {
 // processed with that version (requestVersion), and a version Cerulean does not know is
 // one whose string to sign and semantics it cannot claim to honour — as an unknown
 // x-ms-version is 400 with a shared key. (Azure implementations answer an sv they do not
-// support with AuthenticationFailed: docs/protocol.md §15.2.)
+// support with AuthenticationFailed: docs/compatibility.md "Credentials".)
 func checkSASVersion(sas *auth.SAS) error {
 	if serviceVersions[sas.Version] {
 		return nil

@@ -228,7 +228,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *h1.RequestErr
 }
 
 // refusal is the service's error for a refused request: the code Azure's documentation
-// gives each case (docs/protocol.md §15.14).
+// gives each case (docs/compatibility.md "Request heads and requests HTTP itself refuses").
 func refusal(e *h1.RequestError) *azerr.Error {
 	switch e.Kind {
 	case h1.BadTarget:

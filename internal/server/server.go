@@ -52,7 +52,7 @@ type Options struct {
 	// does not give settings (table.WithElasticTables; from table.ParseElasticRules).
 	ElasticTables []table.ElasticRule
 	// ReadConsistency is the level of reads that do not ask for one in
-	// x-ms-consistency-level (docs/protocol.md §15.12). The zero value is Strong, Azure's.
+	// x-ms-consistency-level (docs/compatibility.md "Read consistency and replicas"). The zero value is Strong, Azure's.
 	ReadConsistency storage.Consistency
 	// Observer, if set, gets every request once it is answered (metrics, the
 	// hot-partition sketch, the access log).

@@ -12,7 +12,7 @@ import (
 	"github.com/ceruleandb/cerulean/internal/table"
 )
 
-// Session tokens on the wire (docs/protocol.md §15; the token's text form is the table
+// Session tokens on the wire (docs/compatibility.md "Session tokens"; the token's text form is the table
 // layer's, table.FormatToken). Every successful entity write answers x-ms-session-token —
 // single writes, deletes, each changeset part of a $batch and the $batch response — on
 // standard tables too. A read (Get Entity, Query Entities, a batch's retrieve) may send
@@ -20,7 +20,7 @@ import (
 // every write the token covers, or fails with 503 ServerBusy. A read without one is
 // served exactly as before tokens existed.
 //
-// Read consistency (docs/protocol.md §15.12): a read may ask for a level in
+// Read consistency (docs/compatibility.md "Read consistency and replicas"): a read may ask for a level in
 // x-ms-consistency-level (Cosmos DB's names; the server's default otherwise), and every
 // successful read — Get Entity, Query Entities, Query Tables, Get Table, Get Table ACL,
 // Get Table Service Properties, Get Table Settings — answers the token of the position it

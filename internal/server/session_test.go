@@ -22,7 +22,7 @@ import (
 	"github.com/ceruleandb/cerulean/internal/table"
 )
 
-// Session tokens over HTTP (docs/protocol.md §15), on the real Pebble engine.
+// Session tokens over HTTP (docs/compatibility.md "Session tokens"), on the real Pebble engine.
 
 // sessionServer serves a fresh Pebble engine over HTTP with one table, "tbl". Its wait
 // for a future position is short: the tests send many.

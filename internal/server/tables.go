@@ -147,7 +147,7 @@ func (s *Server) listTables(rq *request) error {
 
 // tableSelect reads $select of Query Tables and Get Table: the table settings members it
 // names are written after TableName, which is always written; other names select nothing
-// (docs/protocol.md §15). A malformed list is 400 InvalidInput, as for entities.
+// (docs/compatibility.md "Elastic tables: settings on the wire"). A malformed list is 400 InvalidInput, as for entities.
 func tableSelect(rq *request) (edmjson.TableSelect, error) {
 	names, err := odata.ParseSelect(rq.query.Get("$select"))
 	if err != nil {

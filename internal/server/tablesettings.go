@@ -12,7 +12,7 @@ import (
 // OData (it is no entity or table feed).
 const settingsContentType = "application/json; charset=utf-8"
 
-// tableSettingsRequest serves Cerulean's table-settings extension (docs/protocol.md §15):
+// tableSettingsRequest serves Cerulean's table-settings extension (docs/compatibility.md "Elastic tables: settings on the wire"):
 //
 //   - GET /{table}?comp=properties answers 200 with the table's settings as
 //     edmjson.AppendTableSettings writes them, e.g.

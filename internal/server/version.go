@@ -55,7 +55,7 @@ const (
 // service version", https://learn.microsoft.com/rest/api/storageservices/previous-azure-storage-service-versions);
 // an sv Cerulean does not know is the signature's problem, which authentication reports
 // (checkSASVersion, 403 AuthenticationFailed): neither path serves a version it does not
-// know (docs/protocol.md §15.2).
+// know (docs/compatibility.md "Credentials").
 func requestVersion(r *http.Request, q url.Values) (string, error) {
 	if first(r.Header["Authorization"]) == "" && q.Has("sig") {
 		if sv := q.Get("sv"); serviceVersions[sv] {

@@ -27,8 +27,8 @@ func errDoc(reason string) *azerr.Error { return azerr.InvalidXML(reason) }
 
 // errNode is a 400 InvalidXmlDocument for a value the service does not accept in element
 // node, the reason naming both (the service answers such values InvalidXmlDocument, not
-// InvalidXmlNodeValue, a code the SDKs' table error lists do not know: docs/protocol.md
-// §15.13).
+// InvalidXmlNodeValue, a code the SDKs' table error lists do not know: docs/compatibility.md
+// "Unknown operations, invalid XML values, the end of a listing, secrets in logs").
 func errNode(node, value string) *azerr.Error {
 	return azerr.InvalidXML("The value '" + clip(value) + "' of element " + node + " is not valid.")
 }

@@ -18,7 +18,7 @@ import (
 // UpsertMultiple and DeleteMultiple. Each operation succeeds or fails on its own and the
 // caller learns which; what did succeed is durable, whatever happens to the rest.
 //
-// How they are applied (docs/protocol.md §15):
+// How they are applied (docs/compatibility.md "Bulk writes"):
 //   - Operations are grouped by PartitionKey. Each partition's operations run in request
 //     order, in engine writes (storage.Engine.ApplyEach) of up to MaxBatchOperations
 //     mutations; different partitions run in parallel on at most BulkWorkers goroutines

@@ -6,7 +6,7 @@ import (
 	"github.com/ceruleandb/cerulean/internal/storage"
 )
 
-// Read says how one request's reads are served (docs/protocol.md §15.12): the consistency
+// Read says how one request's reads are served (docs/compatibility.md "Read consistency and replicas"): the consistency
 // level it asks for (x-ms-consistency-level, or the server's default) and the position of
 // the session token it sent (0 for none).
 //

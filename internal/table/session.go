@@ -9,7 +9,7 @@ import (
 	"github.com/ceruleandb/cerulean/internal/storage"
 )
 
-// Session tokens (x-ms-session-token, docs/protocol.md §15). A token is opaque to clients,
+// Session tokens (x-ms-session-token, docs/compatibility.md "Session tokens"). A token is opaque to clients,
 // but its text form is ours: "1:<engine>:<position>" — format version 1, the engine's name
 // (storage.Engine.Name) and the commit position in decimal. Positions grow with every
 // commit, so of two tokens from one store the one with the larger position covers the

@@ -248,7 +248,7 @@ type Condition struct {
 // value that is one weak entity-tag is a precondition that holds only when it names the
 // entity's version (entity.ParseETag: "W/" or "w/", ':' or "%3A"); anything else — a strong
 // entity-tag, not an entity-tag at all, a list — is 400 InvalidInput with the service's
-// message (docs/protocol.md §15.3). Surrounding whitespace is ignored.
+// message (docs/compatibility.md "If-Match"). Surrounding whitespace is ignored.
 func ParseCondition(value string, present bool) (Condition, error) {
 	if !present {
 		return Condition{}, nil

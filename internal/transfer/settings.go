@@ -12,8 +12,8 @@ import (
 	"github.com/ceruleandb/cerulean/internal/transfer/record"
 )
 
-// Elastic tables (docs/protocol.md §15.8–15.9) move with their settings and each entity's
-// exact expiry (§15.15): a Cerulean source's table settings are read (GET
+// Elastic tables (docs/compatibility.md "Elastic tables: settings on the wire", "Time-to-live") move with their settings and each entity's
+// exact expiry (docs/compatibility.md "An entity's exact expiry"): a Cerulean source's table settings are read (GET
 // /{table}?comp=properties) and the target table is created with them; its entities are
 // read with the expiry each was stored with (the cerulean.expiry annotation, asked for
 // with Prefer: odata.include-annotations) and written with it (x-cerulean-expiry: the

@@ -79,7 +79,7 @@ const TableKey = "odata.table"
 
 // ExpiryKey is the key of an entity's expiry (Record.Expiry) in a JSON Lines record, an
 // Edm.DateTime text; SettingsKey the key of a settings record's settings (the members of
-// the table-settings endpoint, docs/protocol.md §15.8). Both start with "odata." so that
+// the table-settings endpoint, docs/compatibility.md "Elastic tables: settings on the wire"). Both start with "odata." so that
 // a line stays a valid entity body.
 const (
 	ExpiryKey   = "odata.expiry"
