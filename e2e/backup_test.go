@@ -293,7 +293,7 @@ func TestOfflineBackupAndRestoreRefusals(t *testing.T) {
 	}
 	expect("restore without --data", 2, "--from and --data are required", "restore", "--from", dir)
 	expect("backup without --to", 2, "--to is required", "backup", "--data", srv.DataDir)
-	expect("backup of postgres", 1, "README", "backup", "--to", filepath.Join(tmp, "pg"), "--engine", "postgres")
+	expect("backup of postgres", 1, "docs/operations.md", "backup", "--to", filepath.Join(tmp, "pg"), "--engine", "postgres")
 
 	// The refusals changed nothing: the backup restores, with --force over the original.
 	if err := os.WriteFile(filepath.Join(srv.DataDir, "marker"), nil, 0o644); err != nil {
