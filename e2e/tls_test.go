@@ -22,7 +22,7 @@ import (
 	"github.com/ceruleandb/cerulean/internal/tlsconf"
 )
 
-// HTTPS (README "HTTPS"): --tls-self-signed and --tls-cert/--tls-key, each SDK trusting the
+// HTTPS (docs/operations.md "HTTPS"): --tls-self-signed and --tls-cert/--tls-key, each SDK trusting the
 // certificate its usual way (the compat suites: TestHTTPSCompat*), rotation without a
 // restart, and SAS spr=https.
 

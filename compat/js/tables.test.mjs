@@ -172,7 +172,7 @@ describe("tables", () => {
 describe("service", () => {
   // getStatistics asks for the secondary by renaming the first host label, which cannot
   // apply to 127.0.0.1, so with the printed connection string it calls the path-style
-  // primary endpoint; Cerulean serves stats there (README, "Service stats").
+  // primary endpoint; Cerulean serves stats there (docs/operations.md, "Service stats").
   test("getStatistics with the connection string", async () => {
     let url;
     const stats = await service.getStatistics({ onResponse: (r) => (url = r.request.url) });

@@ -34,7 +34,7 @@ func sample() *observe.Request {
 	}
 }
 
-// Every field is present, named and typed as the README says, the time in UTC with
+// Every field is present, named and typed as docs/operations.md ("Access log") says, the time in UTC with
 // microseconds, and the line is one line.
 func TestAppendLineFields(t *testing.T) {
 	line := AppendLine(nil, sample())
