@@ -124,7 +124,18 @@ func serveUsage(w io.Writer) {
 		fmt.Fprintf(w, "(flags unavailable: %v)\n", err)
 		return
 	}
-	fmt.Fprint(w, "Flags of cerulean serve (each also set by the environment variable named):\n")
+	fmt.Fprint(w, `Usage of cerulean serve (the default command):
+  cerulean [serve] [flags]
+
+Serves the Azure Table API on --addr with the development account devstoreaccount1 (or
+--accounts), printing each account's connection string and the web console's URL. Data is
+kept in --data on the embedded engine (pebble), or in a PostgreSQL-wire database with
+--engine postgres. Every flag may also be set by the environment variable named at the end
+of its description; a flag given on the command line wins. SIGINT or SIGTERM stop the server
+gracefully. Exit status: 0 stopped, 1 failed to start or serve, 2 a command-line mistake.
+
+Flags of cerulean serve:
+`)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 }
