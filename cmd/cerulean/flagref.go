@@ -10,14 +10,16 @@ import (
 
 // The flag reference of docs/configuration.md is rendered from serveFlags() by
 // flagReference; TestFlagReference fails when the page differs and -update rewrites it.
+//
 //go:generate go test -run TestFlagReference -update .
 
 // flagDocs links a flag to the manual's section about it; the reference adds the link
 // after the flag's meaning. The docs test checks that every link resolves.
 var flagDocs = map[string]string{
 	"access-log":                 "[Access log](operations.md#access-log)",
-	"account-target":             "[Scale targets and faults](scale-and-faults.md#scale-targets-and-faults)",
+	"account-target":             "[Scale targets and faults](scale-and-faults.md)",
 	"accounts":                   "[Authentication](authentication.md)",
+	"body-timeout":               "[Clients that misbehave](#clients-that-misbehave)",
 	"console":                    "[Web console](console.md)",
 	"console-addr":               "[Web console](console.md#turning-it-off-or-moving-it)",
 	"debug-addr":                 "[Metrics](operations.md#metrics), [Hot partitions](operations.md#hot-partitions), [Backup and restore](operations.md#backup-and-restore)",
@@ -25,31 +27,30 @@ var flagDocs = map[string]string{
 	"elastic-tables":             "[Elastic tables](elastic-tables.md)",
 	"engine":                     "[PostgreSQL engine](postgres.md)",
 	"expiry-interval":            "[Time-to-live](elastic-tables.md#time-to-live)",
-	"faults":                     "[Scale targets and faults](scale-and-faults.md#scale-targets-and-faults)",
+	"faults":                     "[Scale targets and faults](scale-and-faults.md)",
 	"hot-partition-warn":         "[Hot partitions](operations.md#hot-partitions)",
+	"hot-partition-warn-after":   "[Hot partitions](operations.md#hot-partitions)",
 	"http-server":                "[HTTPS](operations.md#https)",
 	"idle-timeout":               "[Keep-alive](#keep-alive)",
 	"max-body-memory":            "[Clients that misbehave](#clients-that-misbehave)",
 	"max-staleness":              "[Read replicas](postgres.md#read-replicas)",
 	"memtable-size":              "[Benchmarks](benchmarks.md)",
+	"partition-target":           "[Scale targets and faults](scale-and-faults.md)",
+	"postgres-pool-size":         "[PostgreSQL engine](postgres.md)",
 	"postgres-replica-url":       "[Read replicas](postgres.md#read-replicas)",
+	"postgres-statement-timeout": "[PostgreSQL engine](postgres.md)",
 	"postgres-url":               "[PostgreSQL engine](postgres.md)",
 	"read-consistency":           "[Read consistency](sessions.md#read-consistency)",
 	"replica-max-lag":            "[Read replicas](postgres.md#read-replicas)",
 	"row-cache":                  "[Benchmarks](benchmarks.md)",
-	"scale-targets":              "[Scale targets and faults](scale-and-faults.md#scale-targets-and-faults)",
+	"scale-targets":              "[Scale targets and faults](scale-and-faults.md)",
 	"shutdown-grace":             "[Shutdown](#shutdown)",
 	"slow-request":               "[Logs](#logs)",
 	"stall-timeout":              "[Clients that misbehave](#clients-that-misbehave)",
-	"body-timeout":               "[Clients that misbehave](#clients-that-misbehave)",
-	"table-delete-delay":         "[Scale targets and faults](scale-and-faults.md#scale-targets-and-faults)",
+	"table-delete-delay":         "[Scale targets and faults](scale-and-faults.md)",
 	"tls-cert":                   "[HTTPS](operations.md#https)",
 	"tls-key":                    "[HTTPS](operations.md#https)",
 	"tls-self-signed":            "[HTTPS](operations.md#https)",
-	"hot-partition-warn-after":   "[Hot partitions](operations.md#hot-partitions)",
-	"partition-target":           "[Scale targets and faults](scale-and-faults.md#scale-targets-and-faults)",
-	"postgres-pool-size":         "[PostgreSQL engine](postgres.md)",
-	"postgres-statement-timeout": "[PostgreSQL engine](postgres.md)",
 }
 
 // usageEnv is the environment variable a flag's usage ends with, in parentheses: every
