@@ -734,7 +734,7 @@ func runServe(args []string) error {
 		})
 		// /debug/replicas: each read replica's state (postgres.ReplicaStatus), [] without.
 		http.HandleFunc("/debug/replicas", replicasHandler(eng))
-		// /metrics: the Prometheus exposition (package metrics; README "Metrics").
+		// /metrics: the Prometheus exposition (package metrics; docs/operations.md, "Metrics").
 		http.Handle("/metrics", met.Handler())
 		// /debug/partitions: the busiest partitions per table over the last minute.
 		http.Handle("/debug/partitions", hot.Handler())
