@@ -91,7 +91,10 @@ func TestReadmeConnectSnippets(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer os.RemoveAll(dir)
-		prog := "package main\n\nimport (\n\t\"context\"\n\t\"fmt\"\n\t\"log\"\n\t\"os\"\n\n\t\"github.com/Azure/azure-sdk-for-go/sdk/data/aztables\"\n)\n\nfunc main() {\n" + check(t, "go") + "}\n"
+		prog := check(t, "go") // a whole program
+		if !strings.HasPrefix(prog, "package main") {
+			prog = "package main\n\nimport (\n\t\"context\"\n\t\"fmt\"\n\t\"log\"\n\t\"os\"\n\n\t\"github.com/Azure/azure-sdk-for-go/sdk/data/aztables\"\n)\n\nfunc main() {\n" + prog + "}\n"
+		}
 		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(prog), 0o644); err != nil {
 			t.Fatal(err)
 		}

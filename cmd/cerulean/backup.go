@@ -40,7 +40,7 @@ The backup holds every write acknowledged before it began and no partial batch. 
 --debug-addr the server takes a checkpoint of its store and streams it to this command,
 which writes it into DIR on this machine (the server may be remote). DIR gets the store
 (DIR/pebble) and, last, a manifest (DIR/cerulean-backup.json) that cerulean restore checks.
-For --engine postgres, back up the database itself (README, "Backup and restore").
+For --engine postgres, back up the database itself (docs/operations.md, "Backup and restore").
 Exit status: 0 done, 1 failed, 2 a command-line mistake.
 
 Flags of cerulean backup:

@@ -10,7 +10,7 @@
 //	DIR/pebble/                the Pebble checkpoint, a complete store
 //
 // The postgres engine has no backup here: its data lives in the database, whose own tools
-// back it up (README, "Backup and restore").
+// back it up (docs/operations.md, "Backup and restore").
 package backup
 
 import (
@@ -40,7 +40,7 @@ const (
 // PostgresAdvice is what backup says when asked to back up the postgres engine.
 const PostgresAdvice = "the postgres engine keeps all its data in the database: back it up with the database's own tools " +
 	"(pg_basebackup, pg_dump, your provider's snapshots and point-in-time recovery); " +
-	`see "Backup and restore" in the README for what Cerulean needs restored`
+	`see "Backup and restore" in docs/operations.md for what Cerulean needs restored`
 
 // Manifest describes a backup.
 type Manifest struct {
