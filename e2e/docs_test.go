@@ -32,12 +32,14 @@ package e2e
 // block leaves running is ended after it. In a block, 127.0.0.1:10002 is the page server's
 // address, 127.0.0.1:6060 its debug address, UseDevelopmentStorage=true its connection
 // string; the environment has CONN (that connection string), ACCOUNT_KEY, ADDR, a PATH
-// that finds the cerulean under test, CERULEAN_TABLE_ENDPOINT (so `cerulean table` reaches
-// the server without flags), AZURE_CONFIG_DIR (the page's own) and
-// AZURE_CORE_COLLECT_TELEMETRY=no. In an own-server block, 127.0.0.1:10002, 127.0.0.1:6060,
-// UseDevelopmentStorage=true, CERULEAN_ADDR and CERULEAN_TABLE_ENDPOINT are the block's own
-// server's instead (CONN and ADDR stay the page server's); the block must wait for its
-// server itself. A postgres block without CERULEAN_TEST_POSTGRES_URL is skipped (failed
+// that finds the cerulean under test, AZURE_CONFIG_DIR (the page's own),
+// AZURE_CORE_COLLECT_TELEMETRY=no, and the page server as the default of cerulean's
+// commands: CERULEAN_TABLE_ENDPOINT (`cerulean table`), CERULEAN_BENCH_CONNECTION_STRING
+// (`cerulean bench`) and CERULEAN_ADDR (so that a `cerulean serve` in a block not marked
+// own-server fails at once: its address is taken). In an own-server block,
+// 127.0.0.1:10002, 127.0.0.1:6060, UseDevelopmentStorage=true and those three defaults are
+// the block's own server's instead (CONN and ADDR stay the page server's); the block must
+// wait for its server itself. A postgres block without CERULEAN_TEST_POSTGRES_URL is skipped (failed
 // under CI=true), as are blocks whose client (node, the Python SDK, az) is missing.
 //
 // The test logs a summary (also written to $CERULEAN_TEST_ARTIFACTS/docs-summary.txt):
@@ -785,10 +787,15 @@ func (r *docsRun) runBlock(t *testing.T, pp *docPagePlan, bp *docBlockPlan, work
 	acct := seg.account()
 	env = append(env, "CONN="+docConnString(seg.addr(), acct), "ACCOUNT_KEY="+acct.Key, "ADDR="+seg.addr(),
 		"AZURE_CONFIG_DIR="+azDir)
+	// The defaults of cerulean's commands (serve's address, the server table and bench
+	// talk to) are the default server's: the block's own, or the page server. Outside an
+	// own-server block, a `cerulean serve` so finds its address taken and fails at once.
 	if b.Dir.OwnServer {
-		env = append(env, "CERULEAN_ADDR="+bp.ownAddr, "CERULEAN_TABLE_ENDPOINT=http://"+bp.ownAddr+"/"+devAccount)
+		env = append(env, "CERULEAN_ADDR="+bp.ownAddr, "CERULEAN_TABLE_ENDPOINT=http://"+bp.ownAddr+"/"+devAccount,
+			"CERULEAN_BENCH_CONNECTION_STRING="+docConnString(bp.ownAddr, account{devAccount, devKey}))
 	} else {
-		env = append(env, "CERULEAN_TABLE_ENDPOINT=http://"+seg.addr()+"/"+acct.Name)
+		env = append(env, "CERULEAN_ADDR="+seg.addr(), "CERULEAN_TABLE_ENDPOINT=http://"+seg.addr()+"/"+acct.Name,
+			"CERULEAN_BENCH_CONNECTION_STRING="+docConnString(seg.addr(), acct))
 		if acct.Name != devAccount {
 			env = append(env, "CERULEAN_TABLE_ACCOUNT="+acct.Name, "CERULEAN_TABLE_KEY="+acct.Key)
 		}
@@ -853,6 +860,13 @@ func (r *docsRun) runBlock(t *testing.T, pp *docPagePlan, bp *docBlockPlan, work
 		if want == 0 {
 			msg.WriteString(" (if the block shows an error on purpose, mark it <!-- doctest: exit: N -->)")
 		}
+	}
+	if !b.Dir.OwnServer && (res.timedOut && strings.Contains(res.out, "cerulean serving") ||
+		strings.Contains(res.out, seg.addr()) && strings.Contains(res.out, "address already in use")) {
+		msg.WriteString("\n(a block that starts `cerulean serve` must be marked <!-- doctest: own-server --> and wait for its server)")
+	}
+	if strings.Contains(res.out, "go.mod file not found") || strings.Contains(res.out, "./scripts/") && strings.Contains(res.out, "No such file") {
+		msg.WriteString("\n(blocks run in a temporary directory of the page, not in the repository)")
 	}
 	if firstFail != 0 {
 		fmt.Fprintf(&msg, "\n(an earlier block of this page failed, at line %d: this may follow from it)", firstFail)
