@@ -584,7 +584,8 @@ func (r *docsRun) buildGo(t *testing.T) {
 		if len(pending) == 0 {
 			return
 		}
-		args := []string{"build", "-o", bin + string(filepath.Separator)}
+		// Without a symbol table and DWARF (-s -w) each program links in about half the time.
+		args := []string{"build", "-ldflags=-s -w", "-o", bin + string(filepath.Separator)}
 		if attempt == 0 && len(pending) == len(progs) {
 			args = append(args, "./...")
 		} else {
@@ -872,8 +873,8 @@ func (r *docsRun) runBlock(t *testing.T, pp *docPagePlan, bp *docBlockPlan, work
 		fmt.Fprintf(&msg, "\n(an earlier block of this page failed, at line %d: this may follow from it)", firstFail)
 	}
 	servers := fmt.Sprintf("page server %s (debug %s", seg.addr(), seg.debugAddr())
-	if len(seg.flags) > 0 {
-		servers += ", flags " + strings.Join(seg.flags, " ")
+	if seg.line > 0 {
+		servers += fmt.Sprintf(", the server: of line %d, flags %s", seg.line, strings.Join(seg.flags, " "))
 	}
 	servers += ")"
 	if b.Dir.OwnServer {
