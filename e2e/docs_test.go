@@ -37,9 +37,10 @@ package e2e
 // commands: CERULEAN_TABLE_ENDPOINT (`cerulean table`), CERULEAN_BENCH_CONNECTION_STRING
 // (`cerulean bench`) and CERULEAN_ADDR (so that a `cerulean serve` in a block not marked
 // own-server fails at once: its address is taken). In an own-server block,
-// 127.0.0.1:10002, 127.0.0.1:6060, UseDevelopmentStorage=true and those three defaults are
-// the block's own server's instead (CONN and ADDR stay the page server's); the block must
-// wait for its server itself. A postgres block without CERULEAN_TEST_POSTGRES_URL is skipped (failed
+// 127.0.0.1:10002, 127.0.0.1:6060 and those three defaults are the block's own server's
+// address, a free port for its debug address and its defaults instead (CONN, ADDR and
+// UseDevelopmentStorage=true stay the page server's); the block must wait for its server
+// itself. A postgres block without CERULEAN_TEST_POSTGRES_URL is skipped (failed
 // under CI=true), as are blocks whose client (node, the Python SDK, az) is missing.
 //
 // The test logs a summary (also written to $CERULEAN_TEST_ARTIFACTS/docs-summary.txt):
@@ -390,11 +391,13 @@ func (r *docsRun) plan(t *testing.T, pp *docPagePlan) {
 		}
 		bp := &docBlockPlan{b: b, seg: seg}
 		pp.blocks = append(pp.blocks, bp)
+		// UseDevelopmentStorage=true is the page server's in every block, an own-server one
+		// too: there it names the server the block's own one may copy from, say.
 		addr, debug, conn := seg.addr(), seg.debugAddr(), docConnString(seg.addr(), seg.account())
 		if b.Dir.OwnServer {
 			bp.ownAddr = fmt.Sprintf("127.0.0.1:%d", docPort(t))
 			bp.ownDebug = fmt.Sprintf("127.0.0.1:%d", docPort(t))
-			addr, debug, conn = bp.ownAddr, bp.ownDebug, docConnString(bp.ownAddr, account{devAccount, devKey})
+			addr, debug = bp.ownAddr, bp.ownDebug
 		}
 		repl := strings.NewReplacer("127.0.0.1:10002", addr, "127.0.0.1:6060", debug, "UseDevelopmentStorage=true", conn)
 		subst := func(s string) string {
@@ -865,6 +868,9 @@ func (r *docsRun) runBlock(t *testing.T, pp *docPagePlan, bp *docBlockPlan, work
 	if !b.Dir.OwnServer && (res.timedOut && strings.Contains(res.out, "cerulean serving") ||
 		strings.Contains(res.out, seg.addr()) && strings.Contains(res.out, "address already in use")) {
 		msg.WriteString("\n(a block that starts `cerulean serve` must be marked <!-- doctest: own-server --> and wait for its server)")
+	}
+	if res.code == 128+int(syscall.SIGTERM) && regexp.MustCompile(`\bkill\b[^\n]*%`).MatchString(bp.text) {
+		msg.WriteString("\n(in bash -c, which has no job control, `kill %1` signals the whole process group, the block's shell too: use `kill $!` or a saved pid)")
 	}
 	if strings.Contains(res.out, "go.mod file not found") || strings.Contains(res.out, "./scripts/") && strings.Contains(res.out, "No such file") {
 		msg.WriteString("\n(blocks run in a temporary directory of the page, not in the repository)")
