@@ -691,6 +691,9 @@ func (r *docsRun) runPage(t *testing.T, pp *docPagePlan) {
 				if len(bp.seg.accounts) > 0 {
 					opts = append(opts, withAccounts(bp.seg.accounts...))
 				}
+				if bp.seg.line > 0 {
+					t.Logf("%s:%d: doctest: server: a fresh page server with %q", pp.page.Path, bp.seg.line, bp.seg.flags)
+				}
 				bp.seg.srv = startServer(t, append(opts, withArgs(bp.seg.flags...))...)
 			}
 		}
