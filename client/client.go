@@ -1,6 +1,3 @@
-// Package client is a lean REST client of a Cerulean (or Azure Table) endpoint, for the
-// calls the official SDKs do not make: Cerulean's extensions (table settings, bulk
-// writes) and the data tools. It signs with SharedKeyLite, as the Go SDK does.
 package client
 
 import (

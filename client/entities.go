@@ -75,7 +75,7 @@ type Page struct {
 
 // QueryEntities fetches one page of table's entities at full metadata, so that every
 // property's EDM type is in the answer (Int64 beyond 2^53, integral Doubles, DateTime,
-// Guid, Binary), the form edmjson.DecodeEntity reads exactly.
+// Guid, Binary): what a program needs to read every value back exactly.
 func (c *Client) QueryEntities(ctx context.Context, table string, q Query) (*Page, error) {
 	v := url.Values{}
 	if q.Filter != "" {

@@ -40,36 +40,41 @@ func runCLI(t *testing.T, args ...string) (status int, stdout, stderr string) {
 	return runTool(t, 30*time.Second, nil, args...)
 }
 
-// -h, --help and help print the whole usage (the command list and the command's flags) on
-// stdout with status 0, for every command; version and --version print the build; mistakes
-// exit 2 with the usage on stderr.
+// `cerulean help`, -h and --help print the command list; `cerulean help CMD` and `cerulean
+// CMD -h` print that command's usage first (its first line names the command) and not the
+// list, on stdout with status 0; version and --version print the build; mistakes exit 2
+// with a usage on stderr: the command's, or the list for an unknown command.
 func TestCommandLineHelp(t *testing.T) {
-	const commandList = "cerulean bench [flags]"
+	const commandList = "cerulean help [command]" // a line of the command list
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}} {
+		status, out, errOut := runCLI(t, args...)
+		if status != 0 || !strings.HasPrefix(out, "Usage:\n") || !strings.Contains(out, commandList) || errOut != "" {
+			t.Errorf("cerulean %s: status %d, stdout %q, stderr %q; want the command list", strings.Join(args, " "), status, out, errOut)
+		}
+	}
 	for _, c := range []struct {
-		args []string
-		flag string // a flag of the command whose help this is
+		args  []string
+		first string // the first line starts so
+		flag  string // a flag of the command whose help this is
 	}{
-		{[]string{"-h"}, "-stall-timeout"},
-		{[]string{"--help"}, "-stall-timeout"},
-		{[]string{"help"}, "-stall-timeout"},
-		{[]string{"serve", "-h"}, "-max-body-memory"},
-		{[]string{"serve", "--help"}, "-slow-request"},
-		{[]string{"help", "serve"}, "-addr"},
-		{[]string{"bench", "-h"}, "-workers"},
-		{[]string{"bench", "--help"}, "-workers"},
-		{[]string{"help", "bench"}, "-hot-partition"},
-		{[]string{"table", "-h"}, "cerulean table create NAME"},
-		{[]string{"help", "table"}, "-ttl-property"},
-		{[]string{"export", "-h"}, "-select"},
-		{[]string{"help", "import"}, "-skip-bad"},
-		{[]string{"copy", "--help"}, "-to-table"},
-		{[]string{"version", "-h"}, "cerulean version"},
-		{[]string{"help", "version"}, "cerulean version"},
+		{[]string{"serve", "-h"}, "Usage of cerulean serve", "-max-body-memory"},
+		{[]string{"serve", "--help"}, "Usage of cerulean serve", "-slow-request"},
+		{[]string{"help", "serve"}, "Usage of cerulean serve", "-addr"},
+		{[]string{"bench", "-h"}, "Usage: cerulean bench", "-workers"},
+		{[]string{"bench", "--help"}, "Usage: cerulean bench", "-workers"},
+		{[]string{"help", "bench"}, "Usage: cerulean bench", "-hot-partition"},
+		{[]string{"table", "-h"}, "Usage of cerulean table", "cerulean table create NAME"},
+		{[]string{"help", "table"}, "Usage of cerulean table", "-ttl-property"},
+		{[]string{"export", "-h"}, "Usage of cerulean export", "-select"},
+		{[]string{"help", "import"}, "Usage of cerulean import", "-skip-bad"},
+		{[]string{"copy", "--help"}, "Usage of cerulean copy", "-to-table"},
+		{[]string{"version", "-h"}, "Usage of cerulean version", "cerulean version"},
+		{[]string{"help", "version"}, "Usage of cerulean version", "cerulean version"},
 	} {
 		status, out, errOut := runCLI(t, c.args...)
-		if status != 0 || !strings.Contains(out, commandList) || !strings.Contains(out, c.flag) || errOut != "" {
-			t.Errorf("cerulean %s: status %d, stdout %d bytes (command list %v, %s %v), stderr %q",
-				strings.Join(c.args, " "), status, len(out), strings.Contains(out, commandList), c.flag, strings.Contains(out, c.flag), errOut)
+		if status != 0 || !strings.HasPrefix(out, c.first) || strings.Contains(out, commandList) || !strings.Contains(out, c.flag) || errOut != "" {
+			t.Errorf("cerulean %s: status %d, stdout %d bytes (starts %q: %v, command list %v, %s %v), stderr %q",
+				strings.Join(c.args, " "), status, len(out), c.first, strings.HasPrefix(out, c.first), strings.Contains(out, commandList), c.flag, strings.Contains(out, c.flag), errOut)
 		}
 	}
 	for _, args := range [][]string{{"version"}, {"--version"}} {
@@ -84,7 +89,7 @@ func TestCommandLineHelp(t *testing.T) {
 		{"serve", "--elastic-tables", "bad_name*"}, {"serve", "--expiry-interval", "0s"}, {"table"}, {"table", "show"},
 		{"serve", "--faults", "insert:418"}, {"serve", "--partition-target", "0"}, {"serve", "--faults-seed", "-1"}} {
 		status, out, errOut := runCLI(t, args...)
-		if status != 2 || out != "" || !strings.Contains(errOut, "Usage:") || !strings.Contains(errOut, commandList) {
+		if status != 2 || out != "" || !strings.Contains(errOut, "Usage") {
 			t.Errorf("cerulean %s: status %d, stdout %q, stderr %q; want 2 with the usage on stderr", strings.Join(args, " "), status, out, errOut)
 		}
 	}

@@ -14,6 +14,7 @@
 //	                           whitespace), e.g. "--engine postgres --postgres-url postgres://..."
 //	CERULEAN_TEST_LOG_LEVEL    passed as --log-level to every server (default: not passed)
 //	CERULEAN_TEST_VERBOSE_LOGS print every server's output even when its test passes
+//	CERULEAN_TEST_ARTIFACTS    TestDocs writes its summary there (docs-summary.txt)
 //
 // Every test uses table (and account) names with a per-run random part, so the suite also
 // works against an engine whose storage outlives one server process (a shared database).

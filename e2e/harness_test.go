@@ -117,6 +117,8 @@ type server struct {
 	Accounts []account
 	args     []string
 	env      []string
+	// fixedPort, when not 0, is the one port start uses (withPort).
+	fixedPort int
 	// scheme is "https" when the server serves TLS (withTLS, or the whole run under
 	// CERULEAN_TEST_TLS_CERT), else "http".
 	scheme string
@@ -183,6 +185,15 @@ type serverConfig struct {
 	// (tlsCert/tlsKey, trusted through tlsCA).
 	tls                    string
 	tlsCert, tlsKey, tlsCA string
+	// port, when not 0, is the port the server listens on instead of a free one.
+	port int
+}
+
+// withPort makes the server listen on 127.0.0.1:port rather than on a free port of its
+// own: for a caller that must know the address before the server starts (TestDocs builds
+// programs that name it).
+func withPort(port int) serverOption {
+	return func(c *serverConfig) { c.port = port }
 }
 
 // withSelfSignedTLS passes --tls-self-signed; the server's CAFile is the certificate it
@@ -249,7 +260,7 @@ func startServer(t testing.TB, opts ...serverOption) *server {
 			cfg.tls, cfg.tlsCert, cfg.tlsKey, cfg.tlsCA = "files", cert, os.Getenv("CERULEAN_TEST_TLS_KEY"), cert
 		}
 	}
-	s := &server{t: t, DataDir: cfg.dataDir, logs: &syncBuffer{}, env: cfg.env, scheme: "http"}
+	s := &server{t: t, DataDir: cfg.dataDir, logs: &syncBuffer{}, env: cfg.env, scheme: "http", fixedPort: cfg.port}
 	switch cfg.tls {
 	case "self-signed":
 		s.scheme, s.CAFile = "https", filepath.Join(cfg.dataDir, "cerulean-tls-cert.pem")
@@ -291,8 +302,9 @@ func startServer(t testing.TB, opts ...serverOption) *server {
 	return s
 }
 
-// start launches the process on a new free port and waits for it to answer. It retries with
-// another port if the process exits at once (the port may have been taken in between).
+// start launches the process on a new free port (or its fixed one, withPort) and waits for
+// it to answer. It retries, with another port unless fixed, if the process exits at once
+// (the port may have been taken in between).
 func (s *server) start(t testing.TB) {
 	t.Helper()
 	var lastErr error
@@ -300,6 +312,9 @@ func (s *server) start(t testing.TB) {
 		port, err := freePort()
 		if err != nil {
 			t.Fatalf("free port: %v", err)
+		}
+		if s.fixedPort != 0 {
+			port = s.fixedPort
 		}
 		s.Port = port
 		s.Addr = fmt.Sprintf("127.0.0.1:%d", port)

@@ -69,6 +69,9 @@ func (r *runFlags) reporter(verb string) *progress.Reporter {
 // finish turns a run's result into the command's: the summary, and on an interrupt the
 // command that resumes it.
 func finish(rep *progress.Reporter, err error, checkpoint string) error {
+	if !errors.Is(err, transfer.ErrInterrupted) {
+		rep.Stopped(err) // the summary counts it; main prints it last
+	}
 	rep.Finish()
 	if errors.Is(err, transfer.ErrInterrupted) {
 		if checkpoint == "" {

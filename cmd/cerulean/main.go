@@ -33,7 +33,7 @@ var commands = []command{
 	{"export", exportUsage, runExport},
 	{"import", importUsage, runImport},
 	{"copy", copyUsage, runCopy},
-	{"version", func(io.Writer) {}, runVersion},
+	{"version", versionUsage, runVersion},
 }
 
 func lookup(name string) *command {
@@ -67,13 +67,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch a := args[0]; {
 		case a == "--version" || a == "-version":
 			name, args = "version", args[1:]
+		case a == "-h" || a == "-help" || a == "--help":
+			// No command named: the overview, as `cerulean help` prints it.
+			name, args = "help", nil
 		case a != "" && a[0] != '-':
 			name, args = a, args[1:]
 		}
 	}
 	if name == "help" {
 		if len(args) == 0 {
-			help(stdout, lookup("serve"))
+			commandList(stdout)
 			return 0
 		}
 		c := lookup(args[0])
@@ -83,16 +86,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 			} else {
 				fmt.Fprintf(stderr, "cerulean help: unexpected arguments: %s\n\n", strings.Join(args[1:], " "))
 			}
-			help(stderr, nil)
+			commandList(stderr)
 			return 2
 		}
-		help(stdout, c)
+		usage(stdout, c)
 		return 0
 	}
 	c := lookup(name)
 	if c == nil {
 		fmt.Fprintf(stderr, "cerulean: unknown command %q\n\n", name)
-		help(stderr, nil)
+		commandList(stderr)
 		return 2
 	}
 	err := c.run(args)
@@ -101,19 +104,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
-		help(stdout, c)
+		usage(stdout, c)
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "cerulean %s: %v\n\n", c.name, err)
-		help(stderr, c)
+		usage(stderr, c)
 		return 2
 	}
 	fmt.Fprintln(stderr, "cerulean:", err)
 	return 1
 }
 
-// help writes the command list and, for a command, its own usage.
-func help(w io.Writer, c *command) {
+// commandList writes the overview: every command in one line each. It is what `cerulean
+// help`, `cerulean -h` and an unknown command print; a command's own help is usage.
+func commandList(w io.Writer) {
 	fmt.Fprint(w, `Usage:
   cerulean [serve] [flags]   serve the Azure Table API (default 127.0.0.1:10002, data in ./data)
   cerulean bench [flags]     load-test an Azure Table endpoint (the Go SDK, or --client raw)
@@ -124,10 +128,16 @@ func help(w io.Writer, c *command) {
   cerulean import [flags]    write a JSON Lines or CSV file, or Azurite's database, into any endpoint
   cerulean copy [flags]      copy tables from one endpoint to another
   cerulean version           print the module version and VCS revision (also --version)
-  cerulean help [command]    print this help, with the flags of a command (default serve)
+  cerulean help [command]    print this list, or a command's usage and flags
 
+cerulean help COMMAND (or cerulean COMMAND -h) prints a command's usage and flags;
+cerulean help serve those of the server, which cerulean runs when no command is named.
 `)
-	if c != nil {
-		c.flags(w)
-	}
+}
+
+// usage writes a command's own help, its synopsis and flags first, and a pointer to the
+// command list last.
+func usage(w io.Writer, c *command) {
+	c.flags(w)
+	fmt.Fprint(w, "\nAll commands: cerulean help\n")
 }

@@ -11,52 +11,75 @@ import (
 	"github.com/ceruleandb/cerulean/internal/storage/pebble"
 )
 
+// TestRunHelpAndMistakes: `cerulean help`, -h and --help with no command print the command
+// list; `cerulean help CMD` and `cerulean CMD -h` print that command's usage first (its
+// first line names it) and not the list; mistakes go to stderr with status 2, a command's
+// with its usage, an unknown command's with the list.
 func TestRunHelpAndMistakes(t *testing.T) {
+	const list = "cerulean help [command]" // a line of the command list
 	for _, c := range []struct {
-		args       []string
-		status     int
-		out, err   string // substrings of stdout and stderr ("" means empty)
-		emptyOther bool
+		args     []string
+		status   int
+		first    string // the first line of the output (stdout for 0, stderr for 2) starts so
+		has      string // the output contains this
+		withList bool   // the output holds the command list
 	}{
-		{[]string{"-h"}, 0, "-stall-timeout", "", true},
-		{[]string{"--help"}, 0, "cerulean bench [flags]", "", true},
-		{[]string{"help"}, 0, "-max-body-memory", "", true},
-		{[]string{"help", "bench"}, 0, "-workers", "", true},
-		{[]string{"bench", "-h"}, 0, "Workloads, run in this order", "", true},
-		{[]string{"serve", "--help"}, 0, "CERULEAN_SLOW_REQUEST", "", true},
-		{[]string{"version", "--help"}, 0, "cerulean version", "", true},
-		{[]string{"frob"}, 2, "", `unknown command "frob"`, true},
-		{[]string{"help", "frob"}, 2, "", `unknown command "frob"`, true},
-		{[]string{"help", "serve", "x"}, 2, "", "unexpected arguments: x", true},
-		{[]string{"serve", "--nope"}, 2, "", "flag provided but not defined: -nope", true},
-		{[]string{"bench", "--nope"}, 2, "", "Workloads, run in this order", true},
-		{[]string{"serve", "--engine", "oracle"}, 2, "", `--engine "oracle"`, true},
-		{[]string{"serve", "--max-body-memory", "32MiB"}, 2, "", "want at least 48MiB", true},
-		{[]string{"serve", "--disk-reserve", "0"}, 2, "", "--disk-reserve 0: want at least 4MiB", true},
-		{[]string{"serve", "--stall-timeout", "0s"}, 2, "", "--stall-timeout must be positive", true},
-		{[]string{"version", "x"}, 2, "", "unexpected arguments: x", true},
-		{[]string{"serve", "--elastic-tables", "events_*:60"}, 2, "", `--elastic-tables: item 1 "events_*:60": the pattern has '_'`, true},
-		{[]string{"serve", "--expiry-interval", "0s"}, 2, "", "--expiry-interval must be positive", true},
-		{[]string{"serve", "--elastic-tables", "events*:0"}, 2, "", `--elastic-tables: item 1 "events*:0": the time-to-live "0" is not -1 or a number of seconds`, true},
+		{[]string{"help"}, 0, "Usage:", "cerulean bench [flags]", true},
+		{[]string{"-h"}, 0, "Usage:", "cerulean help serve", true},
+		{[]string{"--help"}, 0, "Usage:", "cerulean copy [flags]", true},
+		{[]string{"help", "serve"}, 0, "Usage of cerulean serve", "-max-body-memory", false},
+		{[]string{"serve", "--help"}, 0, "Usage of cerulean serve", "CERULEAN_SLOW_REQUEST", false},
+		{[]string{"serve", "-h"}, 0, "Usage of cerulean serve", "-stall-timeout", false},
+		{[]string{"help", "bench"}, 0, "Usage: cerulean bench", "-workers", false},
+		{[]string{"bench", "-h"}, 0, "Usage: cerulean bench", "Workloads, run in this order", false},
+		{[]string{"help", "table"}, 0, "Usage of cerulean table", "-ttl-property", false},
+		{[]string{"table", "create", "-h"}, 0, "Usage of cerulean table", "cerulean table create NAME", false},
+		{[]string{"help", "backup"}, 0, "Usage of cerulean backup", "-debug-addr", false},
+		{[]string{"restore", "--help"}, 0, "Usage of cerulean restore", "-force", false},
+		{[]string{"help", "export"}, 0, "Usage of cerulean export", "-select", false},
+		{[]string{"import", "-h"}, 0, "Usage of cerulean import", "-skip-bad", false},
+		{[]string{"copy", "--help"}, 0, "Usage of cerulean copy", "-to-table", false},
+		{[]string{"help", "version"}, 0, "Usage of cerulean version", "also cerulean --version", false},
+		{[]string{"version", "--help"}, 0, "Usage of cerulean version", "VCS revision", false},
+		{[]string{"frob"}, 2, `cerulean: unknown command "frob"`, "cerulean bench [flags]", true},
+		{[]string{"help", "frob"}, 2, `cerulean help: unknown command "frob"`, "cerulean bench [flags]", true},
+		{[]string{"help", "serve", "x"}, 2, "cerulean help: unexpected arguments: x", "cerulean bench [flags]", true},
+		{[]string{"serve", "--nope"}, 2, "cerulean serve: flag provided but not defined: -nope", "Usage of cerulean serve", false},
+		{[]string{"--nope"}, 2, "cerulean serve: flag provided but not defined: -nope", "Usage of cerulean serve", false},
+		{[]string{"bench", "--nope"}, 2, "cerulean bench: ", "Workloads, run in this order", false},
+		{[]string{"serve", "--engine", "oracle"}, 2, `cerulean serve: --engine "oracle"`, "Usage of cerulean serve", false},
+		{[]string{"serve", "--max-body-memory", "32MiB"}, 2, "cerulean serve: --max-body-memory", "want at least 48MiB", false},
+		{[]string{"serve", "--disk-reserve", "0"}, 2, "cerulean serve: --disk-reserve 0: want at least 4MiB", "Usage of cerulean serve", false},
+		{[]string{"serve", "--stall-timeout", "0s"}, 2, "cerulean serve: --stall-timeout must be positive", "Usage of cerulean serve", false},
+		{[]string{"version", "x"}, 2, "cerulean version: unexpected arguments: x", "Usage of cerulean version", false},
+		{[]string{"table"}, 2, "cerulean table: missing command", "Usage of cerulean table", false},
+		{[]string{"serve", "--elastic-tables", "events_*:60"}, 2, `cerulean serve: --elastic-tables: item 1 "events_*:60": the pattern has '_'`, "Usage of cerulean serve", false},
+		{[]string{"serve", "--expiry-interval", "0s"}, 2, "cerulean serve: --expiry-interval must be positive", "Usage of cerulean serve", false},
+		{[]string{"serve", "--elastic-tables", "events*:0"}, 2, `cerulean serve: --elastic-tables: item 1 "events*:0": the time-to-live "0" is not -1 or a number of seconds`, "Usage of cerulean serve", false},
 	} {
 		var out, errb bytes.Buffer
 		status := run(c.args, &out, &errb)
 		if status != c.status {
 			t.Errorf("%q: status %d, want %d (stderr %q)", c.args, status, c.status, errb.String())
+			continue
 		}
-		check := func(name, got, want string) {
-			if want == "" {
-				if c.emptyOther && got != "" {
-					t.Errorf("%q: %s = %q, want nothing", c.args, name, got)
-				}
-				return
-			}
-			if !strings.Contains(got, want) || !strings.Contains(got, "cerulean help [command]") {
-				t.Errorf("%q: %s lacks %q or the command list:\n%s", c.args, name, want, got)
-			}
+		got, other, name := out.String(), errb.String(), "stdout"
+		if c.status != 0 {
+			got, other, name = other, got, "stderr"
 		}
-		check("stdout", out.String(), c.out)
-		check("stderr", errb.String(), c.err)
+		if other != "" {
+			t.Errorf("%q: output on both streams; the other one: %q", c.args, other)
+		}
+		first, _, _ := strings.Cut(got, "\n")
+		if !strings.HasPrefix(first, c.first) {
+			t.Errorf("%q: the %s begins %q, want %q first", c.args, name, first, c.first)
+		}
+		if !strings.Contains(got, c.has) {
+			t.Errorf("%q: the %s lacks %q:\n%s", c.args, name, c.has, got)
+		}
+		if strings.Contains(got, list) != c.withList {
+			t.Errorf("%q: the %s holds the command list: %v, want %v:\n%s", c.args, name, !c.withList, c.withList, got)
+		}
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/ceruleandb/cerulean/internal/storage/postgres"
 )
 
-// Read replicas and read consistency on the command line (docs/postgres.md "Read replicas").
+// Read replicas and read consistency on the command line (docs/postgres.md, "Read replicas").
 
 // replicaURLs is --postgres-replica-url: repeatable, each occurrence one or more URLs
 // (splitReplicaURLs). The environment's list is the default; the first flag given

@@ -124,7 +124,18 @@ func serveUsage(w io.Writer) {
 		fmt.Fprintf(w, "(flags unavailable: %v)\n", err)
 		return
 	}
-	fmt.Fprint(w, "Flags of cerulean serve (each also set by the environment variable named):\n")
+	fmt.Fprint(w, `Usage of cerulean serve (the default command):
+  cerulean [serve] [flags]
+
+Serves the Azure Table API on --addr with the development account devstoreaccount1 (or
+--accounts), printing each account's connection string and the web console's URL. Data is
+kept in --data on the embedded engine (pebble), or in a PostgreSQL-wire database with
+--engine postgres. Every flag may also be set by the environment variable named at the end
+of its description; a flag given on the command line wins. SIGINT or SIGTERM stop the server
+gracefully. Exit status: 0 stopped, 1 failed to start or serve, 2 a command-line mistake.
+
+Flags of cerulean serve:
+`)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 }
@@ -167,32 +178,35 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	o := &serveOptions{}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.addr, "addr", env("CERULEAN_ADDR", "127.0.0.1:10002"), "listen address (CERULEAN_ADDR)")
-	fs.StringVar(&o.data, "data", env("CERULEAN_DATA", "./data"), "data directory (CERULEAN_DATA)")
-	fs.StringVar(&o.accounts, "accounts", env("CERULEAN_ACCOUNTS", ""), "accounts as name:base64key pairs separated by ';' (CERULEAN_ACCOUNTS); default the development account devstoreaccount1")
-	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error (CERULEAN_LOG_LEVEL)")
-	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve /healthz, /metrics (Prometheus), /debug/replicas (read replicas' state, JSON), /debug/partitions (hot partitions, JSON), /debug/backup (POST, for cerulean backup) and Go's pprof profiles (/debug/pprof/) on this address (CERULEAN_DEBUG_ADDR)")
+	fs.StringVar(&o.addr, "addr", env("CERULEAN_ADDR", "127.0.0.1:10002"), "host:port the table API (and the web console) listens on; a busy address fails the start before anything is created on disk (CERULEAN_ADDR)")
+	fs.StringVar(&o.data, "data", env("CERULEAN_DATA", "./data"), "data directory of the pebble engine, created if missing; one server at a time (with --engine postgres it holds only --tls-self-signed's certificate) (CERULEAN_DATA)")
+	fs.StringVar(&o.accounts, "accounts", env("CERULEAN_ACCOUNTS", ""), "accounts as name:base64key pairs separated by ';', each seeing only its own tables; a name given twice gets a second key (or name:key1:key2); "+
+		"not set: the development account devstoreaccount1 with its well-known key (CERULEAN_ACCOUNTS)")
+	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error: the level of the structured logs on standard error (CERULEAN_LOG_LEVEL)")
+	fs.StringVar(&o.debug, "debug-addr", env("CERULEAN_DEBUG_ADDR", ""), "if set, serve diagnostics on this address: /healthz (200, or 503 while the storage engine is unreachable), /metrics (Prometheus), "+
+		"/debug/replicas (read replicas' state, JSON), /debug/partitions (hot partitions, JSON), /debug/backup (POST, for cerulean backup) and Go's pprof profiles (/debug/pprof/). "+
+		"It has no authentication: keep it on loopback or a private network (any other address is logged as a warning); a busy address fails the start, as --addr does (CERULEAN_DEBUG_ADDR)")
 	// Access log (package accesslog).
-	fs.StringVar(&o.accessLog, "access-log", env("CERULEAN_ACCESS_LOG", ""), "write one JSON line per request to this file, or to standard output if '-', which then holds nothing else (the start-up banner goes to standard error, without keys) "+
-		"(requests, not credentials: see README, Access log); "+
+	fs.StringVar(&o.accessLog, "access-log", env("CERULEAN_ACCESS_LOG", ""), "write one JSON line per request to this file, or to standard output if '-', which then holds nothing else (the start-up banner goes to standard error, without keys); "+
+		"it records requests, never credentials; "+
 		"on SIGHUP the file is reopened at the path, for logrotate (CERULEAN_ACCESS_LOG)")
 	fs.StringVar(&o.elasticTables, "elastic-tables", env("CERULEAN_ELASTIC_TABLES", ""), "make tables elastic when they are created, by name: a comma-separated list of PATTERN[:TTL[:PROPERTY]], "+
 		"e.g. 'events*:86400,cache*:-1,audit*'. PATTERN is a glob (* ? [a-z]) matched case-insensitively against the whole table name; the first match wins. "+
 		"TTL is the table's default time-to-live in seconds (1 to 2147483647), or -1 for on without a default (only entities with their own TTL expire); "+
 		"empty or omitted, time-to-live is off. PROPERTY names the per-entity TTL property (default TTLInSeconds). "+
 		"A Create Table request that gives settings itself wins; existing tables keep theirs (CERULEAN_ELASTIC_TABLES)")
-	fs.StringVar(&o.engine, "engine", env("CERULEAN_ENGINE", "pebble"), "storage engine: pebble (embedded, in --data) or postgres (--postgres-url) (CERULEAN_ENGINE)")
-	fs.StringVar(&o.postgresURL, "postgres-url", env("CERULEAN_POSTGRES_URL", ""), "PostgreSQL, YugabyteDB or CockroachDB connection URL for --engine postgres (CERULEAN_POSTGRES_URL)")
+	fs.StringVar(&o.engine, "engine", env("CERULEAN_ENGINE", "pebble"), "storage engine: pebble (embedded, in --data) or postgres (a PostgreSQL-wire database at --postgres-url) (CERULEAN_ENGINE)")
+	fs.StringVar(&o.postgresURL, "postgres-url", env("CERULEAN_POSTGRES_URL", ""), "connection URL (postgres://...) or key=value DSN of the database, required with --engine postgres (CERULEAN_POSTGRES_URL)")
 	pool, err := envInt("CERULEAN_POSTGRES_POOL_SIZE", postgres.DefaultPoolSize)
 	if err != nil {
 		return fs, o, err
 	}
-	fs.IntVar(&o.postgresPool, "postgres-pool-size", pool, "most database connections for --engine postgres (CERULEAN_POSTGRES_POOL_SIZE)")
+	fs.IntVar(&o.postgresPool, "postgres-pool-size", pool, "most database connections one process opens, for --engine postgres (CERULEAN_POSTGRES_POOL_SIZE)")
 	stmt, err := envDuration("CERULEAN_POSTGRES_STATEMENT_TIMEOUT", postgres.DefaultStatementTimeout)
 	if err != nil {
 		return fs, o, err
 	}
-	fs.DurationVar(&o.postgresStmtTime, "postgres-statement-timeout", stmt, "server-side timeout of each statement for --engine postgres; 0 disables it (CERULEAN_POSTGRES_STATEMENT_TIMEOUT)")
+	fs.DurationVar(&o.postgresStmtTime, "postgres-statement-timeout", stmt, "server-side timeout of each statement for --engine postgres; a statement that hits it is answered 503; 0 disables it (CERULEAN_POSTGRES_STATEMENT_TIMEOUT)")
 
 	if v, ok := os.LookupEnv("CERULEAN_POSTGRES_REPLICA_URLS"); ok {
 		urls, err := splitReplicaURLs(v)
@@ -205,7 +219,7 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 		}
 	}
 	fs.Var(&o.replicas, "postgres-replica-url", "a hot standby (streaming replica) of the --postgres-url database, as a postgres:// URL, that reads may go to as their consistency level allows; "+
-		"repeat the flag for several (CERULEAN_POSTGRES_REPLICA_URLS: URLs separated by spaces or commas)")
+		"repeat the flag for several; the environment variable lists URLs separated by spaces or commas (a comma inside a multi-host URL stays in it); URLs only, not key=value DSNs (CERULEAN_POSTGRES_REPLICA_URLS)")
 	fs.StringVar(&o.readConsistency, "read-consistency", env("CERULEAN_READ_CONSISTENCY", "Strong"), "consistency level of reads that do not send x-ms-consistency-level: "+
 		"Strong, BoundedStaleness, Session, ConsistentPrefix or Eventual (CERULEAN_READ_CONSISTENCY)")
 	for _, f := range []struct {
@@ -269,10 +283,11 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	if o.rowCache, err = envSize("CERULEAN_ROW_CACHE", pebble.DefaultRowCacheSize); err != nil {
 		return fs, o, err
 	}
-	fs.Var((*byteSize)(&o.rowCache), "row-cache", "memory for the pebble engine's row cache of entities point reads read, e.g. 32MiB; 0 turns it off (CERULEAN_ROW_CACHE)")
+	fs.Var((*byteSize)(&o.rowCache), "row-cache", "memory for the pebble engine's row cache, e.g. 32MiB: the entities point reads read, so reading one again skips the storage engine's search; always exact (a write invalidates what it writes); 0 turns it off (CERULEAN_ROW_CACHE)")
 	fs.Var((*byteSize)(&o.diskReserve), "disk-reserve", "free space kept on the volume of --data for the pebble engine, e.g. 128MiB: writes are refused (503) below it and accepted again once space returns; at least 4MiB; default twice what the memtables hold (CERULEAN_DISK_RESERVE)")
 	fs.Var((*byteSize)(&o.memTable), "memtable-size", "size of each of the pebble engine's two memtables, where writes gather before they are flushed to disk, e.g. 32MiB (1MiB to 1GiB): larger ones flush less often, which sustained writes spread over many partitions need, and take more memory and more free space to restart (CERULEAN_MEMTABLE_SIZE)")
-	fs.Var((*byteSize)(&o.limits.MaxBodyMemory), "max-body-memory", "most request-body bytes held in memory by all requests together, e.g. 64MiB; past it requests get 503 ServerBusy with Retry-After (CERULEAN_MAX_BODY_MEMORY)")
+	fs.Var((*byteSize)(&o.limits.MaxBodyMemory), "max-body-memory", "most memory request bodies may hold, as received and as decoded, all requests together, e.g. 64MiB; past it requests get 503 ServerBusy with Retry-After, and one client (a remote address) may hold half of it; "+
+		"a bulk request's body may take a quarter (at most 32MiB); at least 48MiB, since a 4 MiB $batch takes up to 12 MiB (CERULEAN_MAX_BODY_MEMORY)")
 	for _, f := range []struct {
 		name, env, usage string
 		p                *time.Duration
@@ -719,7 +734,7 @@ func runServe(args []string) error {
 		})
 		// /debug/replicas: each read replica's state (postgres.ReplicaStatus), [] without.
 		http.HandleFunc("/debug/replicas", replicasHandler(eng))
-		// /metrics: the Prometheus exposition (package metrics; README "Metrics").
+		// /metrics: the Prometheus exposition (package metrics; docs/operations.md, "Metrics").
 		http.Handle("/metrics", met.Handler())
 		// /debug/partitions: the busiest partitions per table over the last minute.
 		http.Handle("/debug/partitions", hot.Handler())

@@ -10,6 +10,16 @@ import (
 	"strings"
 )
 
+func versionUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage of cerulean version:
+  cerulean version   (also cerulean --version)
+
+Prints the module path and version ("(devel)" for a build from a checkout), the VCS revision
+the binary was built from with its commit time and whether the tree had uncommitted changes,
+and the Go toolchain. It takes no flags.
+`)
+}
+
 func runVersion(args []string) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

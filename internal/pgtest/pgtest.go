@@ -77,6 +77,50 @@ func PrimaryURL(t testing.TB) string {
 	return getenv(t, envPrimary)
 }
 
+// DatabaseURL returns url (a PostgreSQL URL) with its database replaced by db.
+func DatabaseURL(u, db string) (string, error) {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return "", err
+	}
+	parsed.Path, parsed.RawPath = "/"+db, ""
+	return parsed.String(), nil
+}
+
+// CreateDatabase creates the database name on the primary (CERULEAN_TEST_POSTGRES_URL)
+// and returns its URL; when the test ends it is dropped, its connections ended (cleanups
+// run last registered first: after those of whatever the test started on it later).
+// Without a primary the test skips (fails in CI).
+func CreateDatabase(t testing.TB, name string) string {
+	t.Helper()
+	primary := PrimaryURL(t)
+	u, err := DatabaseURL(primary, name)
+	if err != nil {
+		t.Fatalf("%s: %v", envPrimary, err)
+	}
+	run := func(sql string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		c, err := pgx.Connect(ctx, primary)
+		if err != nil {
+			return err
+		}
+		defer c.Close(context.Background())
+		_, err = c.Exec(ctx, sql)
+		return err
+	}
+	ident := pgx.Identifier{name}.Sanitize()
+	if err := run("create database " + ident); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := run("drop database if exists " + ident + " with (force)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	return u
+}
+
 // ReplicaURLs returns the URLs of the test database on the two shared standbys of the
 // primary — prompt replays each commit at once, delayed replays it delay after the
 // primary committed it (recovery_min_apply_delay) — or skips the test without them

@@ -91,6 +91,14 @@ func (r *Reporter) Failed(err error) {
 	r.Printf("error: %v", err)
 }
 
+// Stopped counts the error that ended the run, which the command reports itself, so
+// that the summary of a run an error stopped does not say "0 errors".
+func (r *Reporter) Stopped(err error) {
+	if err != nil {
+		r.errors.Add(1)
+	}
+}
+
 // Retried counts a retried call.
 func (r *Reporter) Retried(error) { r.retries.Add(1) }
 
