@@ -1,6 +1,7 @@
 // Package pgtest gives tests the PostgreSQL servers scripts/test starts — a throwaway
-// primary and two shared streaming standbys of it — and starts private standbys for tests
-// that must crash or restart one (the shared ones are never disturbed). Only tests
+// primary and two shared streaming standbys of it — and starts private servers for tests
+// that must crash, stop, hang or restart one (the shared ones are never disturbed): standbys
+// of the shared primary, and primaries of their own with standbys of them. Only tests
 // import it.
 //
 // scripts/test exports:
@@ -32,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,19 +146,27 @@ type StandbyOptions struct {
 	// but replays each commit only this long after the primary made it. Zero replays at
 	// once.
 	ApplyDelay time.Duration
+	// Primary is the server to make a standby of: a private primary (StartPrimary).
+	// Nil: the shared primary (CERULEAN_TEST_POSTGRES_URL).
+	Primary *Server
 }
 
-// A Standby is a private streaming hot standby of the primary, started by StartStandby
-// and removed when its test ends. Its methods must be called from the test's goroutine
-// (they end the test with t.Fatal on failure).
-type Standby struct {
+// A Server is a private PostgreSQL server on 127.0.0.1 — a standby (StartStandby) or a
+// primary (StartPrimary) — removed when its test ends. Its methods must be called from
+// the test's goroutine (they end the test with t.Fatal on failure).
+type Server struct {
 	t       testing.TB
-	primary string   // the primary's URL
+	primary string   // a standby's primary's URL; a primary's own URL
 	bin     string   // the PostgreSQL binaries
 	as      []string // the prefix that runs them as the cluster's owner
-	dir     string   // the standby's directory: data/, postgres.log, the socket
+	dir     string   // the server's directory: data/, postgres.log, the socket
 	port    int
+	standby bool
+	frozen  []int // the processes Freeze stopped, until Thaw
 }
+
+// A Standby is a private streaming hot standby (StartStandby).
+type Standby = Server
 
 // slots numbers the replication slots of this process's standbys.
 var slots atomic.Int64
@@ -174,7 +184,12 @@ var slots atomic.Int64
 // two), two senders while it copies.
 func StartStandby(t testing.TB, opts StandbyOptions) *Standby {
 	t.Helper()
-	s := &Standby{t: t, primary: PrimaryURL(t)}
+	s := &Standby{t: t, standby: true}
+	if opts.Primary != nil {
+		s.primary = opts.Primary.URL("postgres")
+	} else {
+		s.primary = PrimaryURL(t)
+	}
 	s.bin, s.as = tools(t)
 
 	// The directory belongs to the cluster's owner, who must be able to reach it: a
@@ -196,7 +211,10 @@ func StartStandby(t testing.TB, opts StandbyOptions) *Standby {
 	}
 
 	slot := fmt.Sprintf("pgtest_%d_%d", os.Getpid(), slots.Add(1))
-	t.Cleanup(func() { s.dropSlot(slot) })
+	if opts.Primary == nil {
+		// A private primary goes with its test, slots and all.
+		t.Cleanup(func() { s.dropSlot(slot) })
+	}
 	began := time.Now()
 	// pg_basebackup takes the dbname of -d as a connection string and ignores the
 	// database; -R writes primary_conninfo (and primary_slot_name) and standby.signal.
@@ -209,35 +227,100 @@ func StartStandby(t testing.TB, opts StandbyOptions) *Standby {
 	if err != nil {
 		t.Fatalf("standby configuration: %v", err)
 	}
-	t.Cleanup(s.stop)
-	var out []byte
-	for range 5 {
-		if s.port, err = freePort(); err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		// postgresql.auto.conf is read last, so these settings win over any copied
-		// from the primary (its port among them).
-		if err = appendFile(filepath.Join(s.data(), "postgresql.auto.conf"),
-			fmt.Sprintf("%sport = %d\n", conf, s.port)); err != nil {
-			t.Fatalf("standby configuration: %v", err)
-		}
-		if out, err = s.pgctl("-w", "-t", "60", "start"); err == nil {
-			break
-		}
-		// Most likely another process took the port between freePort and the start.
-	}
-	if err != nil {
-		t.Fatalf("pg_ctl start: %v\n%s\n%s", err, out, s.log())
-	}
+	s.firstStart(conf)
 	s.wait(true)
 	t.Logf("standby of the primary on 127.0.0.1:%d (apply delay %v) streaming after %v",
 		s.port, opts.ApplyDelay, time.Since(began).Round(time.Millisecond))
 	return s
 }
 
-// URL returns the URL of database db on the standby, with the primary URL's user,
+// firstStart starts the server for the first time, on a free port, with the settings conf
+// (postgresql.conf lines) added.
+func (s *Server) firstStart(conf string) {
+	s.t.Helper()
+	s.t.Cleanup(s.stop)
+	var (
+		out []byte
+		err error
+	)
+	for range 5 {
+		if s.port, err = freePort(); err != nil {
+			s.t.Fatalf("free port: %v", err)
+		}
+		// postgresql.auto.conf is read last, so these settings win over any copied
+		// from the primary (its port among them).
+		if err = appendFile(filepath.Join(s.data(), "postgresql.auto.conf"),
+			fmt.Sprintf("%sport = %d\n", conf, s.port)); err != nil {
+			s.t.Fatalf("server configuration: %v", err)
+		}
+		if out, err = s.pgctl("-w", "-t", "60", "start"); err == nil {
+			return
+		}
+		// Most likely another process took the port between freePort and the start.
+	}
+	s.t.Fatalf("pg_ctl start: %v\n%s\n%s", err, out, s.log())
+}
+
+// PrimaryOptions configures StartPrimary.
+type PrimaryOptions struct {
+	// Database, if not empty, is created on the primary once it runs.
+	Database string
+}
+
+// StartPrimary makes a new PostgreSQL cluster of its own (initdb; superuser postgres,
+// trusted on 127.0.0.1 and the socket, replication included), starts it on a free port on
+// 127.0.0.1 and returns once it accepts connections. Standbys of it come from
+// StartStandby with StandbyOptions.Primary. A test may stop it (Stop, Kill), hang it
+// (Freeze) and start it again without disturbing any other. fsync is off: it is
+// throwaway, and a crash of the test machine is not what it is for. When the test ends it
+// is stopped and its files removed.
+func StartPrimary(t testing.TB, opts PrimaryOptions) *Server {
+	t.Helper()
+	s := &Server{t: t}
+	s.bin, s.as = tools(t)
+	dir, err := os.MkdirTemp("", "cerulean-primary-")
+	if err != nil {
+		t.Fatalf("primary directory: %v", err)
+	}
+	s.dir = dir
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("remove primary directory: %v", err)
+		}
+	})
+	uid, gid := s.owner()
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatalf("primary directory: %v", err)
+	}
+	began := time.Now()
+	if out, err := s.run("initdb", "-D", s.data(), "-U", "postgres", "--auth=trust", "--no-sync",
+		"-E", "UTF8", "--locale=C"); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	s.firstStart(fmt.Sprintf("listen_addresses = '127.0.0.1'\nunix_socket_directories = '%s'\n"+
+		"wal_level = replica\nmax_wal_senders = 10\nmax_replication_slots = 10\nhot_standby = on\n"+
+		"fsync = off\nmax_connections = 200\n", s.dir))
+	s.primary = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
+	s.wait(false)
+	if opts.Database != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		c, err := pgx.Connect(ctx, s.primary)
+		if err != nil {
+			t.Fatalf("connect to the private primary: %v", err)
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(ctx, "create database "+pgx.Identifier{opts.Database}.Sanitize()); err != nil {
+			t.Fatalf("create database %s: %v", opts.Database, err)
+		}
+	}
+	t.Logf("private primary on 127.0.0.1:%d after %v", s.port, time.Since(began).Round(time.Millisecond))
+	return s
+}
+
+// URL returns the URL of database db on the server, with the primary URL's user,
 // password and parameters.
-func (s *Standby) URL(db string) string {
+func (s *Server) URL(db string) string {
 	u, err := url.Parse(s.primary)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.port, url.PathEscape(db))
@@ -248,22 +331,33 @@ func (s *Standby) URL(db string) string {
 	return u.String()
 }
 
-// Port returns the standby's port; it keeps it across Kill and Start.
-func (s *Standby) Port() int { return s.port }
+// Port returns the server's port; it keeps it across Kill, Stop and Start.
+func (s *Server) Port() int { return s.port }
 
-// Kill stops the standby the way a crash would (pg_ctl stop -m immediate: no shutdown
+// Kill stops the server the way a crash would (pg_ctl stop -m immediate: no shutdown
 // checkpoint, open connections cut). It returns once the server is gone.
-func (s *Standby) Kill() {
+func (s *Server) Kill() {
 	s.t.Helper()
 	if out, err := s.pgctl("-w", "-t", "60", "-m", "immediate", "stop"); err != nil {
 		s.t.Fatalf("pg_ctl stop: %v\n%s", err, out)
 	}
 }
 
-// Start starts the standby again on the same port after Kill and returns once it accepts
-// connections and is in recovery; it resumes streaming from the primary by itself
-// (within wal_retrieve_retry_interval, 5 s by default), and catches up from its slot.
-func (s *Standby) Start() {
+// Stop shuts the server down the way an operator would (pg_ctl stop -m fast: sessions
+// ended, a shutdown checkpoint, which a primary sends its standbys before it exits). It
+// returns once the server is gone.
+func (s *Server) Stop() {
+	s.t.Helper()
+	if out, err := s.pgctl("-w", "-t", "60", "-m", "fast", "stop"); err != nil {
+		s.t.Fatalf("pg_ctl stop: %v\n%s", err, out)
+	}
+}
+
+// Start starts the server again on the same port after Kill or Stop and returns once it
+// accepts connections (a standby: and is in recovery; it resumes streaming from the
+// primary by itself, within wal_retrieve_retry_interval, 5 s by default, and catches up
+// from its slot).
+func (s *Server) Start() {
 	s.t.Helper()
 	if out, err := s.pgctl("-w", "-t", "60", "start"); err != nil {
 		s.t.Fatalf("pg_ctl start: %v\n%s\n%s", err, out, s.log())
@@ -271,10 +365,83 @@ func (s *Standby) Start() {
 	s.wait(false)
 }
 
-func (s *Standby) data() string { return filepath.Join(s.dir, "data") }
+// Freeze hangs the server as a host cut off without a connection reset looks: its
+// postmaster and every process of it are stopped (SIGSTOP). The kernel still completes
+// TCP handshakes on its port and takes what clients send, but nothing answers. Thaw
+// resumes it; the test's cleanup does too.
+func (s *Server) Freeze() {
+	s.t.Helper()
+	if s.frozen != nil {
+		s.t.Fatal("pgtest: Freeze of a frozen server")
+	}
+	pm := s.postmaster()
+	// The postmaster first, so that it starts no process meanwhile.
+	s.frozen = []int{pm}
+	if err := syscall.Kill(pm, syscall.SIGSTOP); err != nil {
+		s.t.Fatalf("SIGSTOP postmaster %d: %v", pm, err)
+	}
+	for _, pid := range children(pm) {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err == nil {
+			s.frozen = append(s.frozen, pid)
+		}
+	}
+}
 
-// stop stops the standby if it runs (the test's cleanup).
-func (s *Standby) stop() {
+// Thaw resumes a server Freeze stopped.
+func (s *Server) Thaw() {
+	s.t.Helper()
+	for i := len(s.frozen) - 1; i >= 0; i-- { // the postmaster last
+		_ = syscall.Kill(s.frozen[i], syscall.SIGCONT)
+	}
+	s.frozen = nil
+}
+
+// postmaster is the server's postmaster's process id (postmaster.pid's first line).
+func (s *Server) postmaster() int {
+	s.t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.data(), "postmaster.pid"))
+	if err != nil {
+		s.t.Fatalf("postmaster.pid: %v", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		s.t.Fatalf("postmaster.pid: %v", err)
+	}
+	return pid
+}
+
+// children lists the processes whose parent is pid.
+func children(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []int
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		rest := string(b[strings.LastIndexByte(string(b), ')')+1:])
+		fields := strings.Fields(rest)
+		if len(fields) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(fields[1]); err == nil && ppid == pid {
+			if child, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil {
+				out = append(out, child)
+			}
+		}
+	}
+	return out
+}
+
+func (s *Server) data() string { return filepath.Join(s.dir, "data") }
+
+// stop stops the server if it runs (the test's cleanup), resuming it first if frozen.
+func (s *Server) stop() {
+	if s.frozen != nil {
+		s.Thaw()
+	}
 	if _, err := s.pgctl("status"); err != nil {
 		return // not running (killed, or never started)
 	}
@@ -288,7 +455,7 @@ func (s *Standby) stop() {
 // least as high as the primary's (read from the primary, as its configuration file may
 // live outside its data directory). It also writes a trusting pg_hba.conf when the backup
 // brought none, for the same reason.
-func (s *Standby) config(opts StandbyOptions, uid, gid int) (string, error) {
+func (s *Server) config(opts StandbyOptions, uid, gid int) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	c, err := pgx.Connect(ctx, s.primary)
@@ -331,9 +498,9 @@ func (s *Standby) config(opts StandbyOptions, uid, gid int) (string, error) {
 	return b.String(), nil
 }
 
-// wait waits until the standby accepts connections and is in recovery, and with
-// streaming, until its WAL receiver streams from the primary.
-func (s *Standby) wait(streaming bool) {
+// wait waits until the server accepts connections — a standby: and is in recovery, and
+// with streaming, until its WAL receiver streams from the primary.
+func (s *Server) wait(streaming bool) {
 	s.t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	var last string
@@ -342,6 +509,11 @@ func (s *Standby) wait(streaming bool) {
 		switch {
 		case err != nil:
 			last = err.Error()
+		case !s.standby:
+			if inRecovery {
+				s.t.Fatalf("primary on 127.0.0.1:%d is in recovery", s.port)
+			}
+			return
 		case !inRecovery:
 			s.t.Fatalf("standby on 127.0.0.1:%d is not in recovery", s.port)
 		case !streaming || status == "streaming":
@@ -350,7 +522,7 @@ func (s *Standby) wait(streaming bool) {
 			last = fmt.Sprintf("WAL receiver status %q", status)
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("standby on 127.0.0.1:%d not ready after %v: %s\n%s", s.port, waitLimit, last, s.log())
+			s.t.Fatalf("server on 127.0.0.1:%d not ready after %v: %s\n%s", s.port, waitLimit, last, s.log())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -358,7 +530,7 @@ func (s *Standby) wait(streaming bool) {
 
 // state reports whether the standby is in recovery and its WAL receiver's status ("" when
 // it has none).
-func (s *Standby) state() (inRecovery bool, status string, err error) {
+func (s *Server) state() (inRecovery bool, status string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := pgx.Connect(ctx, s.URL("postgres"))
@@ -374,7 +546,7 @@ func (s *Standby) state() (inRecovery bool, status string, err error) {
 // dropSlot drops the standby's replication slot on the primary (once the standby is
 // stopped; the primary may take a moment to notice its WAL sender lost the standby), so
 // the primary stops keeping WAL for it.
-func (s *Standby) dropSlot(slot string) {
+func (s *Server) dropSlot(slot string) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	c, err := pgx.Connect(ctx, s.primary)
@@ -405,7 +577,7 @@ func (s *Standby) dropSlot(slot string) {
 
 // owner returns the user and group the standby's files belong to: those its server runs
 // as.
-func (s *Standby) owner() (uid, gid int) {
+func (s *Server) owner() (uid, gid int) {
 	s.t.Helper()
 	if len(s.as) == 0 {
 		return os.Getuid(), os.Getgid()
@@ -426,7 +598,7 @@ func (s *Standby) owner() (uid, gid int) {
 
 // run runs one of the PostgreSQL programs as the cluster's owner, in the standby's
 // directory (the owner may not be allowed into the test's).
-func (s *Standby) run(program string, args ...string) ([]byte, error) {
+func (s *Server) run(program string, args ...string) ([]byte, error) {
 	argv := append(slices.Clone(s.as), filepath.Join(s.bin, program))
 	argv = append(argv, args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -436,12 +608,12 @@ func (s *Standby) run(program string, args ...string) ([]byte, error) {
 
 // pgctl runs pg_ctl on the standby. Its server writes to postgres.log (with -l, pg_ctl's
 // own output closes when it returns, so CombinedOutput does not wait for the server).
-func (s *Standby) pgctl(args ...string) ([]byte, error) {
+func (s *Server) pgctl(args ...string) ([]byte, error) {
 	return s.run("pg_ctl", append([]string{"-D", s.data(), "-l", filepath.Join(s.dir, "postgres.log")}, args...)...)
 }
 
 // log returns the end of the standby's server log, for failure messages.
-func (s *Standby) log() string {
+func (s *Server) log() string {
 	b, err := os.ReadFile(filepath.Join(s.dir, "postgres.log"))
 	if err != nil {
 		return "(no server log: " + err.Error() + ")"

@@ -55,6 +55,41 @@ func TestPgtestStandby(t *testing.T) {
 	waitKeys(t, s.URL(db), replayLimit, 1, 2, 3)
 }
 
+// TestPgtestPrivateCluster: a private primary takes writes and its private standby
+// replays them; a frozen standby answers nothing (a connection hangs) and, thawed,
+// answers again; a stopped primary refuses connections, and started again takes writes
+// that its standby replays.
+func TestPgtestPrivateCluster(t *testing.T) {
+	p := pgtest.StartPrimary(t, pgtest.PrimaryOptions{Database: "app"})
+	s := pgtest.StartStandby(t, pgtest.StandbyOptions{Primary: p})
+	pc := connect(t, p.URL("app"))
+	exec(t, pc, `create table kv (k int primary key)`)
+	exec(t, pc, `insert into kv values (1)`)
+	waitKeys(t, s.URL("app"), replayLimit, 1)
+
+	s.Freeze()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	c, err := pgx.Connect(ctx, s.URL("app"))
+	cancel()
+	if err == nil {
+		c.Close(context.Background())
+		s.Thaw()
+		t.Fatal("connected to the standby while it was frozen")
+	}
+	s.Thaw()
+	waitKeys(t, s.URL("app"), replayLimit, 1)
+
+	pc.Close(context.Background())
+	p.Stop()
+	if c, err := dial(p.URL("app")); err == nil {
+		c.Close(context.Background())
+		t.Fatal("connected to the primary after Stop")
+	}
+	p.Start()
+	exec(t, connect(t, p.URL("app")), `insert into kv values (2)`)
+	waitKeys(t, s.URL("app"), replayLimit, 1, 2)
+}
+
 // TestPgtestDelayedStandby: a standby with an apply delay does not show a commit right
 // after the primary made it, and does once the delay has passed.
 func TestPgtestDelayedStandby(t *testing.T) {
