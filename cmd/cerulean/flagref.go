@@ -42,6 +42,7 @@ var flagDocs = map[string]string{
 	"postgres-url":               "[PostgreSQL engine](postgres.md)",
 	"read-consistency":           "[Read consistency](sessions.md#read-consistency)",
 	"replica-max-lag":            "[Read replicas](postgres.md#read-replicas)",
+	"replica-read-timeout":       "[Read replicas](postgres.md#read-replicas)",
 	"row-cache":                  "[Benchmarks](benchmarks.md)",
 	"scale-targets":              "[Scale targets and faults](scale-and-faults.md)",
 	"shutdown-grace":             "[Shutdown](#shutdown)",

@@ -59,13 +59,14 @@ type serveOptions struct {
 	postgresPool     int
 	postgresStmtTime time.Duration
 
-	// replicas is --postgres-replica-url; maxStaleness and replicaMaxLag tune routing to
-	// them; replicaFlags names those of the three that were set (flag or environment),
-	// which --engine pebble refuses.
-	replicas      replicaURLs
-	maxStaleness  time.Duration
-	replicaMaxLag time.Duration
-	replicaFlags  []string
+	// replicas is --postgres-replica-url; maxStaleness, replicaMaxLag and
+	// replicaReadTimeout tune routing to them; replicaFlags names those of them that were
+	// set (flag or environment), which --engine pebble refuses.
+	replicas           replicaURLs
+	maxStaleness       time.Duration
+	replicaMaxLag      time.Duration
+	replicaReadTimeout time.Duration
+	replicaFlags       []string
 	// readConsistency is --read-consistency as given; consistency its parsed level.
 	readConsistency string
 	consistency     storage.Consistency
@@ -158,7 +159,7 @@ func parseServe(args []string) (serveOptions, error) {
 		switch f.Name {
 		case "disk-reserve":
 			o.diskReserveSet = true
-		case "postgres-replica-url", "max-staleness", "replica-max-lag":
+		case "postgres-replica-url", "max-staleness", "replica-max-lag", "replica-read-timeout":
 			if !slices.Contains(o.replicaFlags, "--"+f.Name) {
 				o.replicaFlags = append(o.replicaFlags, "--"+f.Name)
 			}
@@ -229,6 +230,8 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	}{
 		{"max-staleness", "CERULEAN_MAX_STALENESS", "how far behind the primary a replica serving a BoundedStaleness read may be", &o.maxStaleness, postgres.DefaultMaxStaleness},
 		{"replica-max-lag", "CERULEAN_REPLICA_MAX_LAG", "a replica further behind the primary than this serves no reads until it catches up", &o.replicaMaxLag, postgres.DefaultReplicaMaxLag},
+		{"replica-read-timeout", "CERULEAN_REPLICA_READ_TIMEOUT", "the longest a read waits for a replica's answer (each round trip, taking a connection included): past it the replica leaves rotation and the read runs again on another replica or the primary, in the same request; " +
+			"the replica is back once it answers a poll within it", &o.replicaReadTimeout, postgres.DefaultReplicaReadTimeout},
 	} {
 		v, err := envDuration(f.env, f.def)
 		if err != nil {
@@ -372,6 +375,9 @@ func (o *serveOptions) check() error {
 		}
 		if o.replicaMaxLag <= 0 {
 			return fmt.Errorf("--replica-max-lag must be positive")
+		}
+		if o.replicaReadTimeout <= 0 {
+			return fmt.Errorf("--replica-read-timeout must be positive")
 		}
 	default:
 		return fmt.Errorf("--engine %q: want pebble or postgres", o.engine)
@@ -519,13 +525,14 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		eng, err := postgres.Open(ctx, o.postgresURL, postgres.Options{
-			PoolSize:         o.postgresPool,
-			StatementTimeout: timeout,
-			ExpiryInterval:   o.expiryInterval,
-			ReplicaURLs:      o.replicas.urls,
-			MaxStaleness:     o.maxStaleness,
-			ReplicaMaxLag:    o.replicaMaxLag,
-			Logger:           log.With("component", "postgres"),
+			PoolSize:           o.postgresPool,
+			StatementTimeout:   timeout,
+			ExpiryInterval:     o.expiryInterval,
+			ReplicaURLs:        o.replicas.urls,
+			MaxStaleness:       o.maxStaleness,
+			ReplicaMaxLag:      o.replicaMaxLag,
+			ReplicaReadTimeout: o.replicaReadTimeout,
+			Logger:             log.With("component", "postgres"),
 		})
 		if err != nil {
 			return nil, "", err
@@ -699,7 +706,7 @@ func runServe(args []string) error {
 	if r, ok := eng.(replicaReporter); ok {
 		for _, st := range r.Replicas() {
 			// Names are host:port, never credentials.
-			log.Info("read replica", "name", st.Name, "max_staleness", o.maxStaleness, "max_lag", o.replicaMaxLag)
+			log.Info("read replica", "name", st.Name, "max_staleness", o.maxStaleness, "max_lag", o.replicaMaxLag, "read_timeout", o.replicaReadTimeout)
 		}
 	}
 	for _, r := range o.elastic {

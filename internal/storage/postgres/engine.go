@@ -85,6 +85,8 @@ const (
 	DefaultReplicaMaxLag    = 30 * time.Second
 	DefaultReplicaWait      = 50 * time.Millisecond
 	DefaultReplicaPoll      = 100 * time.Millisecond
+	// DefaultReplicaReadTimeout: see Options.ReplicaReadTimeout and views.go.
+	DefaultReplicaReadTimeout = 500 * time.Millisecond
 	// PurgeChunk is how many rows one purge statement deletes, so that purging a large
 	// table never holds one huge transaction.
 	PurgeChunk = 10_000
@@ -162,6 +164,12 @@ type Options struct {
 	// position are read (default DefaultReplicaPoll); reads waiting for a replica poll
 	// it faster.
 	ReplicaPoll time.Duration
+	// ReplicaReadTimeout bounds every round trip to a replica (default
+	// DefaultReplicaReadTimeout): a statement, or taking a connection for one, that has
+	// not completed within it is cancelled, the replica leaves rotation, and the read
+	// runs again on another replica or the primary in the same request (views.go). A
+	// replica comes back once a poll answers within it.
+	ReplicaReadTimeout time.Duration
 	// Logger receives background errors (default slog.Default()).
 	Logger *slog.Logger
 	// DisablePurger turns both background purges off, of deleted tables and of expired
@@ -254,6 +262,9 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 	if opts.ReplicaPoll <= 0 {
 		opts.ReplicaPoll = DefaultReplicaPoll
 	}
+	if opts.ReplicaReadTimeout <= 0 {
+		opts.ReplicaReadTimeout = DefaultReplicaReadTimeout
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres url: %w", err)
@@ -265,6 +276,9 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 		if cfg.ConnConfig.ConnectTimeout == 0 {
 			cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
 		}
+		// Keepalives and a user timeout, so that a dead host is noticed in seconds
+		// (dial.go).
+		cfg.ConnConfig.DialFunc = dialer(cfg.ConnConfig.ConnectTimeout)
 		if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 			cfg.ConnConfig.RuntimeParams["application_name"] = "cerulean"
 		}

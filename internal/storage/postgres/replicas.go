@@ -50,14 +50,38 @@ const (
 	// identityQuery reads the cluster's system identifier, which a standby shares with
 	// its primary.
 	identityQuery = `SELECT system_identifier::TEXT FROM pg_control_system()`
-	// pollTimeout bounds one poll: a replica that does not answer within it is out.
-	pollTimeout = time.Second
+	// minPollTimeout bounds one poll (pollTimeout): a replica that does not answer within
+	// it is out.
+	minPollTimeout = time.Second
 	// fastPoll is how often replicas are polled while reads wait for one to catch up.
 	fastPoll = 2 * time.Millisecond
 )
 
 // notPolled is why a replica is out of rotation before its first poll.
 const notPolled = "not polled yet"
+
+// errLeft is the cause with which a replica's reads in flight are cancelled when it leaves
+// rotation (replica.watch).
+var errLeft = errors.New("the replica left rotation")
+
+// epoch is one stay of a replica in rotation: ctx is cancelled when it leaves.
+type epoch struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// newEpoch starts a stay in rotation.
+func newEpoch() *epoch {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &epoch{ctx: ctx, cancel: cancel}
+}
+
+// endedEpoch is a stay in rotation that has ended: a replica's before it first enters.
+func endedEpoch() *epoch {
+	ep := newEpoch()
+	ep.cancel(fmt.Errorf("%w: %s", errLeft, notPolled))
+	return ep
+}
 
 // errNoReplay reports a replica that gives no replay position.
 var errNoReplay = errors.New("no replay position (pg_last_wal_replay_lsn() is NULL): not a streaming standby")
@@ -84,6 +108,9 @@ type replica struct {
 	lagging   atomic.Bool // further behind than Options.MaxStaleness (logged)
 	reads     atomic.Uint64
 	wake      chan struct{} // polls at once
+	// epoch is the replica's current stay in rotation (ended while it is out): reads on
+	// the replica watch it, and are cancelled when it ends.
+	epoch atomic.Pointer[epoch]
 
 	mu         sync.Mutex
 	why        string // why it is out of rotation
@@ -144,6 +171,7 @@ func (e *Engine) openReplicas(ctx context.Context, urls []string, configure func
 			return fmt.Errorf("replica %s: %w", name, err)
 		}
 		r := &replica{set: s, name: name, pool: pool, wake: make(chan struct{}, 1), why: notPolled}
+		r.epoch.Store(endedEpoch())
 		s.list = append(s.list, r)
 	}
 	if err := e.pool.QueryRow(ctx, identityQuery).Scan(&s.primaryID); err != nil {
@@ -170,7 +198,7 @@ func (s *replicaSet) close() {
 
 // samplePrimary records the primary's position now.
 func (s *replicaSet) samplePrimary(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.e.pollTimeout())
 	defer cancel()
 	at := time.Now().UnixNano()
 	_, p, err := reached(ctx, s.e.pool, s.e.q.position, 0)
@@ -255,9 +283,15 @@ func (r *replica) poke() {
 	}
 }
 
+// pollTimeout bounds one poll of a replica or of the primary: minPollTimeout, or twice
+// Options.ReplicaReadTimeout if that is longer.
+func (e *Engine) pollTimeout() time.Duration {
+	return max(minPollTimeout, 2*e.opts.ReplicaReadTimeout)
+}
+
 // poll reads the replica's state and decides whether it is in rotation.
 func (r *replica) poll(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
+	ctx, cancel := context.WithTimeout(ctx, r.set.e.pollTimeout())
 	defer cancel()
 	var (
 		recovering bool
@@ -267,11 +301,18 @@ func (r *replica) poll(ctx context.Context) {
 	// so an answer below it means the standby restarted behind it. (A view may see a
 	// higher position while the poll is under way; that proves nothing.)
 	seen := storage.Position(r.seen.Load())
+	began := time.Now()
 	if err := r.pool.QueryRow(ctx, stateQuery).Scan(&recovering, &text); err != nil {
 		if ctx.Err() != nil && r.set.e.closed.Load() {
 			return
 		}
 		r.out(false, "unreachable: "+err.Error())
+		return
+	}
+	// A replica that answers, but slower than a read may wait, serves no read: reads
+	// would only run out of time there.
+	if took, bound := time.Since(began), r.set.e.opts.ReplicaReadTimeout; took > bound {
+		r.out(true, fmt.Sprintf("slow: a poll took %v, more than %v (--replica-read-timeout)", took.Round(time.Millisecond), bound))
 		return
 	}
 	if !recovering {
@@ -363,6 +404,7 @@ func (r *replica) in() {
 	r.mu.Lock()
 	r.why = ""
 	r.mu.Unlock()
+	r.epoch.Store(newEpoch())
 	r.rotation.Store(true)
 	staleness := "unknown yet"
 	if r.covered.Load() != 0 {
@@ -374,10 +416,13 @@ func (r *replica) in() {
 }
 
 // out takes the replica out of rotation, saying why (a warning when it leaves rotation;
-// later reasons at debug level).
+// later reasons at debug level), and cancels the reads under way there (views.go).
 func (r *replica) out(reachable bool, why string) {
 	r.reachable.Store(reachable)
 	was := r.rotation.Swap(false)
+	if was {
+		r.epoch.Load().cancel(fmt.Errorf("%w: %s", errLeft, why))
+	}
 	r.mu.Lock()
 	first := r.why == notPolled
 	changed := r.why != why
@@ -405,6 +450,18 @@ func (r *replica) fail(err error) {
 	if errors.As(err, &pe) || isConnErr(err) {
 		r.out(false, "a read failed: "+err.Error())
 		r.poke()
+	}
+}
+
+// watch returns ctx, cancelled also (with errLeft as its cause) when the replica leaves
+// rotation — at once if it is out already — and the function that releases it.
+func (r *replica) watch(ctx context.Context) (context.Context, func()) {
+	ep := r.epoch.Load()
+	c, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) })
+	return c, func() {
+		stop()
+		cancel(nil)
 	}
 }
 

@@ -37,6 +37,17 @@ import (
 // A replica that fails a read — unreachable, behind, cancelled by a recovery conflict,
 // anything that is not an answer — never fails the request: the view marks it, and runs
 // the read again on another replica that qualifies or on the primary.
+//
+// Nothing waits on a replica beyond Options.ReplicaReadTimeout: each round trip there
+// (taking a connection and running a statement with its brackets; beginning a scan's
+// transaction; each of its statements; its commit) runs under a context bounded by it. A
+// replica that does not answer within it — a hung server, a host cut off without a
+// reset, a query blocked behind a lock the replay holds — leaves rotation with the reason
+// logged, and the read runs again elsewhere in the same request. Each read attempt on a
+// replica is also cancelled the moment the replica leaves rotation for any reason (a
+// failed poll, another read's timeout, a promotion), and runs again elsewhere: no read
+// stays on a replica the engine has given up on. A cancelled statement's connection is
+// closed by pgx, so a hung server keeps none of the pool's connections busy.
 
 // errBehind reports a replica whose replay position is below what the view must cover.
 var errBehind = errors.New("replica behind the position asked for")
@@ -86,6 +97,28 @@ type view struct {
 	err error
 	// tried counts the replicas this view has tried.
 	tried int
+	// slow: a round trip of the current attempt ran out of Options.ReplicaReadTimeout.
+	slow bool
+}
+
+// errSlow is the cause of a round trip on a replica that ran out of
+// Options.ReplicaReadTimeout.
+var errSlow = errors.New("no answer within the replica read timeout")
+
+// bound returns the context of one round trip on the view's source — on a replica, ctx
+// bounded by Options.ReplicaReadTimeout — and the function that ends it, which notes on
+// the view whether the bound ran out.
+func (v *view) bound(ctx context.Context) (context.Context, func()) {
+	if v.rep == nil {
+		return ctx, func() {}
+	}
+	c, cancel := context.WithTimeoutCause(ctx, v.e.opts.ReplicaReadTimeout, errSlow)
+	return c, func() {
+		if context.Cause(c) == errSlow {
+			v.slow = true
+		}
+		cancel()
+	}
 }
 
 var _ storage.View = (*view)(nil)
@@ -99,14 +132,21 @@ func (v *view) Source() string {
 
 func (v *view) Position() storage.Position { return v.pos }
 
-// do runs read on the view's source, and again elsewhere if a replica fails it.
-func (v *view) do(ctx context.Context, read func(reads) error) error {
+// do runs read on the view's source, and again elsewhere if a replica fails it. On a
+// replica, read runs under a context that is cancelled when the replica leaves rotation.
+func (v *view) do(ctx context.Context, read func(context.Context, reads) error) error {
 	for {
-		v.err = nil
-		err := read(reads{e: v.e, db: v, once: v.rep != nil, grouped: v.rep == nil, view: v})
+		v.err, v.slow = nil, false
+		rctx, release := ctx, func() {}
+		if v.rep != nil {
+			rctx, release = v.rep.watch(ctx)
+		}
+		err := read(rctx, reads{e: v.e, db: v, once: v.rep != nil, grouped: v.rep == nil, view: v})
 		if err == nil {
 			err = v.err
 		}
+		left := err != nil && v.rep != nil && errors.Is(context.Cause(rctx), errLeft)
+		release()
 		if err == nil || v.rep == nil || answer(err) || ctx.Err() != nil {
 			if err == nil || answer(err) {
 				v.served()
@@ -116,7 +156,7 @@ func (v *view) do(ctx context.Context, read func(reads) error) error {
 			}
 			return err
 		}
-		if err := v.elsewhere(ctx, err); err != nil {
+		if err := v.elsewhere(ctx, err, left); err != nil {
 			return err
 		}
 	}
@@ -137,18 +177,23 @@ func answer(err error) bool {
 	return errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrTableNotFound)
 }
 
-// elsewhere moves the view off a replica that failed a read with err: to another replica
-// that qualifies (after a brief wait when the replica was only behind), or to the
-// primary.
-func (v *view) elsewhere(ctx context.Context, err error) error {
+// elsewhere moves the view off a replica that failed a read with err (or that left
+// rotation while the read was under way): to another replica that qualifies (after a
+// brief wait when the replica was only behind), or to the primary.
+func (v *view) elsewhere(ctx context.Context, err error, left bool) error {
 	failed := v.rep
 	v.tried++
 	v.rep = nil
 	behind := errors.Is(err, errBehind)
-	if behind {
+	switch {
+	case left:
+		// Out of rotation already, with its reason.
+	case v.slow:
+		failed.out(true, fmt.Sprintf("slow: a read had no answer within %v (--replica-read-timeout)", v.e.opts.ReplicaReadTimeout))
+	case behind:
 		failed.poke() // its monitor looks again now
 		failed = nil  // it may still catch up: wait for it too
-	} else {
+	default:
 		failed.fail(err)
 	}
 	if v.tried < maxReplicaTries {
@@ -215,10 +260,13 @@ func (v *view) noteUpper(text *string) {
 	v.pos = max(v.pos, p)
 }
 
-// Query runs sql bracketed by position queries (rdb).
+// Query runs sql bracketed by position queries (rdb), in one round trip bounded on a
+// replica.
 func (v *view) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	ctx, end := v.bound(ctx)
 	c, err := v.pool().Acquire(ctx)
 	if err != nil {
+		end()
 		return nil, err
 	}
 	b := &pgx.Batch{}
@@ -232,6 +280,7 @@ func (v *view) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 	fail := func(err error) (pgx.Rows, error) {
 		_ = br.Close()
 		c.Release()
+		end()
 		return nil, err
 	}
 	if lower {
@@ -247,7 +296,7 @@ func (v *view) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 	if err != nil {
 		return fail(err)
 	}
-	return &bracketRows{Rows: rows, v: v, br: br, c: c}, nil
+	return &bracketRows{Rows: rows, v: v, br: br, c: c, end: end}, nil
 }
 
 // QueryRow is Query for one row (rdb).
@@ -257,15 +306,18 @@ func (v *view) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 }
 
 // BeginTx begins a transaction on the view's source, after reading the lower bound on
-// its connection; the upper bound is read inside it at Commit (rdb).
+// its connection; the upper bound is read inside it at Commit (rdb). On a replica, the
+// beginning, each statement and the commit are bounded each.
 func (v *view) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
-	c, err := v.pool().Acquire(ctx)
+	bctx, end := v.bound(ctx)
+	defer end()
+	c, err := v.pool().Acquire(bctx)
 	if err != nil {
 		return nil, err
 	}
 	if v.checkLower() {
 		var text *string
-		if err := c.QueryRow(ctx, replayQuery).Scan(&text); err != nil {
+		if err := c.QueryRow(bctx, replayQuery).Scan(&text); err != nil {
 			c.Release()
 			return nil, err
 		}
@@ -274,7 +326,7 @@ func (v *view) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) 
 			return nil, err
 		}
 	}
-	tx, err := c.BeginTx(ctx, opts)
+	tx, err := c.BeginTx(bctx, opts)
 	if err != nil {
 		c.Release()
 		return nil, err
@@ -289,6 +341,7 @@ type bracketRows struct {
 	v      *view
 	br     pgx.BatchResults
 	c      *pgxpool.Conn
+	end    func() // ends the round trip's bound
 	closed bool
 }
 
@@ -312,6 +365,7 @@ func (r *bracketRows) Close() {
 		r.v.err = err
 	}
 	r.c.Release()
+	r.end()
 }
 
 // bracketRow is a pgx.Row over bracketRows.
@@ -346,7 +400,20 @@ type bracketTx struct {
 	released bool
 }
 
+// Query runs a statement of the transaction, bounded on a replica.
+func (t *bracketTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	ctx, end := t.v.bound(ctx)
+	rows, err := t.Tx.Query(ctx, sql, args...)
+	if err != nil {
+		end()
+		return nil, err
+	}
+	return &boundRows{Rows: rows, end: end}, nil
+}
+
 func (t *bracketTx) Commit(ctx context.Context) error {
+	ctx, end := t.v.bound(ctx)
+	defer end()
 	var text *string
 	if err := t.Tx.QueryRow(ctx, t.v.upperQuery()).Scan(&text); err != nil {
 		_ = t.Tx.Rollback(ctx)
@@ -360,9 +427,25 @@ func (t *bracketTx) Commit(ctx context.Context) error {
 }
 
 func (t *bracketTx) Rollback(ctx context.Context) error {
+	ctx, end := t.v.bound(ctx)
+	defer end()
 	err := t.Tx.Rollback(ctx)
 	t.release()
 	return err
+}
+
+// boundRows are a statement's rows whose round trip's bound ends when they are closed.
+type boundRows struct {
+	pgx.Rows
+	end func()
+}
+
+func (r *boundRows) Close() {
+	r.Rows.Close()
+	if r.end != nil {
+		r.end()
+		r.end = nil
+	}
 }
 
 func (t *bracketTx) release() {
@@ -375,36 +458,45 @@ func (t *bracketTx) release() {
 // The view's reads (storage.Reader).
 
 func (v *view) Get(ctx context.Context, account, table, pk, rk string) (rec storage.Record, err error) {
-	err = v.do(ctx, func(r reads) (err error) { rec, err = r.Get(ctx, account, table, pk, rk); return })
+	err = v.do(ctx, func(ctx context.Context, r reads) (err error) { rec, err = r.Get(ctx, account, table, pk, rk); return })
 	return rec, err
 }
 
 func (v *view) GetEncoded(ctx context.Context, account, table, pk, rk string) (rec storage.Record, err error) {
-	err = v.do(ctx, func(r reads) (err error) { rec, err = r.GetEncoded(ctx, account, table, pk, rk); return })
+	err = v.do(ctx, func(ctx context.Context, r reads) (err error) {
+		rec, err = r.GetEncoded(ctx, account, table, pk, rk)
+		return
+	})
 	return rec, err
 }
 
 func (v *view) Scan(ctx context.Context, account, table string, req storage.ScanRequest) (res storage.ScanResult, err error) {
-	err = v.do(ctx, func(r reads) (err error) { res, err = r.Scan(ctx, account, table, req); return })
+	err = v.do(ctx, func(ctx context.Context, r reads) (err error) { res, err = r.Scan(ctx, account, table, req); return })
 	return res, err
 }
 
 func (v *view) GetTable(ctx context.Context, account, name string) (info storage.TableInfo, err error) {
-	err = v.do(ctx, func(r reads) (err error) { info, err = r.GetTable(ctx, account, name); return })
+	err = v.do(ctx, func(ctx context.Context, r reads) (err error) { info, err = r.GetTable(ctx, account, name); return })
 	return info, err
 }
 
 func (v *view) ListTables(ctx context.Context, account, from string, limit int) (tables []storage.TableInfo, next string, err error) {
-	err = v.do(ctx, func(r reads) (err error) { tables, next, err = r.ListTables(ctx, account, from, limit); return })
+	err = v.do(ctx, func(ctx context.Context, r reads) (err error) {
+		tables, next, err = r.ListTables(ctx, account, from, limit)
+		return
+	})
 	return tables, next, err
 }
 
 func (v *view) GetTableACL(ctx context.Context, account, table string) (acl []byte, err error) {
-	err = v.do(ctx, func(r reads) (err error) { acl, err = r.GetTableACL(ctx, account, table); return })
+	err = v.do(ctx, func(ctx context.Context, r reads) (err error) { acl, err = r.GetTableACL(ctx, account, table); return })
 	return acl, err
 }
 
 func (v *view) GetServiceProperties(ctx context.Context, account string) (props []byte, err error) {
-	err = v.do(ctx, func(r reads) (err error) { props, err = r.GetServiceProperties(ctx, account); return })
+	err = v.do(ctx, func(ctx context.Context, r reads) (err error) {
+		props, err = r.GetServiceProperties(ctx, account)
+		return
+	})
 	return props, err
 }
