@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,11 +30,21 @@ import (
 //     upper bound, measured by positions, not by replay timestamps, which say nothing
 //     while the primary is idle).
 //
-// A replica is in rotation while its last poll answered, it is in recovery (a promoted
-// replica is no longer ours to read), it reports a replay position (an Aurora reader or
-// a logical replica does not), it is a copy of the primary (same system identifier,
-// when the role may read it), and it is no more than Options.ReplicaMaxLag stale. A read
-// that fails on it takes it out at once, and the next good poll brings it back.
+// A replica is in rotation while its last poll answered within Options.ReplicaReadTimeout,
+// it is in recovery (a promoted replica is no longer ours to read), it reports a replay
+// position (an Aurora reader or a logical replica does not), it is what the engine must
+// read (identify: a copy of the primary — same system identifier, when the role may read
+// it — whose database has Cerulean's schema at this build's version), and it is no more
+// than Options.ReplicaMaxLag stale. A read that fails on it takes it out at once, and the
+// next good poll brings it back.
+//
+// At start-up every replica is polled once before Open returns: one that answers but is
+// the wrong server, database or search_path (identify's misconfigurations, which never go
+// away by themselves) fails Open with a message naming the problem. One that is down,
+// not in recovery (in a failover a standby becomes the primary: a state, not a mistake)
+// or has not replayed the schema yet starts out of rotation instead, and comes in once it
+// qualifies. Each reason a replica is out of rotation is logged once (a warning when it
+// leaves rotation or the kind of reason changes) and shown in /debug/replicas.
 //
 // Routing (route, await) by level: Strong — never a replica; Session with a token and
 // any level with a position to cover — a replica that has replayed it, else the replica
@@ -50,6 +61,10 @@ const (
 	// identityQuery reads the cluster's system identifier, which a standby shares with
 	// its primary.
 	identityQuery = `SELECT system_identifier::TEXT FROM pg_control_system()`
+	// schemaAtQuery reads the primary's WAL write position (replicaSet.schemaAt).
+	schemaAtQuery = `SELECT pg_current_wal_lsn()::TEXT`
+	// versionQuery reads the version of Cerulean's schema in the database (schema.go).
+	versionQuery = `SELECT COALESCE(MAX(version), 0) FROM cerulean_migrations`
 	// minPollTimeout bounds one poll (pollTimeout): a replica that does not answer within
 	// it is out.
 	minPollTimeout = time.Second
@@ -96,9 +111,10 @@ func parseReplay(text *string) (storage.Position, error) {
 
 // replica is one read replica and what the engine knows of it.
 type replica struct {
-	set  *replicaSet
-	name string // host:port, for logs, Source and status (never credentials)
-	pool *pgxpool.Pool
+	set      *replicaSet
+	name     string // host:port, for logs, Source and status (never credentials)
+	database string // the database its URL names
+	pool     *pgxpool.Pool
 
 	replay    atomic.Uint64 // replay position last seen (poll or a view's bracket)
 	seen      atomic.Uint64 // the highest replay position ever seen
@@ -106,15 +122,21 @@ type replica struct {
 	reachable atomic.Bool
 	rotation  atomic.Bool
 	lagging   atomic.Bool // further behind than Options.MaxStaleness (logged)
-	reads     atomic.Uint64
-	wake      chan struct{} // polls at once
+	// wrong: out of rotation for a misconfiguration (identify), which start-up refuses.
+	wrong atomic.Bool
+	reads atomic.Uint64
+	// conflicts counts its reads cancelled by recovery conflicts; conflictsLogged is
+	// how many of them were logged, loggedAt when (UnixNano).
+	conflicts, conflictsLogged atomic.Uint64
+	loggedAt                   atomic.Int64
+	wake                       chan struct{} // polls at once
 	// epoch is the replica's current stay in rotation (ended while it is out): reads on
 	// the replica watch it, and are cancelled when it ends.
 	epoch atomic.Pointer[epoch]
 
 	mu         sync.Mutex
 	why        string // why it is out of rotation
-	identified bool   // its system identifier was checked since it last became reachable
+	identified bool   // identify passed since it last became reachable
 }
 
 // sample is the primary's position at a time: every write committed by then is at or
@@ -139,6 +161,10 @@ type replicaSet struct {
 	head, n int
 
 	primaryID string // the primary's system identifier; "" when it cannot be read
+	// schemaAt is the primary's position when the engine opened, after the schema was
+	// migrated: a replica that has replayed it has Cerulean's schema at this build's
+	// version in the primary's database (identify).
+	schemaAt storage.Position
 }
 
 // openReplicas makes a pool per replica URL (connections are made on demand, so a
@@ -170,7 +196,7 @@ func (e *Engine) openReplicas(ctx context.Context, urls []string, configure func
 			s.close()
 			return fmt.Errorf("replica %s: %w", name, err)
 		}
-		r := &replica{set: s, name: name, pool: pool, wake: make(chan struct{}, 1), why: notPolled}
+		r := &replica{set: s, name: name, database: cfg.ConnConfig.Database, pool: pool, wake: make(chan struct{}, 1), why: notPolled}
 		r.epoch.Store(endedEpoch())
 		s.list = append(s.list, r)
 	}
@@ -179,6 +205,38 @@ func (e *Engine) openReplicas(ctx context.Context, urls []string, configure func
 		s.primaryID = ""
 	}
 	s.samplePrimary(ctx)
+	// The WAL write position, not the insert position the samples read: on an idle
+	// primary that one may point past the next page's header, which no standby ever
+	// reports having replayed; the write position is at most the end of the last record.
+	var text string
+	if err := e.pool.QueryRow(ctx, schemaAtQuery).Scan(&text); err != nil {
+		s.close()
+		return fmt.Errorf("read the primary's WAL position: %w", err)
+	}
+	p, err := parsePosition(text)
+	if err != nil {
+		s.close()
+		return err
+	}
+	s.schemaAt = p
+	// The first poll of each replica, now: one that is not what it must be is refused.
+	var wg sync.WaitGroup
+	for _, r := range s.list {
+		wg.Go(func() { r.poll(ctx) })
+	}
+	wg.Wait()
+	var wrong []error
+	for _, r := range s.list {
+		if r.wrong.Load() {
+			r.mu.Lock()
+			wrong = append(wrong, fmt.Errorf("replica %s: %s", r.name, r.why))
+			r.mu.Unlock()
+		}
+	}
+	if len(wrong) > 0 {
+		s.close()
+		return errors.Join(wrong...)
+	}
 	e.replicas = s
 	e.loops.Add(1)
 	go e.every(e.opts.ReplicaPoll, nil, s.samplePrimary)
@@ -302,11 +360,28 @@ func (r *replica) poll(ctx context.Context) {
 	// higher position while the poll is under way; that proves nothing.)
 	seen := storage.Position(r.seen.Load())
 	began := time.Now()
-	if err := r.pool.QueryRow(ctx, stateQuery).Scan(&recovering, &text); err != nil {
+	err := r.pool.QueryRow(ctx, stateQuery).Scan(&recovering, &text)
+	if err != nil && recoveryConflict(err) && ctx.Err() == nil {
+		// The replay ended the connection (a dropped database, say): poll again, on
+		// another one.
+		r.set.e.log.Info("replica: a recovery conflict ended a connection", "replica", r.name, "err", err)
+		began = time.Now()
+		err = r.pool.QueryRow(ctx, stateQuery).Scan(&recovering, &text)
+	}
+	if err != nil {
 		if ctx.Err() != nil && r.set.e.closed.Load() {
 			return
 		}
-		r.out(false, "unreachable: "+err.Error())
+		var pe *pgconn.PgError
+		switch {
+		case recoveryConflict(err):
+			r.out(true, "recovery conflict: "+err.Error())
+		case errors.As(err, &pe) && !unavailableCode(pe.Code):
+			// It answered, but refuses us: no such database, no such role, not allowed.
+			r.out(true, "refused: "+err.Error())
+		default:
+			r.out(false, "unreachable: "+err.Error())
+		}
 		return
 	}
 	// A replica that answers, but slower than a read may wait, serves no read: reads
@@ -324,7 +399,9 @@ func (r *replica) poll(ctx context.Context) {
 		r.out(true, err.Error())
 		return
 	}
-	if why := r.identify(ctx); why != "" {
+	why, wrong := r.identify(ctx, p)
+	r.wrong.Store(wrong)
+	if why != "" {
 		r.out(true, why)
 		return
 	}
@@ -373,26 +450,57 @@ func (r *replica) noteLag(replay storage.Position, covered int64) {
 	}
 }
 
-// identify checks, once per reconnection, that the replica is a copy of the primary.
-func (r *replica) identify(ctx context.Context) string {
+// schemaVersion is the version of Cerulean's schema this build migrates to.
+func schemaVersion() int64 { return migrations[len(migrations)-1].version }
+
+// identify checks, once per reconnection, that the replica is what the engine must read:
+// a copy of the primary (the same system identifier, when the role may read it) whose
+// database — as its URL names it, with its search_path — has Cerulean's schema at this
+// build's version. replay is the replica's replay position. It returns why not ("" if it
+// is), and whether that is a misconfiguration rather than a state the replica leaves by
+// itself: another server; or, once it has replayed past the point where the primary's
+// database had the schema (replicaSet.schemaAt), no schema (or an older one, or none this
+// role may read) in the database it is read in — another database or search_path than
+// the primary's URL names.
+func (r *replica) identify(ctx context.Context, replay storage.Position) (why string, wrong bool) {
 	r.mu.Lock()
 	done := r.identified
 	r.mu.Unlock()
-	if done || r.set.primaryID == "" {
-		return ""
+	if done {
+		return "", false
 	}
-	var id string
-	if err := r.pool.QueryRow(ctx, identityQuery).Scan(&id); err != nil {
-		r.set.e.log.Debug("replica: cannot read its system identifier", "replica", r.name, "err", err)
-		id = r.set.primaryID
+	s := r.set
+	if s.primaryID != "" {
+		var id string
+		if err := r.pool.QueryRow(ctx, identityQuery).Scan(&id); err != nil {
+			s.e.log.Debug("replica: cannot read its system identifier", "replica", r.name, "err", err)
+			id = s.primaryID
+		}
+		if id != s.primaryID {
+			return fmt.Sprintf("not a standby of the primary (system identifier %s, the primary's is %s)", id, s.primaryID), true
+		}
 	}
-	if id != r.set.primaryID {
-		return fmt.Sprintf("not a standby of the primary (system identifier %s, the primary's is %s)", id, r.set.primaryID)
+	var version int64
+	err := r.pool.QueryRow(ctx, versionQuery).Scan(&version)
+	var pe *pgconn.PgError
+	switch {
+	case err == nil && version >= schemaVersion():
+		r.mu.Lock()
+		r.identified = true
+		r.mu.Unlock()
+		return "", false
+	case err == nil:
+		why = fmt.Sprintf("Cerulean's schema in database %q is at version %d, this build's is %d", r.database, version, schemaVersion())
+	case errors.As(err, &pe) && !unavailableCode(pe.Code) && !recoveryConflict(err):
+		why = fmt.Sprintf("no Cerulean schema readable in database %q (%s)", r.database, pe.Message)
+	default:
+		return "cannot read Cerulean's schema version: " + err.Error(), false
 	}
-	r.mu.Lock()
-	r.identified = true
-	r.mu.Unlock()
-	return ""
+	if replay < s.schemaAt {
+		return fmt.Sprintf("%s: it has not replayed the primary's schema yet (replayed to %s, the schema is complete at %s)", why, lsn(replay), lsn(s.schemaAt)), false
+	}
+	return fmt.Sprintf("%s, though it has replayed past the point where the primary's database has it (%s): "+
+		"the replica URL names another database, search_path or role than --postgres-url", why, lsn(s.schemaAt)), true
 }
 
 // in puts the replica in rotation.
@@ -426,6 +534,7 @@ func (r *replica) out(reachable bool, why string) {
 	r.mu.Lock()
 	first := r.why == notPolled
 	changed := r.why != why
+	kindChanged := reasonKind(r.why) != reasonKind(why)
 	r.why = why
 	if !reachable {
 		r.identified = false // it may come back as another server
@@ -434,9 +543,22 @@ func (r *replica) out(reachable bool, why string) {
 	switch {
 	case was || first:
 		r.set.e.log.Warn("replica out of rotation", "replica", r.name, "reason", why)
+	case kindChanged:
+		r.set.e.log.Warn("replica still out of rotation", "replica", r.name, "reason", why)
 	case changed:
 		r.set.e.log.Debug("replica still out of rotation", "replica", r.name, "reason", why)
 	}
+}
+
+// reasonKind is the kind of a reason to be out of rotation: its text up to the first
+// colon or parenthesis ("unreachable", "lagging", "no Cerulean schema readable in
+// database "x""), so that a reason whose details change (an error's text, a position) is
+// logged once.
+func reasonKind(why string) string {
+	if i := strings.IndexAny(why, ":("); i >= 0 {
+		return why[:i]
+	}
+	return why
 }
 
 // fail takes the replica out after a read failed on it, if the failure means it cannot
@@ -444,13 +566,62 @@ func (r *replica) out(reachable bool, why string) {
 // only moves that read.
 func (r *replica) fail(err error) {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && !unavailableCode(pe.Code) {
-		return // an answer to the statement (a recovery conflict cancelled it, say)
-	}
-	if errors.As(err, &pe) || isConnErr(err) {
+	switch {
+	case recoveryConflict(err):
+		r.noteConflict(err)
+	case errors.As(err, &pe) && misconfigured(pe.Code):
+		// The database, a table or the right to read it is missing there: check the
+		// replica again (identify) before it serves another read.
+		r.mu.Lock()
+		r.identified = false
+		r.mu.Unlock()
+		r.out(true, "a read failed: "+err.Error())
+		r.poke()
+	case errors.As(err, &pe) && !unavailableCode(pe.Code):
+		// An answer to the statement: only this read moves.
+	case errors.As(err, &pe) || isConnErr(err):
 		r.out(false, "a read failed: "+err.Error())
 		r.poke()
 	}
+}
+
+// recoveryConflict reports an error a standby raises when replaying the primary's WAL
+// conflicts with a statement or a session there — the statement is cancelled, or the
+// session ended: SQLSTATE 40001 and 40P01 (which nothing else raises on a standby, where
+// no transaction writes) and 57P04 (the session's database was dropped).
+func recoveryConflict(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "40001", "40P01", "57P04":
+		return true
+	}
+	return false
+}
+
+// misconfigured reports SQLSTATEs that say a replica lacks what reads need: no such
+// database, table or column, or no right to read them.
+func misconfigured(code string) bool {
+	switch code {
+	case "3D000", "3F000", "42P01", "42703", "42501", "28000":
+		return true
+	}
+	return false
+}
+
+// noteConflict logs reads a recovery conflict cancelled (they run again elsewhere): the
+// first at once, then at most one line every 10 s with the count since.
+func (r *replica) noteConflict(err error) {
+	n := r.conflicts.Add(1)
+	now := time.Now().UnixNano()
+	last := r.loggedAt.Load()
+	if last != 0 && time.Duration(now-last) < 10*time.Second || !r.loggedAt.CompareAndSwap(last, now) {
+		return
+	}
+	since := n - r.conflictsLogged.Swap(n)
+	r.set.e.log.Info("replica reads cancelled by recovery conflicts; they ran again elsewhere", "replica", r.name, "reads", since, "err", err)
 }
 
 // watch returns ctx, cancelled also (with errLeft as its cause) when the replica leaves
@@ -605,6 +776,9 @@ type ReplicaStatus struct {
 	StalenessSeconds float64 `json:"stalenessSeconds"`
 	// Reads is how many reads this front end has served from it.
 	Reads uint64 `json:"reads"`
+	// RecoveryConflicts is how many of this front end's reads a recovery conflict
+	// cancelled there (each ran again elsewhere).
+	RecoveryConflicts uint64 `json:"recoveryConflicts"`
 	// Error is why it is out of rotation, if it is.
 	Error string `json:"error,omitempty"`
 }
@@ -621,13 +795,14 @@ func (e *Engine) Replicas() []ReplicaStatus {
 	for _, r := range s.list {
 		replay := storage.Position(r.replay.Load())
 		st := ReplicaStatus{
-			Name:             r.name,
-			Reachable:        r.reachable.Load(),
-			InRotation:       r.rotation.Load(),
-			ReplayPosition:   lsn(replay),
-			PrimaryPosition:  lsn(primary),
-			Reads:            r.reads.Load(),
-			StalenessSeconds: -1,
+			Name:              r.name,
+			Reachable:         r.reachable.Load(),
+			InRotation:        r.rotation.Load(),
+			ReplayPosition:    lsn(replay),
+			PrimaryPosition:   lsn(primary),
+			Reads:             r.reads.Load(),
+			RecoveryConflicts: r.conflicts.Load(),
+			StalenessSeconds:  -1,
 		}
 		if primary > replay {
 			st.LagBytes = uint64(primary - replay)

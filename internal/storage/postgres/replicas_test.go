@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -536,4 +537,161 @@ func TestReplicaKilled(t *testing.T) {
 	if sources["down replica "+hostPort(t, prompt)]+sources["down primary"] == 0 {
 		t.Fatalf("no reads while the replica was down: %v", sources)
 	}
+}
+
+// TestReplicaWrongDatabase (issue 44): a replica URL that names the right standby but
+// another database — here /postgres, which has no Cerulean schema — is refused at start-up
+// with a message that names the replica, the database and the problem. Before, it was
+// shown in rotation and failed every read there.
+func TestReplicaWrongDatabase(t *testing.T) {
+	testURL(t)
+	prompt, _ := replicaURLs(t)
+	wrong, err := pgtest.DatabaseURL(prompt, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := postgres.Open(t.Context(), testURL(t), postgres.Options{ReplicaURLs: []string{wrong}})
+	if err == nil {
+		e.Close()
+		t.Fatalf("Open with a replica URL naming database postgres succeeded")
+	}
+	t.Logf("refused: %v", err)
+	for _, want := range []string{"replica " + hostPort(t, prompt), `database "postgres"`, "no Cerulean schema", "another database"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+}
+
+// TestReplicaSchemaNotReplayedYet: a fresh database whose standby has not replayed it yet
+// (the delayed one, 2 s behind) is no misconfiguration: the engine opens with the replica
+// out of rotation, saying why, and takes it in once it has replayed the schema.
+func TestReplicaSchemaNotReplayedYet(t *testing.T) {
+	_, delayed := replicaURLs(t)
+	db := fmt.Sprintf("h44_fresh_%d", time.Now().UnixNano())
+	primary := pgtest.CreateDatabase(t, db)
+	replica, err := pgtest.DatabaseURL(delayed, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := postgres.Open(t.Context(), primary, postgres.Options{ReplicaURLs: []string{replica}, ReplicaPoll: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer e.Close()
+	st := e.Replicas()[0]
+	if st.InRotation || st.Error == "" {
+		t.Fatalf("right after the schema was made on the primary, the delayed replica is %+v; want out of rotation, with a reason", st)
+	}
+	t.Logf("at start-up: %s", st.Error)
+	waitRotation(t, e, 1)
+}
+
+// logLines collects the lines an engine logs, for tests that check what it says.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, string(p))
+	return len(p), nil
+}
+
+// count is how many lines hold every one of subs.
+func (l *logLines) count(subs ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+next:
+	for _, line := range l.lines {
+		for _, s := range subs {
+			if !strings.Contains(line, s) {
+				continue next
+			}
+		}
+		n++
+	}
+	return n
+}
+
+// TestReplicaWrongDatabaseLater: a replica that is down at start-up, and once up turns out
+// to be the wrong database, stays out of rotation with the reason in Replicas
+// (/debug/replicas) and logged once, however often it is polled.
+func TestReplicaWrongDatabaseLater(t *testing.T) {
+	standby := pgtest.StartStandby(t, pgtest.StandbyOptions{})
+	standby.Kill()
+	logs := &logLines{}
+	e := open(t, postgres.Options{
+		ReplicaURLs: []string{standby.URL("postgres")},
+		ReplicaPoll: 10 * time.Millisecond,
+		Logger:      slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	if st := e.Replicas()[0]; st.InRotation || !strings.Contains(st.Error, "unreachable") {
+		t.Fatalf("replica down at start-up: %+v", st)
+	}
+	standby.Start()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(e.Replicas()[0].Error, "no Cerulean schema") {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s: %+v", e.Replicas()[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // a hundred polls
+	st := e.Replicas()[0]
+	if st.InRotation || !st.Reachable || !strings.Contains(st.Error, `database "postgres"`) {
+		t.Fatalf("wrong-database replica: %+v", st)
+	}
+	if n := logs.count("out of rotation", "no Cerulean schema"); n != 1 {
+		t.Fatalf("the reason was logged %d times, want once:\n%s", n, strings.Join(logs.lines, ""))
+	}
+	t.Logf("out of rotation: %s", st.Error)
+}
+
+// TestReplicaRecoveryConflictLogged: when the replay of the primary's WAL ends a replica's
+// connections — here a DROP DATABASE of the database the replica URL names — the engine
+// logs a recovery conflict, not "unreachable": the replica is up, and says what it did.
+func TestReplicaRecoveryConflictLogged(t *testing.T) {
+	prompt, _ := replicaURLs(t)
+	db := fmt.Sprintf("h44_conflict_%d", time.Now().UnixNano())
+	other := pgtest.CreateDatabase(t, db)
+	schema, err := postgres.Open(t.Context(), other, postgres.Options{DisablePurger: true}) // Cerulean's schema in it
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema.Close()
+	replica, err := pgtest.DatabaseURL(prompt, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logLines{}
+	e := open(t, postgres.Options{
+		ReplicaURLs: []string{replica},
+		ReplicaPoll: 10 * time.Millisecond,
+		Logger:      slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	waitRotation(t, e, 1)
+	c, err := pgx.Connect(t.Context(), pgtest.PrimaryURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(t.Context(), "drop database "+db+" with (force)"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for logs.count("recovery conflict") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery conflict logged 10 s after the drop:\n%s", strings.Join(logs.lines, ""))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := logs.count("unreachable", "conflict with recovery"); n > 0 {
+		t.Fatalf("a recovery conflict was logged as unreachable:\n%s", strings.Join(logs.lines, ""))
+	}
+	t.Logf("logged:\n%s", strings.Join(logs.lines, ""))
 }
