@@ -30,6 +30,21 @@ import (
 //     upper bound, measured by positions, not by replay timestamps, which say nothing
 //     while the primary is idle).
 //
+// While the primary cannot be reached (its last sample failed), staleness is measured
+// against the last position it reported, not the wall clock: it is the time of the last
+// sample that answered − the latest t the replica covers. A replica that has replayed
+// everything the primary last reported is 0 behind — it holds every write anyone could
+// read from the primary when it was last heard from — and keeps serving every level but
+// Strong, BoundedStaleness included, for as long as the outage lasts; one that was 2 s
+// behind stays 2 s behind. (The wall clock would have taken every replica out of rotation
+// after Options.ReplicaMaxLag, and out of BoundedStaleness after Options.MaxStaleness,
+// though nothing newer exists to read.) Strong reads and writes need the primary: they
+// fail with storage.ErrUnavailable (503 ServerBusy with Retry-After) until it is back, as
+// do Session reads whose position no replica has replayed. The one thing this front end
+// cannot see is a primary that is up but cut off from it alone, taking writes through
+// other front ends: a replica that keeps streaming from it stays current by itself, but
+// one cut off too serves the state the primary last reported here.
+//
 // A replica is in rotation while its last poll answered within Options.ReplicaReadTimeout,
 // it is in recovery (a promoted replica is no longer ours to read), it reports a replay
 // position (an Aurora reader or a logical replica does not), it is what the engine must
@@ -160,6 +175,11 @@ type replicaSet struct {
 	samples []sample // ring of the primary's positions, oldest first from head
 	head, n int
 
+	// down: the primary's last sample failed; heard is when the last one that answered
+	// was taken (UnixNano). Staleness is measured at heard while the primary is down.
+	down  atomic.Bool
+	heard atomic.Int64
+
 	primaryID string // the primary's system identifier; "" when it cannot be read
 	// schemaAt is the primary's position when the engine opened, after the schema was
 	// migrated: a replica that has replayed it has Cerulean's schema at this build's
@@ -261,9 +281,22 @@ func (s *replicaSet) samplePrimary(ctx context.Context) {
 	at := time.Now().UnixNano()
 	_, p, err := reached(ctx, s.e.pool, s.e.q.position, 0)
 	if err != nil {
-		return // the primary's own troubles show elsewhere; replicas keep their last figures
+		if ctx.Err() != nil && s.e.closed.Load() {
+			return
+		}
+		// Replicas keep their last figures, and staleness is measured at the last
+		// sample that answered (see above).
+		if !s.down.Swap(true) {
+			s.e.log.Warn("primary unreachable: replicas serve every level but Strong, their staleness measured against the primary's last reported position",
+				"position", lsn(s.latest()), "reportedAgo", time.Since(time.Unix(0, s.heard.Load())).Round(time.Millisecond), "err", err)
+		}
+		return
 	}
 	s.e.observe(p)
+	s.heard.Store(at)
+	if s.down.Swap(false) {
+		s.e.log.Info("primary reachable again", "position", lsn(p))
+	}
 	s.smu.Lock()
 	i := (s.head + s.n) % len(s.samples)
 	if s.n == len(s.samples) {
@@ -290,6 +323,17 @@ func (s *replicaSet) coveredAt(replay storage.Position) (covered, oldest int64) 
 		}
 	}
 	return 0, oldest
+}
+
+// reference is the time staleness is measured at: now, or while the primary cannot be
+// reached, when it last answered a sample.
+func (s *replicaSet) reference(now time.Time) time.Time {
+	if s.down.Load() {
+		if heard := time.Unix(0, s.heard.Load()); heard.Before(now) {
+			return heard
+		}
+	}
+	return now
 }
 
 // latest is the primary's last sampled position.
@@ -419,8 +463,9 @@ func (r *replica) poll(ctx context.Context) {
 	r.covered.Store(covered)
 	// Uncovered by every sample kept: lagging if the samples span ReplicaMaxLag, else
 	// (just after start-up) unknown, which only BoundedStaleness reads avoid.
-	if max := r.set.e.opts.ReplicaMaxLag; covered == 0 && time.Since(time.Unix(0, oldest)) > max ||
-		covered != 0 && time.Since(time.Unix(0, covered)) > max {
+	ref := r.set.reference(time.Now())
+	if max := r.set.e.opts.ReplicaMaxLag; covered == 0 && ref.Sub(time.Unix(0, oldest)) > max ||
+		covered != 0 && ref.Sub(time.Unix(0, covered)) > max {
 		r.out(true, fmt.Sprintf("lagging: more than %v behind the primary", max))
 		return
 	}
@@ -432,7 +477,8 @@ func (r *replica) poll(ctx context.Context) {
 // (it then serves no BoundedStaleness read) and when it is back within it.
 func (r *replica) noteLag(replay storage.Position, covered int64) {
 	o := r.set.e.opts
-	lagging := covered != 0 && time.Since(time.Unix(0, covered)) > o.MaxStaleness
+	staleness := r.staleness(time.Now())
+	lagging := covered != 0 && staleness > o.MaxStaleness
 	if lagging == r.lagging.Load() {
 		return
 	}
@@ -443,7 +489,7 @@ func (r *replica) noteLag(replay storage.Position, covered int64) {
 		bytes = uint64(primary - replay)
 	}
 	if lagging {
-		r.set.e.log.Warn("replica lagging", "replica", r.name, "staleness", time.Since(time.Unix(0, covered)).Round(time.Millisecond),
+		r.set.e.log.Warn("replica lagging", "replica", r.name, "staleness", staleness.Round(time.Millisecond),
 			"lagBytes", bytes, "maxStaleness", o.MaxStaleness)
 	} else {
 		r.set.e.log.Info("replica caught up", "replica", r.name, "lagBytes", bytes)
@@ -645,13 +691,14 @@ func (r *replica) noteReplay(p storage.Position) {
 	}
 }
 
-// staleness bounds how old the replica's state is at now.
+// staleness bounds how old the replica's state is at now: measured at now, or while the
+// primary cannot be reached, at its last answer (replicaSet.reference).
 func (r *replica) staleness(now time.Time) time.Duration {
 	c := r.covered.Load()
 	if c == 0 {
 		return time.Duration(1<<63 - 1)
 	}
-	return max(now.Sub(time.Unix(0, c)), 0)
+	return max(r.set.reference(now).Sub(time.Unix(0, c)), 0)
 }
 
 // keepsUp reports a replica in rotation whose replay follows the primary closely enough
