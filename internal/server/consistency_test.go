@@ -180,8 +180,9 @@ func readHeaders(t *testing.T, what string, h http.Header) storage.Position {
 }
 
 // TestReadResponseHeaders: every successful read answers its token, source and position
-// (on Pebble: the primary, at or past the last write); failures, Get Table Service Stats
-// (no engine read) and writes answer no read source; CORS exposes the three headers.
+// (on Pebble: the primary, at or past the last write), and so does a 404 (a missing entity
+// or table); other failures, Get Table Service Stats (no engine read) and writes answer no
+// read source; CORS exposes the three headers.
 func TestReadResponseHeaders(t *testing.T) {
 	hs, _ := consistencyServer(t, storage.Strong)
 	resp, _ := do(t, signed(t, hs, "PUT", "/tbl(PartitionKey='p',RowKey='r')", []byte(`{}`)))
@@ -204,12 +205,28 @@ func TestReadResponseHeaders(t *testing.T) {
 			}
 		}
 	}
+	// A 404 is a read's answer too: it says where and at what position it was read
+	// (issue 44), so that a stale one can be traced.
 	for name, path := range map[string]string{
 		"missing entity": "/tbl(PartitionKey='p',RowKey='nope')",
 		"missing table":  "/Tables('nope')",
-		"stats":          "/?restype=service&comp=stats",
 	} {
 		resp, body := do(t, signed(t, hs, "GET", path, nil))
+		if resp.StatusCode != 404 {
+			t.Errorf("%s: %d %s", name, resp.StatusCode, body)
+		}
+		if p := readHeaders(t, name, resp.Header); p < written {
+			t.Errorf("%s: read position %d before the write's %d", name, p, written)
+		}
+	}
+	// Other failures, and what reads nothing from the engine, answer no read source.
+	bad := signed(t, hs, "GET", readPaths["get entity"], nil)
+	bad.Header.Set("x-ms-consistency-level", "nonsense")
+	for name, r := range map[string]*http.Request{
+		"stats":     signed(t, hs, "GET", "/?restype=service&comp=stats", nil),
+		"bad level": bad,
+	} {
+		resp, body := do(t, r)
 		if (name == "stats") != (resp.StatusCode == 200) {
 			t.Errorf("%s: %d %s", name, resp.StatusCode, body)
 		}

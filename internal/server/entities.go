@@ -188,6 +188,7 @@ func (s *Server) getEntity(rq *request) error {
 	}
 	rec, sv, err := s.tables.GetEntityEncoded(rq.r.Context(), rq.account, rq.res.Table, rq.res.PartitionKey, rq.res.RowKey, rd)
 	if err != nil {
+		s.setNotFoundServed(rq, sv)
 		return err
 	}
 	sel, err := odata.ParseSelect(rq.query.Get("$select"))
@@ -238,6 +239,7 @@ func (s *Server) queryEntities(rq *request) error {
 	}
 	page, err := s.tables.QueryEntities(rq.r.Context(), rq.account, rq.res.Table, query)
 	if err != nil {
+		s.setNotFoundServed(rq, page.Served)
 		return err
 	}
 	if rq.cutPage {

@@ -88,6 +88,7 @@ func (s *Server) aclRequest(rq *request, method string) error {
 		}
 		ids, sv, err := s.tables.TableACL(rq.r.Context(), rq.account, rq.res.Table, rd)
 		if err != nil {
+			s.setNotFoundServed(rq, sv)
 			return err
 		}
 		s.setServed(rq.w.Header(), sv)

@@ -100,6 +100,16 @@ func (s *Server) setServed(h http.Header, sv table.Served) {
 	exposeHeaders(h, readExposed[:]...)
 }
 
+// setNotFoundServed answers, on a read that failed, where it was served and at what
+// position when the failure is the answer "not found" (the table layer then reports
+// them): a 404 carries the read headers as any other read does, so that a stale one can
+// be traced to the replica and position it was read at.
+func (s *Server) setNotFoundServed(rq *request, sv table.Served) {
+	if sv.Source != "" {
+		s.setServed(rq.w.Header(), sv)
+	}
+}
+
 // exposeHeaders lets a browser's script read Cerulean's headers of its response: when the
 // response carries CORS headers (a rule matched, addCORS), names join the headers the
 // rule exposes. Azure exposes only what the rule lists; these headers are Cerulean's, and

@@ -76,6 +76,7 @@ func (s *Server) getTable(rq *request) error {
 	}
 	ti, sv, err := s.tables.GetTable(rq.r.Context(), rq.account, rq.res.Table, rd)
 	if err != nil {
+		s.setNotFoundServed(rq, sv)
 		return err
 	}
 	s.setServed(rq.w.Header(), sv)

@@ -33,6 +33,7 @@ func (s *Server) tableSettingsRequest(rq *request, method string) error {
 		}
 		ti, sv, err := s.tables.TableSettings(rq.r.Context(), rq.account, rq.res.Table, rd)
 		if err != nil {
+			s.setNotFoundServed(rq, sv)
 			return err
 		}
 		s.setServed(rq.w.Header(), sv)

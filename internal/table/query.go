@@ -121,7 +121,7 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 	}
 	p, err := s.queryPage(ctx, v, account, table, q, top, ranges, resuming)
 	if err != nil {
-		return Page{}, err
+		return Page{Served: notFound(v, err)}, err
 	}
 	p.Served = served(v)
 	if p.NextRowKey != "" {

@@ -2,7 +2,10 @@ package table
 
 import (
 	"context"
+	"errors"
+	"net/http"
 
+	"github.com/ceruleandb/cerulean/internal/azerr"
 	"github.com/ceruleandb/cerulean/internal/storage"
 )
 
@@ -59,6 +62,18 @@ func (s *Service) view(ctx context.Context, rd Read, cont storage.Position, sc s
 // served is what a view reports once its reads are done.
 func served(v storage.View) Served {
 	return Served{Source: v.Source(), Position: v.Position()}
+}
+
+// notFound is what a view reports when a read of it failed with err: where it was served
+// and its position if err is the answer "no such entity" or "no such table" (the engine's,
+// or already mapped to a 404), so that a 404 says where it was read and a stale one can be
+// traced; else nothing.
+func notFound(v storage.View, err error) Served {
+	if e, ok := azerr.As(err); ok && e.Status == http.StatusNotFound ||
+		errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrTableNotFound) {
+		return served(v)
+	}
+	return Served{}
 }
 
 // Position is a position covering every write that returned before the call: the session

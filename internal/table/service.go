@@ -18,7 +18,7 @@ func (s *Service) TableACL(ctx context.Context, account, table string, rd Read) 
 	}
 	b, err := v.GetTableACL(ctx, account, table)
 	if err != nil {
-		return nil, Served{}, s.mapErr(err, entityScope)
+		return nil, notFound(v, err), s.mapErr(err, entityScope)
 	}
 	s.markAvailable()
 	ids, err := svcprops.UnmarshalACL(b)

@@ -165,7 +165,7 @@ func (s *Service) TableSettings(ctx context.Context, account, table string, rd R
 	}
 	ti, err := v.GetTable(ctx, account, table)
 	if err != nil {
-		return storage.TableInfo{}, Served{}, s.mapErr(err, entityScope)
+		return storage.TableInfo{}, notFound(v, err), s.mapErr(err, entityScope)
 	}
 	s.markAvailable()
 	return ti, served(v), nil

@@ -119,7 +119,7 @@ func (s *Service) GetTable(ctx context.Context, account, name string, rd Read) (
 	ti, err := v.GetTable(ctx, account, name)
 	if err != nil {
 		// A lookup of a missing table by its own URL is ResourceNotFound, as for Delete Table.
-		return storage.TableInfo{}, Served{}, s.mapErr(err, tableScope)
+		return storage.TableInfo{}, notFound(v, err), s.mapErr(err, tableScope)
 	}
 	s.markAvailable()
 	return ti, served(v), nil
@@ -360,7 +360,7 @@ func (s *Service) getEntity(ctx context.Context, account, table, pk, rk string, 
 	}
 	rec, err := get(ctx, account, table, pk, rk)
 	if err != nil {
-		return storage.Record{}, Served{}, s.mapErr(err, entityScope)
+		return storage.Record{}, notFound(v, err), s.mapErr(err, entityScope)
 	}
 	s.markAvailable()
 	return rec, served(v), nil
