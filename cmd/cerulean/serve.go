@@ -230,7 +230,7 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	}{
 		{"max-staleness", "CERULEAN_MAX_STALENESS", "how far behind the primary a replica serving a BoundedStaleness read may be", &o.maxStaleness, postgres.DefaultMaxStaleness},
 		{"replica-max-lag", "CERULEAN_REPLICA_MAX_LAG", "a replica further behind the primary than this serves no reads until it catches up", &o.replicaMaxLag, postgres.DefaultReplicaMaxLag},
-		{"replica-read-timeout", "CERULEAN_REPLICA_READ_TIMEOUT", "the longest a read waits for a replica's answer (each round trip, taking a connection included): past it the replica leaves rotation and the read runs again on another replica or the primary, in the same request; " +
+		{"replica-read-timeout", "CERULEAN_REPLICA_READ_TIMEOUT", "the longest a read waits for a replica's answer (each round trip): past it the replica leaves rotation and the read runs again on another replica or the primary, in the same request; " +
 			"the replica is back once it answers a poll within it", &o.replicaReadTimeout, postgres.DefaultReplicaReadTimeout},
 	} {
 		v, err := envDuration(f.env, f.def)

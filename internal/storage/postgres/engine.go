@@ -165,10 +165,10 @@ type Options struct {
 	// it faster.
 	ReplicaPoll time.Duration
 	// ReplicaReadTimeout bounds every round trip to a replica (default
-	// DefaultReplicaReadTimeout): a statement, or taking a connection for one, that has
-	// not completed within it is cancelled, the replica leaves rotation, and the read
-	// runs again on another replica or the primary in the same request (views.go). A
-	// replica comes back once a poll answers within it.
+	// DefaultReplicaReadTimeout): a statement that has not completed within it is
+	// cancelled, the replica leaves rotation, and the read runs again on another replica
+	// or the primary in the same request (views.go). A replica comes back once a poll
+	// answers within it.
 	ReplicaReadTimeout time.Duration
 	// Logger receives background errors (default slog.Default()).
 	Logger *slog.Logger

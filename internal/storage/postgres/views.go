@@ -38,16 +38,23 @@ import (
 // anything that is not an answer — never fails the request: the view marks it, and runs
 // the read again on another replica that qualifies or on the primary.
 //
-// Nothing waits on a replica beyond Options.ReplicaReadTimeout: each round trip there
-// (taking a connection and running a statement with its brackets; beginning a scan's
-// transaction; each of its statements; its commit) runs under a context bounded by it. A
-// replica that does not answer within it — a hung server, a host cut off without a
-// reset, a query blocked behind a lock the replay holds — leaves rotation with the reason
-// logged, and the read runs again elsewhere in the same request. Each read attempt on a
-// replica is also cancelled the moment the replica leaves rotation for any reason (a
-// failed poll, another read's timeout, a promotion), and runs again elsewhere: no read
-// stays on a replica the engine has given up on. A cancelled statement's connection is
-// closed by pgx, so a hung server keeps none of the pool's connections busy.
+// Nothing waits on a replica's answer beyond Options.ReplicaReadTimeout: each round trip
+// there (a statement with its brackets; beginning a scan's transaction; each of its
+// statements; its commit) runs under a context bounded by it. A replica that does not
+// answer within it — a hung server, a host cut off without a reset, a query blocked
+// behind a lock the replay holds — leaves rotation with the reason logged, and the read
+// runs again elsewhere in the same request. Each read attempt on a replica is also
+// cancelled the moment the replica leaves rotation for any reason (a failed poll,
+// another read's timeout, a promotion), and runs again elsewhere: no read stays on a
+// replica the engine has given up on. A cancelled statement's connection is closed by
+// pgx, so a hung server keeps none of the pool's connections busy.
+//
+// Taking a connection from the pool is not bounded so: when it must open one, that takes
+// a few round trips and a new server process, and under a burst of reads that open many
+// at once it took 1.2–1.4 s on the test machine, on a healthy replica. A read waiting for
+// a connection to a hung replica is cancelled when the replica leaves rotation instead:
+// at the first timeout of a read there, or at the latest when a poll (every
+// Options.ReplicaPoll) does not answer within pollTimeout (1 s).
 
 // errBehind reports a replica whose replay position is below what the view must cover.
 var errBehind = errors.New("replica behind the position asked for")
@@ -263,12 +270,11 @@ func (v *view) noteUpper(text *string) {
 // Query runs sql bracketed by position queries (rdb), in one round trip bounded on a
 // replica.
 func (v *view) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	ctx, end := v.bound(ctx)
 	c, err := v.pool().Acquire(ctx)
 	if err != nil {
-		end()
 		return nil, err
 	}
+	ctx, end := v.bound(ctx)
 	b := &pgx.Batch{}
 	lower := v.checkLower()
 	if lower {
@@ -309,12 +315,12 @@ func (v *view) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 // its connection; the upper bound is read inside it at Commit (rdb). On a replica, the
 // beginning, each statement and the commit are bounded each.
 func (v *view) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
-	bctx, end := v.bound(ctx)
-	defer end()
-	c, err := v.pool().Acquire(bctx)
+	c, err := v.pool().Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
+	bctx, end := v.bound(ctx)
+	defer end()
 	if v.checkLower() {
 		var text *string
 		if err := c.QueryRow(bctx, replayQuery).Scan(&text); err != nil {
