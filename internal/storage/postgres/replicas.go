@@ -91,27 +91,73 @@ const (
 const notPolled = "not polled yet"
 
 // errLeft is the cause with which a replica's reads in flight are cancelled when it leaves
-// rotation (replica.watch).
+// rotation (attempt).
 var errLeft = errors.New("the replica left rotation")
 
-// epoch is one stay of a replica in rotation: ctx is cancelled when it leaves.
-type epoch struct {
+// errSlow is the cause with which a read attempt on a replica is cancelled when a round
+// trip runs out of Options.ReplicaReadTimeout.
+var errSlow = errors.New("no answer within the replica read timeout")
+
+// attempt is one read attempt on a replica (view.do). Its context, which the read's
+// statements run under, is cancelled when the replica leaves rotation (cause errLeft) or
+// when a round trip runs out of Options.ReplicaReadTimeout (cause errSlow). One object, one
+// context and one timer per attempt, reset for each of its round trips (which run one
+// after another), keep a replica read's extra cost to a few allocations.
+type attempt struct {
+	r      *replica
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	timer  *time.Timer // the round trip's bound; nil before the first
 }
 
-// newEpoch starts a stay in rotation.
-func newEpoch() *epoch {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	return &epoch{ctx: ctx, cancel: cancel}
+// begin starts a read attempt on the replica under parent. If the replica is out of
+// rotation already, the attempt is cancelled at once.
+func (r *replica) begin(parent context.Context) *attempt {
+	a := &attempt{r: r}
+	a.ctx, a.cancel = context.WithCancelCause(parent)
+	r.mu.Lock()
+	if r.rotation.Load() {
+		r.inflight[a] = struct{}{}
+	} else {
+		a.cancel(errLeft)
+	}
+	r.mu.Unlock()
+	return a
 }
 
-// endedEpoch is a stay in rotation that has ended: a replica's before it first enters.
-func endedEpoch() *epoch {
-	ep := newEpoch()
-	ep.cancel(fmt.Errorf("%w: %s", errLeft, notPolled))
-	return ep
+// end ends the attempt, releasing its context and timer.
+func (a *attempt) end() {
+	a.r.mu.Lock()
+	delete(a.r.inflight, a)
+	a.r.mu.Unlock()
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	a.cancel(nil)
 }
+
+// startRound bounds the round trip that starts now by d.
+func (a *attempt) startRound(d time.Duration) {
+	if a.timer == nil {
+		a.timer = time.AfterFunc(d, a.expire)
+	} else {
+		a.timer.Reset(d)
+	}
+}
+
+// endRound ends the current round trip's bound.
+func (a *attempt) endRound() {
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+}
+
+func (a *attempt) expire() { a.cancel(errSlow) }
+
+// slow reports an attempt cancelled for a round trip that ran out of time; left, one
+// cancelled because the replica left rotation.
+func (a *attempt) slow() bool { return context.Cause(a.ctx) == errSlow }
+func (a *attempt) left() bool { return errors.Is(context.Cause(a.ctx), errLeft) }
 
 // errNoReplay reports a replica that gives no replay position.
 var errNoReplay = errors.New("no replay position (pg_last_wal_replay_lsn() is NULL): not a streaming standby")
@@ -145,13 +191,13 @@ type replica struct {
 	conflicts, conflictsLogged atomic.Uint64
 	loggedAt                   atomic.Int64
 	wake                       chan struct{} // polls at once
-	// epoch is the replica's current stay in rotation (ended while it is out): reads on
-	// the replica watch it, and are cancelled when it ends.
-	epoch atomic.Pointer[epoch]
 
 	mu         sync.Mutex
 	why        string // why it is out of rotation
 	identified bool   // identify passed since it last became reachable
+	// inflight are the read attempts under way on the replica, cancelled when it leaves
+	// rotation.
+	inflight map[*attempt]struct{}
 }
 
 // sample is the primary's position at a time: every write committed by then is at or
@@ -216,8 +262,8 @@ func (e *Engine) openReplicas(ctx context.Context, urls []string, configure func
 			s.close()
 			return fmt.Errorf("replica %s: %w", name, err)
 		}
-		r := &replica{set: s, name: name, database: cfg.ConnConfig.Database, pool: pool, wake: make(chan struct{}, 1), why: notPolled}
-		r.epoch.Store(endedEpoch())
+		r := &replica{set: s, name: name, database: cfg.ConnConfig.Database, pool: pool, wake: make(chan struct{}, 1), why: notPolled,
+			inflight: map[*attempt]struct{}{}}
 		s.list = append(s.list, r)
 	}
 	if err := e.pool.QueryRow(ctx, identityQuery).Scan(&s.primaryID); err != nil {
@@ -558,7 +604,6 @@ func (r *replica) in() {
 	r.mu.Lock()
 	r.why = ""
 	r.mu.Unlock()
-	r.epoch.Store(newEpoch())
 	r.rotation.Store(true)
 	staleness := "unknown yet"
 	if r.covered.Load() != 0 {
@@ -574,10 +619,14 @@ func (r *replica) in() {
 func (r *replica) out(reachable bool, why string) {
 	r.reachable.Store(reachable)
 	was := r.rotation.Swap(false)
-	if was {
-		r.epoch.Load().cancel(fmt.Errorf("%w: %s", errLeft, why))
-	}
 	r.mu.Lock()
+	if len(r.inflight) > 0 {
+		cause := fmt.Errorf("%w: %s", errLeft, why)
+		for a := range r.inflight {
+			a.cancel(cause)
+			delete(r.inflight, a)
+		}
+	}
 	first := r.why == notPolled
 	changed := r.why != why
 	kindChanged := reasonKind(r.why) != reasonKind(why)
@@ -668,18 +717,6 @@ func (r *replica) noteConflict(err error) {
 	}
 	since := n - r.conflictsLogged.Swap(n)
 	r.set.e.log.Info("replica reads cancelled by recovery conflicts; they ran again elsewhere", "replica", r.name, "reads", since, "err", err)
-}
-
-// watch returns ctx, cancelled also (with errLeft as its cause) when the replica leaves
-// rotation — at once if it is out already — and the function that releases it.
-func (r *replica) watch(ctx context.Context) (context.Context, func()) {
-	ep := r.epoch.Load()
-	c, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(ep.ctx, func() { cancel(context.Cause(ep.ctx)) })
-	return c, func() {
-		stop()
-		cancel(nil)
-	}
 }
 
 // noteReplay raises the replay position to p, as a view's bracket saw it.

@@ -51,7 +51,7 @@ import (
 //
 // Taking a connection from the pool is not bounded so: when it must open one, that takes
 // a few round trips and a new server process, and under a burst of reads that open many
-// at once it took 1.2–1.4 s on the test machine, on a healthy replica. A read waiting for
+// at once it took 1.2–1.8 s on the test machine, on a healthy replica. A read waiting for
 // a connection to a hung replica is cancelled when the replica leaves rotation instead:
 // at the first timeout of a read there, or at the latest when a poll (every
 // Options.ReplicaPoll) does not answer within pollTimeout (1 s).
@@ -104,27 +104,22 @@ type view struct {
 	err error
 	// tried counts the replicas this view has tried.
 	tried int
-	// slow: a round trip of the current attempt ran out of Options.ReplicaReadTimeout.
-	slow bool
+	// att is the read attempt under way on the replica (do), nil on the primary.
+	att *attempt
 }
 
-// errSlow is the cause of a round trip on a replica that ran out of
-// Options.ReplicaReadTimeout.
-var errSlow = errors.New("no answer within the replica read timeout")
-
-// bound returns the context of one round trip on the view's source — on a replica, ctx
-// bounded by Options.ReplicaReadTimeout — and the function that ends it, which notes on
-// the view whether the bound ran out.
-func (v *view) bound(ctx context.Context) (context.Context, func()) {
-	if v.rep == nil {
-		return ctx, func() {}
+// startRound bounds the round trip that starts now, on a replica, by
+// Options.ReplicaReadTimeout (attempt).
+func (v *view) startRound() {
+	if v.att != nil {
+		v.att.startRound(v.e.opts.ReplicaReadTimeout)
 	}
-	c, cancel := context.WithTimeoutCause(ctx, v.e.opts.ReplicaReadTimeout, errSlow)
-	return c, func() {
-		if context.Cause(c) == errSlow {
-			v.slow = true
-		}
-		cancel()
+}
+
+// endRound ends the current round trip's bound.
+func (v *view) endRound() {
+	if v.att != nil {
+		v.att.endRound()
 	}
 }
 
@@ -143,17 +138,22 @@ func (v *view) Position() storage.Position { return v.pos }
 // replica, read runs under a context that is cancelled when the replica leaves rotation.
 func (v *view) do(ctx context.Context, read func(context.Context, reads) error) error {
 	for {
-		v.err, v.slow = nil, false
-		rctx, release := ctx, func() {}
+		v.err = nil
+		rctx := ctx
 		if v.rep != nil {
-			rctx, release = v.rep.watch(ctx)
+			v.att = v.rep.begin(ctx)
+			rctx = v.att.ctx
 		}
 		err := read(rctx, reads{e: v.e, db: v, once: v.rep != nil, grouped: v.rep == nil, view: v})
 		if err == nil {
 			err = v.err
 		}
-		left := err != nil && v.rep != nil && errors.Is(context.Cause(rctx), errLeft)
-		release()
+		var left, slow bool
+		if v.att != nil {
+			left, slow = err != nil && v.att.left(), err != nil && v.att.slow()
+			v.att.end()
+			v.att = nil
+		}
 		if err == nil || v.rep == nil || answer(err) || ctx.Err() != nil {
 			if err == nil || answer(err) {
 				v.served()
@@ -163,7 +163,7 @@ func (v *view) do(ctx context.Context, read func(context.Context, reads) error) 
 			}
 			return err
 		}
-		if err := v.elsewhere(ctx, err, left); err != nil {
+		if err := v.elsewhere(ctx, err, left, slow); err != nil {
 			return err
 		}
 	}
@@ -185,9 +185,10 @@ func answer(err error) bool {
 }
 
 // elsewhere moves the view off a replica that failed a read with err (or that left
-// rotation while the read was under way): to another replica that qualifies (after a
-// brief wait when the replica was only behind), or to the primary.
-func (v *view) elsewhere(ctx context.Context, err error, left bool) error {
+// rotation while the read was under way, or did not answer in time: slow): to another
+// replica that qualifies (after a brief wait when the replica was only behind), or to the
+// primary.
+func (v *view) elsewhere(ctx context.Context, err error, left, slow bool) error {
 	failed := v.rep
 	v.tried++
 	v.rep = nil
@@ -195,7 +196,7 @@ func (v *view) elsewhere(ctx context.Context, err error, left bool) error {
 	switch {
 	case left:
 		// Out of rotation already, with its reason.
-	case v.slow:
+	case slow:
 		failed.out(true, fmt.Sprintf("slow: a read had no answer within %v (--replica-read-timeout)", v.e.opts.ReplicaReadTimeout))
 	case behind:
 		failed.poke() // its monitor looks again now
@@ -274,7 +275,7 @@ func (v *view) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 	if err != nil {
 		return nil, err
 	}
-	ctx, end := v.bound(ctx)
+	v.startRound()
 	b := &pgx.Batch{}
 	lower := v.checkLower()
 	if lower {
@@ -286,7 +287,7 @@ func (v *view) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 	fail := func(err error) (pgx.Rows, error) {
 		_ = br.Close()
 		c.Release()
-		end()
+		v.endRound()
 		return nil, err
 	}
 	if lower {
@@ -302,7 +303,7 @@ func (v *view) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 	if err != nil {
 		return fail(err)
 	}
-	return &bracketRows{Rows: rows, v: v, br: br, c: c, end: end}, nil
+	return &bracketRows{Rows: rows, v: v, br: br, c: c}, nil
 }
 
 // QueryRow is Query for one row (rdb).
@@ -319,11 +320,11 @@ func (v *view) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) 
 	if err != nil {
 		return nil, err
 	}
-	bctx, end := v.bound(ctx)
-	defer end()
+	v.startRound()
+	defer v.endRound()
 	if v.checkLower() {
 		var text *string
-		if err := c.QueryRow(bctx, replayQuery).Scan(&text); err != nil {
+		if err := c.QueryRow(ctx, replayQuery).Scan(&text); err != nil {
 			c.Release()
 			return nil, err
 		}
@@ -332,7 +333,7 @@ func (v *view) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) 
 			return nil, err
 		}
 	}
-	tx, err := c.BeginTx(bctx, opts)
+	tx, err := c.BeginTx(ctx, opts)
 	if err != nil {
 		c.Release()
 		return nil, err
@@ -347,7 +348,6 @@ type bracketRows struct {
 	v      *view
 	br     pgx.BatchResults
 	c      *pgxpool.Conn
-	end    func() // ends the round trip's bound
 	closed bool
 }
 
@@ -371,7 +371,7 @@ func (r *bracketRows) Close() {
 		r.v.err = err
 	}
 	r.c.Release()
-	r.end()
+	r.v.endRound()
 }
 
 // bracketRow is a pgx.Row over bracketRows.
@@ -408,18 +408,18 @@ type bracketTx struct {
 
 // Query runs a statement of the transaction, bounded on a replica.
 func (t *bracketTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	ctx, end := t.v.bound(ctx)
+	t.v.startRound()
 	rows, err := t.Tx.Query(ctx, sql, args...)
 	if err != nil {
-		end()
+		t.v.endRound()
 		return nil, err
 	}
-	return &boundRows{Rows: rows, end: end}, nil
+	return &boundRows{Rows: rows, v: t.v}, nil
 }
 
 func (t *bracketTx) Commit(ctx context.Context) error {
-	ctx, end := t.v.bound(ctx)
-	defer end()
+	t.v.startRound()
+	defer t.v.endRound()
 	var text *string
 	if err := t.Tx.QueryRow(ctx, t.v.upperQuery()).Scan(&text); err != nil {
 		_ = t.Tx.Rollback(ctx)
@@ -433,8 +433,8 @@ func (t *bracketTx) Commit(ctx context.Context) error {
 }
 
 func (t *bracketTx) Rollback(ctx context.Context) error {
-	ctx, end := t.v.bound(ctx)
-	defer end()
+	t.v.startRound()
+	defer t.v.endRound()
 	err := t.Tx.Rollback(ctx)
 	t.release()
 	return err
@@ -443,14 +443,15 @@ func (t *bracketTx) Rollback(ctx context.Context) error {
 // boundRows are a statement's rows whose round trip's bound ends when they are closed.
 type boundRows struct {
 	pgx.Rows
-	end func()
+	v      *view
+	closed bool
 }
 
 func (r *boundRows) Close() {
 	r.Rows.Close()
-	if r.end != nil {
-		r.end()
-		r.end = nil
+	if !r.closed {
+		r.closed = true
+		r.v.endRound()
 	}
 }
 
