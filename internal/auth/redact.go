@@ -54,17 +54,30 @@ func NewRedactor(accounts []Account) *Redactor {
 		for _, k := range a.Keys {
 			// Unpadded: the padded form contains it, and so does a key written without
 			// its '=' padding.
-			s := base64.RawStdEncoding.EncodeToString(k)
-			if len(s) < minRedactedKey {
-				continue
-			}
-			r.keys = append(r.keys, s)
-			if r.minKey == 0 || len(s) < r.minKey {
-				r.minKey = len(s)
+			for _, s := range keyForms(base64.RawStdEncoding.EncodeToString(k)) {
+				if len(s) < minRedactedKey || slices.Contains(r.keys, s) {
+					continue
+				}
+				r.keys = append(r.keys, s)
+				if r.minKey == 0 || len(s) < r.minKey {
+					r.minKey = len(s)
+				}
 			}
 		}
 	}
 	return r
+}
+
+// keyForms returns a key's text and what a request path makes of it: a path's leading
+// '/' and repeated '/' are dropped or merged when it is split into its segments, so a key
+// sent as a (percent-encoded) table name was logged without its first '/' (a key that
+// began with '/', 1 in 64) and escaped redaction.
+func keyForms(s string) []string {
+	merged := s
+	for strings.Contains(merged, "//") {
+		merged = strings.ReplaceAll(merged, "//", "/")
+	}
+	return []string{s, strings.TrimLeft(s, "/"), merged, strings.TrimLeft(merged, "/")}
 }
 
 // String returns s with every credential in it redacted (see Redactor).

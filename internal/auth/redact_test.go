@@ -41,6 +41,27 @@ func TestRedactorString(t *testing.T) {
 			t.Errorf("String(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
+	// A key that begins with '/' or holds "//", sent as a table name: the path's segments
+	// lose the leading '/' and merge repeated ones, and the log shows what is left.
+	slash := make([]byte, 64)
+	copy(slash, []byte{0xff, 0xff, 0xff, 0xfc, 0x3f, 0xff}) // "////P///…"
+	for i := 6; i < len(slash); i++ {
+		slash[i] = byte(i*13 + 5)
+	}
+	slashText := base64.RawStdEncoding.EncodeToString(slash)
+	if !strings.HasPrefix(slashText, "/") || !strings.Contains(slashText, "//") {
+		t.Fatalf("test key %q lacks a leading / and a //", slashText)
+	}
+	rs := NewRedactor([]Account{{Name: "s", Keys: [][]byte{slash}}})
+	merged := slashText
+	for strings.Contains(merged, "//") {
+		merged = strings.ReplaceAll(merged, "//", "/")
+	}
+	for _, in := range []string{slashText, strings.TrimLeft(slashText, "/"), merged, strings.TrimLeft(merged, "/")} {
+		if got := rs.String("t " + in); got != "t "+Redacted {
+			t.Errorf("String(%q) = %q: a key's path form kept", "t "+in, got)
+		}
+	}
 	// Without keys (the zero value), assignments are still redacted.
 	var z *Redactor
 	if got := z.String("x&sig=" + sig); got != "x&sig=REDACTED" {
