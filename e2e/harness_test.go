@@ -450,18 +450,7 @@ func (s *server) kill() {
 // exit error (nil for exit status 0) and whether it exited in time; on timeout it kills.
 func (s *server) terminate(timeout time.Duration) (exitErr error, inTime bool) {
 	s.signal(syscall.SIGTERM)
-	s.mu.Lock()
-	done := s.done
-	s.mu.Unlock()
-	select {
-	case <-done:
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.exitErr, true
-	case <-time.After(timeout):
-		s.kill()
-		return errors.New("killed after SIGTERM timeout"), false
-	}
+	return s.waitExit(timeout)
 }
 
 // waitExit waits up to timeout for a process already told to stop (a signal sent by the
