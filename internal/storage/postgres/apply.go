@@ -291,7 +291,8 @@ func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutat
 	if st.sql == "" {
 		return storage.Applied{}, false, fmt.Errorf("applySingle: %v", m.Op)
 	}
-	pos, err := e.singles.do(ctx, &st, a.ent.id, pk, rk)
+	at, err := e.singles.do(ctx, &st, a.ent.id, pk, rk)
+	pos := at.hi
 	if err != nil {
 		return storage.Applied{}, false, err
 	}
@@ -817,7 +818,9 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 	if single {
 		// Its own transaction would cost a commit per merge: it goes with the single
 		// writes (coalesce.go), whose statements answer rather than raise, as this one does.
-		pos, err = e.singles.do(ctx, &stmts[0], st.tableID, pk, []byte(writes[0].rk))
+		var at bounds
+		at, err = e.singles.do(ctx, &stmts[0], st.tableID, pk, []byte(writes[0].rk))
+		pos = at.hi
 	} else {
 		pos, err = e.exec(ctx, stmts)
 	}

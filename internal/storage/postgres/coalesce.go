@@ -46,6 +46,17 @@ import (
 // group's round trip, and the position read after the group is an upper bound of what
 // each saw (views.go), as the one after a lone read is.
 //
+// A replica's point reads (a replica view's Get) go through a coalescer of the replica's
+// own, for the same reasons: without it, each read there was its own round trip with
+// its brackets, and cost the replica 3–4× the CPU of a read of the primary. A replica's
+// group is one pipeline, bracketed as a view brackets a statement (replicaGroup): the
+// replay position, the group's statement, the replay position again. The first is a
+// lower bound of what every read of the group saw, checked by each against the position
+// it must cover; the second an upper bound, each read's position. A replica's group runs
+// under a bound of its own (Options.ReplicaReadTimeout) and is cancelled when the replica
+// leaves rotation; a read whose own bound runs out while its group is under way does not
+// wait for the group (abandon), so no read waits on a replica beyond its bound.
+//
 // Nothing waits to fill a group: a write goes out at once when fewer than
 // coalescer.slots groups are in flight (singleSlots for writes, getSlots for reads),
 // and only otherwise joins the queue, which the next group takes whole (up to
@@ -60,16 +71,28 @@ type single struct {
 	st     *stmt
 	tid    int64
 	pk, rk []byte
-	pos    storage.Position
+	at     bounds
 	err    error
-	done   chan struct{} // closed once pos and err are set
+	done   chan struct{} // closed once at and err are set
 	lead   chan struct{} // a token to run the queue as a group (buffered 1)
 	queued bool          // still in the queue (guarded by coalescer.mu)
 }
 
+// bounds are the positions read around a group's statements: lo before them (0 when
+// not read), hi after them (the commit position, or a replica's replay position).
+type bounds struct{ lo, hi storage.Position }
+
 type coalescer struct {
 	e     *Engine
 	slots int // most groups in flight
+	// exec runs a group's statements (or one alone) and reads the positions around them.
+	// group is set when ctx is not a caller's own (run detaches it: see there), so that
+	// exec bounds it where it must (a replica's).
+	exec func(ctx context.Context, stmts []stmt, group bool) (bounds, error)
+	// abandon: a caller whose context ends while its statement is in a group returns at
+	// once rather than waiting for the group's outcome. Only for reads, whose outcome a
+	// caller that gave up has no use for (a write's must be known).
+	abandon bool
 	// merge, if set, makes one statement of a group that does the work of all of its
 	// statements and leaves each one's rows and dest as if it had run alone; ok false
 	// runs the group's statements one by one instead.
@@ -84,22 +107,22 @@ type coalescer struct {
 	calls, shared, merged atomic.Int64
 }
 
-// do runs st in a group and returns the position read after the group's transaction;
+// do runs st in a group and returns the positions read around the group's transaction;
 // st.rows and st.dest are set as if it ran alone. st must not raise an error for an
 // answer (applySingle's statements and Get's do not): an error rolls the group back
 // and runs each of its statements again alone. tid, pk and rk order the group's
 // statements (a write's table id and row).
-func (c *coalescer) do(ctx context.Context, st *stmt, tid int64, pk, rk []byte) (storage.Position, error) {
+func (c *coalescer) do(ctx context.Context, st *stmt, tid int64, pk, rk []byte) (bounds, error) {
 	c.calls.Add(1)
 	c.mu.Lock()
 	if c.inflight < c.slots && len(c.queue) == 0 {
 		c.inflight++
 		c.mu.Unlock()
 		one := []stmt{*st}
-		pos, err := c.e.exec(ctx, one)
+		at, err := c.exec(ctx, one, false)
 		st.rows = one[0].rows
 		c.next()
-		return pos, err
+		return at, err
 	}
 	s := &single{st: st, tid: tid, pk: pk, rk: rk, done: make(chan struct{}), lead: make(chan struct{}, 1)}
 	s.queued = true
@@ -109,7 +132,7 @@ func (c *coalescer) do(ctx context.Context, st *stmt, tid int64, pk, rk []byte) 
 		select {
 		case <-s.done:
 			c.pass(s)
-			return s.pos, s.err
+			return s.at, s.err
 		case <-s.lead:
 			// A slot is free: run the queue (this write is in it, unless a group took it
 			// meanwhile).
@@ -127,14 +150,20 @@ func (c *coalescer) do(ctx context.Context, st *stmt, tid int64, pk, rk []byte) 
 				s.queued = false
 				c.mu.Unlock()
 				c.pass(s)
-				return 0, ctx.Err()
+				return bounds{}, ctx.Err()
 			}
 			c.mu.Unlock()
+			if c.abandon {
+				// The group finishes without it: it writes only into st, which the
+				// caller, failing, no longer reads.
+				c.pass(s)
+				return bounds{}, ctx.Err()
+			}
 			// Taken by a group: its outcome is this write's. The group's statements are
 			// bounded by the statement timeout.
 			<-s.done
 			c.pass(s)
-			return s.pos, s.err
+			return s.at, s.err
 		}
 	}
 }
@@ -191,7 +220,7 @@ func (c *coalescer) run(ctx context.Context, group []*single) {
 	if len(group) == 1 {
 		s := group[0]
 		one := []stmt{*s.st}
-		s.pos, s.err = c.e.exec(ctx, one)
+		s.at, s.err = c.exec(ctx, one, true)
 		c.finish(s, &one[0])
 		return
 	}
@@ -220,7 +249,7 @@ func (c *coalescer) run(ctx context.Context, group []*single) {
 			stmts[i] = *s.st
 		}
 	}
-	pos, err := c.e.exec(ctx, stmts)
+	at, err := c.exec(ctx, stmts, true)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		c.runAlone(ctx, group)
@@ -233,7 +262,7 @@ func (c *coalescer) run(ctx context.Context, group []*single) {
 		}
 	}
 	for i, s := range group {
-		s.pos, s.err = pos, err
+		s.at, s.err = at, err
 		if merged {
 			close(s.done)
 		} else {
@@ -248,7 +277,7 @@ func (c *coalescer) runAlone(ctx context.Context, group []*single) {
 	for _, s := range group {
 		s.st.rows = 0 // a merged statement may have counted rows before it failed
 		one := []stmt{*s.st}
-		s.pos, s.err = c.e.exec(ctx, one)
+		s.at, s.err = c.exec(ctx, one, true)
 		c.finish(s, &one[0])
 	}
 }

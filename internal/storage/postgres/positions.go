@@ -51,6 +51,13 @@ type valueScanner interface {
 	Scan(oid uint32, formatCode int16, src []byte, dst any) error
 }
 
+// execGroup is exec for the primary's coalescers (coalescer.exec): the position read
+// after the commit is the upper bound; no lower bound is read.
+func (e *Engine) execGroup(ctx context.Context, stmts []stmt, _ bool) (bounds, error) {
+	pos, err := e.exec(ctx, stmts)
+	return bounds{hi: pos}, err
+}
+
 // exec runs stmts as one implicit transaction and then reads the commit position, in
 // one round trip. It returns the first statement error (a *pgconn.PgError when the
 // database refused a statement; nothing of the transaction is then committed).

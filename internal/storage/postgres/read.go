@@ -39,9 +39,8 @@ type reads struct {
 	// once runs each read once, without the retries of transient failures: a replica's
 	// view falls back to the primary instead of waiting on a replica that fails.
 	once bool
-	// grouped: db is the primary's pool or a view of the primary (then view), and
-	// point reads go through Engine.gets, which sends concurrent ones together
-	// (coalesce.go).
+	// grouped: point reads go through a coalescer, which sends concurrent ones together
+	// (coalesce.go): Engine.gets on the primary, the replica's own on a replica's view.
 	grouped bool
 	view    *view
 }
@@ -118,12 +117,24 @@ func (r reads) get(ctx context.Context, account, tableName, pk, rk string, encod
 		acct, key := []byte(account), []byte(storage.TableKey(tableName))
 		if r.grouped {
 			st := stmt{sql: r.e.q.get, args: []any{acct, key, []byte(pk), []byte(rk)}, dest: []any{&tid, &ver, &blob, &exp}}
-			pos, err := r.e.gets.do(ctx, &st, 0, acct, key)
+			c := &r.e.gets
+			if r.view != nil && r.view.rep != nil {
+				c = &r.view.rep.gets
+			}
+			if r.view != nil {
+				r.view.startRound()
+			}
+			at, err := c.do(ctx, &st, 0, acct, key)
+			if r.view != nil {
+				r.view.endRound()
+			}
 			if err != nil {
 				return err
 			}
 			if r.view != nil {
-				r.view.pos = max(r.view.pos, pos)
+				if err := r.view.noteGroup(at); err != nil {
+					return err
+				}
 			}
 			if st.rows == 0 {
 				return storage.ErrTableNotFound

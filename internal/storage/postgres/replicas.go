@@ -186,6 +186,8 @@ type replica struct {
 	// wrong: out of rotation for a misconfiguration (identify), which start-up refuses.
 	wrong atomic.Bool
 	reads atomic.Uint64
+	// gets coalesces the point reads of views on the replica (replica_gets.go).
+	gets coalescer
 	// conflicts counts its reads cancelled by recovery conflicts; conflictsLogged is
 	// how many of them were logged, loggedAt when (UnixNano).
 	conflicts, conflictsLogged atomic.Uint64
@@ -264,6 +266,7 @@ func (e *Engine) openReplicas(ctx context.Context, urls []string, configure func
 		}
 		r := &replica{set: s, name: name, database: cfg.ConnConfig.Database, pool: pool, wake: make(chan struct{}, 1), why: notPolled,
 			inflight: map[*attempt]struct{}{}}
+		r.gets = coalescer{e: e, slots: getSlots(int(cfg.MaxConns)), exec: r.execGroup, merge: e.mergeGets, abandon: true}
 		s.list = append(s.list, r)
 	}
 	if err := e.pool.QueryRow(ctx, identityQuery).Scan(&s.primaryID); err != nil {

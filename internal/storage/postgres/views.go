@@ -144,7 +144,7 @@ func (v *view) do(ctx context.Context, read func(context.Context, reads) error) 
 			v.att = v.rep.begin(ctx)
 			rctx = v.att.ctx
 		}
-		err := read(rctx, reads{e: v.e, db: v, once: v.rep != nil, grouped: v.rep == nil, view: v})
+		err := read(rctx, reads{e: v.e, db: v, once: v.rep != nil, grouped: true, view: v})
 		if err == nil {
 			err = v.err
 		}
@@ -197,7 +197,7 @@ func (v *view) elsewhere(ctx context.Context, err error, left, slow bool) error 
 	case left:
 		// Out of rotation already, with its reason.
 	case slow:
-		failed.out(true, fmt.Sprintf("slow: a read had no answer within %v (--replica-read-timeout)", v.e.opts.ReplicaReadTimeout))
+		failed.out(true, v.e.slowReason())
 	case behind:
 		failed.poke() // its monitor looks again now
 		failed = nil  // it may still catch up: wait for it too
@@ -243,6 +243,19 @@ func (v *view) noteLower(text *string) error {
 	if p < v.opts.At {
 		return fmt.Errorf("%s replayed to %d, the read needs %d: %w", v.rep.name, p, v.opts.At, errBehind)
 	}
+	return nil
+}
+
+// noteGroup checks and records the bounds read around a coalesced point read
+// (coalesce.go): on a replica, the lower bound must cover the view's position.
+func (v *view) noteGroup(at bounds) error {
+	if v.rep != nil {
+		v.rep.noteReplay(at.hi)
+		if at.lo < v.opts.At {
+			return fmt.Errorf("%s replayed to %d, the read needs %d: %w", v.rep.name, at.lo, v.opts.At, errBehind)
+		}
+	}
+	v.pos = max(v.pos, at.hi)
 	return nil
 }
 
