@@ -206,6 +206,7 @@ func newBench(opts Options, out io.Writer) (*bench, error) {
 			return nil, errors.New("bench: invalid connection string: want AccountName plus AccountKey or SharedAccessSignature")
 		}
 		b.rawEP.rec = b.rec
+		b.rawEP.consistency = opts.Consistency
 	}
 	return b, nil
 }

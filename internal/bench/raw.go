@@ -54,6 +54,9 @@ type rawEndpoint struct {
 	table    string
 	tablePth string // base + "/" + table, escaped
 	rec      *recorder
+	// consistency, when set, is sent as x-ms-consistency-level on every GET (--consistency),
+	// as the SDK client's consistencyPolicy does.
+	consistency string
 }
 
 // newRawEndpoint reads a connection string for the raw client. tlsConf, when not nil,
@@ -248,6 +251,10 @@ func (c *rawConn) buildRequest(r *request) {
 		b = append(b, c.ep.account...)
 		b = append(b, ':')
 		b = base64.StdEncoding.AppendEncode(b, sum)
+	}
+	if c.ep.consistency != "" && r.method == http.MethodGet {
+		b = append(b, "\r\nx-ms-consistency-level: "...)
+		b = append(b, c.ep.consistency...)
 	}
 	if r.ifMatch != "" {
 		b = append(b, "\r\nIf-Match: "...)

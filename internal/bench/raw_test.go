@@ -192,6 +192,27 @@ func TestRawClientResponses(t *testing.T) {
 	}
 }
 
+// With --consistency, the raw client sends x-ms-consistency-level on reads, as the SDK
+// client does (bench.go's consistencyPolicy), and not on writes. Without it, replicas
+// served none of a raw bench's reads.
+func TestRawClientConsistency(t *testing.T) {
+	ep, err := newRawEndpoint(cannedServer(t), "tbl", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, level := range []string{"", "Eventual"} {
+		ep.consistency = level
+		c := newRawConn(ep)
+		for _, method := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete} {
+			c.buildRequest(&request{method: method, path: "/devstoreaccount1/tbl(PartitionKey='p',RowKey='r')"})
+			got := strings.Contains(string(c.req), "\r\nx-ms-consistency-level: Eventual\r\n")
+			if want := level != "" && method == http.MethodGet; got != want {
+				t.Errorf("consistency %q, %s: header sent %v, want %v:\n%s", level, method, got, want, c.req)
+			}
+		}
+	}
+}
+
 // A failed changeset is answered 202 with the failing operation's response: a batch error.
 func TestBatchOutcome(t *testing.T) {
 	ok := "--batchresponse_1\r\nContent-Type: multipart/mixed; boundary=changesetresponse_1\r\n\r\n--changesetresponse_1\r\n" +
