@@ -17,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/ceruleandb/cerulean/internal/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // High availability (issue 44 item 5): a Patroni-managed cluster of three PostgreSQL
@@ -329,4 +330,115 @@ func TestHAFailoverFreeze(t *testing.T) {
 		leader.Freeze()
 		return leader.Thaw
 	}, 3*time.Second)
+}
+
+// TestHAFailoverPositions: session tokens keep their meaning across a failover. A
+// position is the primary's WAL insert position, which can run ahead of what reached the
+// synchronous standby (WAL of transactions not committed yet, or not yet sent): here the
+// primary's WAL senders are stopped, an uncommitted transaction writes ~400 kB of WAL,
+// and a Strong read through front end 0 hands out a token at that position. The primary
+// then dies, with those 400 kB, and Patroni promotes the standby, whose position is below
+// the token. Yet through front end 1, which never saw the token, a Session read with it is
+// served (not 503 ServerBusy until enough writes come along) and finds the entity, and the
+// writes after the failover, through either front end, get positions above the token:
+// positions never go back.
+func TestHAFailoverPositions(t *testing.T) {
+	postgresURL(t) // skips without PostgreSQL (fails in CI)
+	c := pgtest.StartCluster(t, pgtest.ClusterOptions{Database: "cer"})
+	fes := startHAFrontEnds(t, c, "cer", 2)
+	leader := c.Leader()
+	if leader == nil {
+		t.Fatalf("no leader: %s", c.Describe())
+	}
+	client0, name := newTable(t, fes[0].svc)
+	client1 := fes[1].svc.NewClient(name)
+	if _, err := client0.AddEntity(ctx(t), []byte(`{"PartitionKey":"p","RowKey":"r","N":1}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitHealthy(time.Minute) // the standbys have it
+
+	leader.PauseWALSenders()
+	conn, err := pgx.Connect(ctx(t), leader.URL("cer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx(t), "begin; create table ha_junk (x text); insert into ha_junk select repeat('x', 1000) from generate_series(1, 400)"); err != nil {
+		t.Fatal(err)
+	}
+	h := &readHeaders{level: "Strong"}
+	if _, err := client0.GetEntity(withReadHeaders(ctx(t), h), "p", "r", nil); err != nil {
+		t.Fatal(err)
+	}
+	token, err := tokenPosition(h.session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader.KillPostmaster()
+	killed := time.Now()
+	next := c.WaitLeader(leader, time.Minute)
+	var at string
+	if err := pgxQueryRow(t, next.URL("cer"), "select pg_current_wal_insert_lsn()::text", &at); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("token %s (%d) from the old primary %s; %s promoted after %v at %s", h.session, token, leader.Name, next.Name,
+		time.Since(killed).Round(time.Millisecond), at)
+
+	// The token, through the front end that never saw it.
+	deadline := time.Now().Add(30 * time.Second)
+	var served time.Duration
+	for {
+		rh := &readHeaders{level: "Session", token: h.session}
+		_, err := client1.GetEntity(withReadHeaders(ctx(t), rh), "p", "r", nil)
+		if err == nil {
+			served = time.Since(killed)
+			t.Logf("Session read with the old token served by %q at %s, %v after the kill", rh.source, rh.position, served.Round(time.Millisecond))
+			break
+		}
+		var re *azcore.ResponseError
+		if !errors.As(err, &re) || re.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("Session read with the old token: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Session read with a token the old primary handed out: still %v 30 s after the failover", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for i, fe := range fes {
+		t.Logf("front end %d:\n%s", i, logLines(fe.srv, 10, "advanced", "new primary timeline"))
+	}
+	// Writes after the failover: positions above the token.
+	for i, cl := range []*aztables.Client{client0, client1} {
+		var wh *readHeaders
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			wh = &readHeaders{}
+			_, err := cl.UpsertEntity(withReadHeaders(ctx(t), wh), []byte(fmt.Sprintf(`{"PartitionKey":"p","RowKey":"w%d"}`, i)), nil)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("write through front end %d after the failover: %v", i, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		pos, err := tokenPosition(wh.session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pos <= token {
+			t.Errorf("a write through front end %d after the failover has position %d, below the old primary's token %d: positions went back", i, pos, token)
+		}
+	}
+}
+
+// pgxQueryRow runs one query on the database at url and scans its row into dest.
+func pgxQueryRow(t *testing.T, url, sql string, dest ...any) error {
+	t.Helper()
+	conn, err := pgx.Connect(ctx(t), url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.QueryRow(ctx(t), sql).Scan(dest...)
 }

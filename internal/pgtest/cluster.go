@@ -501,7 +501,8 @@ func (n *Node) Postmaster() int {
 }
 
 // KillPostmaster kills the node's postmaster with SIGKILL, as a crash would: its other
-// processes notice at once and exit, every connection is cut.
+// processes notice at once and exit, every connection is cut (those PauseWALSenders
+// stopped are killed too).
 func (n *Node) KillPostmaster() {
 	n.c.t.Helper()
 	pm := n.Postmaster()
@@ -511,6 +512,11 @@ func (n *Node) KillPostmaster() {
 	if err := syscall.Kill(pm, syscall.SIGKILL); err != nil {
 		n.c.t.Fatalf("%s: kill -9 %d: %v", n.Name, pm, err)
 	}
+	// The processes PauseWALSenders stopped die with it.
+	for _, pid := range n.frozen {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	n.frozen = nil
 }
 
 // Freeze hangs the node's PostgreSQL as a host cut off without a connection reset looks:
@@ -540,4 +546,26 @@ func (n *Node) Thaw() {
 		_ = syscall.Kill(n.frozen[i], syscall.SIGCONT)
 	}
 	n.frozen = nil
+}
+
+// PauseWALSenders stops (SIGSTOP) the node's WAL senders: its standbys receive nothing
+// more of what it writes from then on (what the kernel already holds for them aside). Thaw
+// resumes them; KillPostmaster kills them with the postmaster, as if the host died
+// before they could send the rest.
+func (n *Node) PauseWALSenders() {
+	n.c.t.Helper()
+	pm := n.Postmaster()
+	for _, pid := range children(pm) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !strings.Contains(string(b), "walsender") {
+			continue
+		}
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			n.c.t.Fatalf("SIGSTOP walsender %d: %v", pid, err)
+		}
+		n.frozen = append(n.frozen, pid)
+	}
+	if len(n.frozen) == 0 {
+		n.c.t.Fatalf("%s: no WAL sender (postmaster %d)", n.Name, pm)
+	}
 }
