@@ -36,6 +36,13 @@ import (
 //     renewing the leader key (its host hung or cut off) loses it after 10 s.
 //   - use_pg_rewind, wal_log_hints: the old primary rejoins as a standby of the new one.
 //   - fsync off: the machine is not what fails here, processes are.
+//   - Patroni talks to etcd through its v2 API (etcd --enable-v2; Patroni's etcd:
+//     section, not etcd3:). Debian bookworm's Patroni 3.0.2 renews the leader key
+//     through the v3 API with an unconditional put, so a primary whose Patroni was held
+//     up past the ttl (its postgres hung, SIGSTOP) takes the key back from the node
+//     promoted meanwhile: two primaries (seen in TestHAFailoverFreeze; fixed in Patroni
+//     3.0.3, github.com/patroni/patroni/pull/2689). Its v2 renewal is a
+//     compare-and-swap on the key's value.
 
 // Cluster timers (Patroni's dynamic configuration): see above.
 const (
@@ -181,7 +188,7 @@ func (c *Cluster) startEtcd() {
 	cmd := exec.Command("etcd", "--name", "etcd1", "--data-dir", filepath.Join(c.dir, "etcd"),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "etcd1="+peerURL, "--initial-cluster-state", "new")
+		"--initial-cluster", "etcd1="+peerURL, "--initial-cluster-state", "new", "--enable-v2")
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -218,7 +225,7 @@ name: %[1]s
 restapi:
   listen: 127.0.0.1:%[2]d
   connect_address: 127.0.0.1:%[2]d
-etcd3:
+etcd:
   hosts: 127.0.0.1:%[3]d
 bootstrap:
   dcs:

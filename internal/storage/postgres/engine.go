@@ -206,6 +206,10 @@ type Engine struct {
 	// one new connection at a time check it (failover.go).
 	timeline    atomic.Uint32
 	failoverSem chan struct{}
+	// unconfirmed holds the connections on which the primary warned that a commit's wait
+	// for its synchronous standby was cancelled, unconfirmedN how many (failover.go).
+	unconfirmed  sync.Map // *pgconn.PgConn → notice
+	unconfirmedN atomic.Int64
 	// replicas are the read replicas (replicas.go); nil without any.
 	replicas *replicaSet
 	// primaryReads counts the views' reads the primary served.
@@ -333,6 +337,12 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 			}
 		}
 		return prepareAll(ctx, c, prepare.Load())
+	}
+	// Warnings of commits not confirmed by a synchronous standby (failover.go).
+	cfg.ConnConfig.OnNotice = func(pc *pgconn.PgConn, n *pgconn.Notice) {
+		if e := opened.Load(); e != nil {
+			e.noteNotice(pc, n)
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

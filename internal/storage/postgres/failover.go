@@ -170,3 +170,49 @@ func readPrimaryState(ctx context.Context, c *pgx.Conn) (pos, replayed storage.P
 	}
 	return pos, replayed, uint32(n), nil
 }
+
+// Commits a synchronous standby never confirmed.
+//
+// With synchronous replication a commit waits, after it is durable locally, until the
+// synchronous standby has it. If that wait is cancelled — the statement timeout runs out
+// while the standby is gone (a primary that hung and came back after another node was
+// promoted waits for a standby that now follows someone else), or the server is shut down
+// — PostgreSQL ends the wait with a WARNING ("canceling wait for synchronous
+// replication"; the transaction "has already committed locally, but might not have been
+// replicated to the standby") and reports the commit as a success. Such a commit can be
+// lost in the failover (the old primary is rewound), so the engine must not acknowledge
+// it: a write during which the primary sent a WARNING (code 01000, or 57P01 for the
+// shutdown case) fails with storage.ErrUnavailable — 503 ServerBusy, outcome unknown,
+// which clients retry (an insert retried may then find its entity: 409). The notices are
+// recorded per connection by the pool's OnNotice (noteNotice) and looked up after the
+// write only while there are any, so writes pay one atomic load.
+
+// errUnconfirmed is a write whose commit the synchronous standby did not confirm.
+var errUnconfirmed = fmt.Errorf("the commit's wait for the synchronous standby was cancelled: it may be lost in a failover: %w", storage.ErrUnavailable)
+
+// noteNotice records a WARNING the primary sent on connection pc.
+func (e *Engine) noteNotice(pc *pgconn.PgConn, n *pgconn.Notice) {
+	sev := n.SeverityUnlocalized
+	if sev == "" {
+		sev = n.Severity
+	}
+	if sev != "WARNING" || n.Code != "01000" && n.Code != "57P01" {
+		return
+	}
+	if _, loaded := e.unconfirmed.LoadOrStore(pc, n.Message); !loaded {
+		e.unconfirmedN.Add(1)
+	}
+	e.log.Warn("the primary cancelled a commit's wait for its synchronous standby; the write is reported as failed (503)", "notice", n.Message, "detail", n.Detail)
+}
+
+// unconfirmedOn reports (and forgets) a WARNING noteNotice recorded on pc.
+func (e *Engine) unconfirmedOn(pc *pgconn.PgConn) bool {
+	if e.unconfirmedN.Load() == 0 {
+		return false
+	}
+	if _, ok := e.unconfirmed.LoadAndDelete(pc); ok {
+		e.unconfirmedN.Add(-1)
+		return true
+	}
+	return false
+}
