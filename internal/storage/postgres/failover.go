@@ -79,6 +79,10 @@ const primaryStateQuery = `SELECT pg_current_wal_insert_lsn()::TEXT, pg_last_wal
 // else.
 const advanceQuery = `SELECT pg_logical_emit_message(false, 'cerulean.failover', repeat(' ', $1::int))::TEXT`
 
+// advanceLock is the advisory lock key under which front ends advance the position
+// ("cerulean" in ASCII).
+const advanceLock int64 = 0x6365_7275_6c65_616e
+
 // maxAdvance bounds one advanceQuery's message.
 const maxAdvance = 64 << 20
 
@@ -109,6 +113,20 @@ func (e *Engine) checkPrimary(ctx context.Context, c *pgx.Conn) error {
 	if prev := e.timeline.Swap(tl); prev != 0 && prev != tl {
 		e.log.Warn("new primary timeline: a failover happened", "timeline", tl, "previousTimeline", prev,
 			"position", lsn(pos), "switchPoint", lsn(replayed))
+	}
+	if pos >= target {
+		e.observe(pos)
+		return nil
+	}
+	// Front ends take turns (a session advisory lock, which every role may take, released
+	// with the connection should it break), and each looks again once it has the lock: the
+	// first one's advance serves them all, instead of each writing its own 16 MiB.
+	if _, err := c.Exec(ctx, "SELECT pg_advisory_lock($1)", advanceLock); err != nil {
+		return primaryCheckErr(err)
+	}
+	defer func() { _, _ = c.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", advanceLock) }()
+	if pos, _, _, err = readPrimaryState(ctx, c); err != nil {
+		return primaryCheckErr(err)
 	}
 	if pos >= target {
 		e.observe(pos)
