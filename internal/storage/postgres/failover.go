@@ -192,12 +192,13 @@ func readPrimaryState(ctx context.Context, c *pgx.Conn) (pos, replayed storage.P
 // Commits a synchronous standby never confirmed.
 //
 // With synchronous replication a commit waits, after it is durable locally, until the
-// synchronous standby has it. If that wait is cancelled — the statement timeout runs out
-// while the standby is gone (a primary that hung and came back after another node was
-// promoted waits for a standby that now follows someone else), or the server is shut down
-// — PostgreSQL ends the wait with a WARNING ("canceling wait for synchronous
-// replication"; the transaction "has already committed locally, but might not have been
-// replicated to the standby") and reports the commit as a success. Such a commit can be
+// synchronous standby has it (the statement timeout does not bound that wait: it ends
+// before the commit). A primary that hung and came back after another node was promoted
+// waits for a standby that now follows someone else. If the wait is cancelled — a cancel
+// request (pg_cancel_backend, a client's), or the server shutting down — PostgreSQL ends
+// it with a WARNING ("canceling wait for synchronous replication"; the transaction "has
+// already committed locally, but might not have been replicated to the standby") and
+// reports the commit as a success. Such a commit can be
 // lost in the failover (the old primary is rewound), so the engine must not acknowledge
 // it: a write during which the primary sent a WARNING (code 01000, or 57P01 for the
 // shutdown case) fails with storage.ErrUnavailable — 503 ServerBusy, outcome unknown,
