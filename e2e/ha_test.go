@@ -78,6 +78,8 @@ type haRun struct {
 	statuses   map[string]int
 	eventualOK atomic.Int64
 	eventualNo atomic.Int64
+	strongOK   atomic.Int64
+	strongNo   atomic.Int64
 	sessionOK  atomic.Int64
 	lastFail   map[string]time.Time // per worker, the last failed write
 	firstOK    map[string]time.Time // per worker, the first acknowledged write after the failure
@@ -104,10 +106,12 @@ func (r *haRun) note(kind string, err error) {
 	}
 }
 
-// failover runs the load on two front ends, makes the primary fail with fail (which
-// returns once it has), and checks what clients saw: every acknowledged write is there
-// afterwards, writes resume within 30 s, no Session read misses its own write, every
-// error is 503 ServerBusy with Retry-After, Eventual reads go on.
+// haFailover runs the load on two front ends — 4 writers inserting, each reading its write
+// back at Session level with its token through the other front end, 2 Eventual and 2
+// Strong readers — makes the primary fail with fail, and checks what clients saw: every
+// acknowledged write is there afterwards, writes resume within 30 s, no Session read
+// misses its own write, every error is 503 ServerBusy with Retry-After, Eventual reads
+// never fail.
 //
 // fail may return a function that ends the failure (a frozen primary resumed), called once
 // another node leads.
@@ -193,25 +197,29 @@ func haFailover(t *testing.T, fail func(leader *pgtest.Node) (end func()), after
 			}
 		})
 	}
-	for r := range 2 {
+	for r := range 4 {
 		wg.Go(func() {
-			rc := clients[r]
+			rc := clients[r%2]
+			level, ok, no := "Eventual", &run.eventualOK, &run.eventualNo
+			if r >= 2 {
+				level, ok, no = "Strong", &run.strongOK, &run.strongNo
+			}
 			for {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				rh := &readHeaders{level: "Eventual"}
+				rh := &readHeaders{level: level}
 				cx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 				_, err := rc.GetEntity(withReadHeaders(cx, rh), "e", "e", nil)
 				cancel()
 				if err != nil {
-					run.eventualNo.Add(1)
-					run.note("eventual read", err)
+					no.Add(1)
+					run.note(level+" read", err)
 					time.Sleep(20 * time.Millisecond)
 				} else {
-					run.eventualOK.Add(1)
+					ok.Add(1)
 				}
 			}
 		})
@@ -287,9 +295,9 @@ func haFailover(t *testing.T, fail func(leader *pgtest.Node) (end func()), after
 		keys = append(keys, fmt.Sprintf("%s: %d", k, run.statuses[k]))
 	}
 	sort.Strings(keys)
-	t.Logf("acknowledged writes %d, lost %d; failed writes (outcome unknown to the client) %d; writes resumed on every writer %v after the failure (promotion after %v; old primary back as a streaming standby after %v); Session reads of their own write %d served, %d stale; Eventual reads %d served, %d failed; errors by kind: %s; test took %v",
+	t.Logf("acknowledged writes %d, lost %d; failed writes (outcome unknown to the client) %d; writes resumed on every writer %v after the failure (promotion after %v; old primary back as a streaming standby after %v); Session reads of their own write %d served, %d stale; Eventual reads %d served, %d failed; Strong reads %d served, %d failed (503); errors by kind: %s; test took %v",
 		len(run.acked), lost, run.unknown, resume.Round(time.Millisecond), promoted.Round(time.Millisecond), rejoined.Round(time.Millisecond),
-		run.sessionOK.Load(), len(run.stale), run.eventualOK.Load(), run.eventualNo.Load(), strings.Join(keys, ", "), time.Since(began).Round(time.Second))
+		run.sessionOK.Load(), len(run.stale), run.eventualOK.Load(), run.eventualNo.Load(), run.strongOK.Load(), run.strongNo.Load(), strings.Join(keys, ", "), time.Since(began).Round(time.Second))
 	if len(run.firstOK) < writers {
 		t.Errorf("writes resumed on %d of %d writers within a minute", len(run.firstOK), writers)
 	} else if resume > 30*time.Second {
@@ -300,6 +308,9 @@ func haFailover(t *testing.T, fail func(leader *pgtest.Node) (end func()), after
 			break
 		}
 		t.Errorf("stale Session read: %s", s)
+	}
+	if n := run.eventualNo.Load(); n > 0 {
+		t.Errorf("%d Eventual reads failed; the standbys should have served them throughout", n)
 	}
 	for _, e := range run.errs {
 		t.Errorf("want 503 ServerBusy with Retry-After: %s", e)
