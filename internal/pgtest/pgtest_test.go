@@ -255,3 +255,20 @@ func waitKeys(t *testing.T, url string, limit time.Duration, want ...int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestCluster: StartCluster's cluster has a leader and a synchronous standby; after
+// kill -9 of the leader's postmaster another node leads, and the old one rejoins as a
+// streaming replica.
+func TestCluster(t *testing.T) {
+	c := pgtest.StartCluster(t, pgtest.ClusterOptions{Database: "cer"})
+	old := c.Leader()
+	if old == nil {
+		t.Fatalf("no leader: %s", c.Describe())
+	}
+	old.KillPostmaster()
+	killed := time.Now()
+	l := c.WaitLeader(old, time.Minute)
+	t.Logf("%s leads %v after kill -9 of %s's postmaster", l.Name, time.Since(killed).Round(time.Millisecond), old.Name)
+	c.WaitHealthy(2 * time.Minute)
+	t.Logf("healthy again %v after the kill: %s", time.Since(killed).Round(time.Millisecond), c.Describe())
+}

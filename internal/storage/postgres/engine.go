@@ -202,6 +202,14 @@ type Engine struct {
 	singles, gets coalescer
 	// highest is the highest commit position this front end has seen (positions.go).
 	highest atomic.Uint64
+	// timeline is the primary's timeline as last checked (0: unknown); failoverSem lets
+	// one new connection at a time check it (failover.go).
+	timeline    atomic.Uint32
+	failoverSem chan struct{}
+	// unconfirmed holds the connections on which the primary warned that a commit's wait
+	// for its synchronous standby was cancelled, unconfirmedN how many (failover.go).
+	unconfirmed  sync.Map // *pgconn.PgConn → notice
+	unconfirmedN atomic.Int64
 	// replicas are the read replicas (replicas.go); nil without any.
 	replicas *replicaSet
 	// primaryReads counts the views' reads the primary served.
@@ -315,12 +323,26 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 	// The write statements, prepared on every connection as it is made (once the schema
 	// is migrated), so that no write waits for a prepare.
 	var prepare atomic.Pointer[[]string]
+	// The engine, once open: every later connection to the primary is checked before it
+	// serves anything, for a failover (failover.go).
+	var opened atomic.Pointer[Engine]
 	setTimeout := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		if err := setTimeout(ctx, c); err != nil {
 			return err
 		}
+		if e := opened.Load(); e != nil {
+			if err := e.checkPrimary(ctx, c); err != nil {
+				return err
+			}
+		}
 		return prepareAll(ctx, c, prepare.Load())
+	}
+	// Warnings of commits not confirmed by a synchronous standby (failover.go).
+	cfg.ConnConfig.OnNotice = func(pc *pgconn.PgConn, n *pgconn.Notice) {
+		if e := opened.Load(); e != nil {
+			e.noteNotice(pc, n)
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -353,6 +375,8 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 		purgeWake: make(chan struct{}, 1),
 		purgeStop: make(chan struct{}),
 		locks:     newRowLocks(),
+
+		failoverSem: make(chan struct{}, 1),
 	}
 	e.singles = coalescer{e: e, slots: singleSlots(opts.PoolSize)}
 	e.gets = coalescer{e: e, slots: getSlots(opts.PoolSize)}
@@ -360,6 +384,17 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 	e.singles.merge = e.mergeSingles
 	e.gets.merge = e.mergeGets
 	e.log.Debug("postgres engine open", "dialect", d.String(), "server", version)
+	// The primary's timeline and position now; from here on every new connection checks
+	// them (failover.go).
+	if c, err := pool.Acquire(ctx); err == nil {
+		err = e.checkPrimary(ctx, c.Conn())
+		c.Release()
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+	}
+	opened.Store(e)
 	if err := e.openReplicas(ctx, opts.ReplicaURLs, configure); err != nil {
 		close(e.purgeStop)
 		e.loops.Wait()
@@ -418,6 +453,7 @@ func unavailableCode(code string) bool {
 	switch code {
 	case "57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
 		"57014",          // query_canceled: statement_timeout
+		"25006",          // read_only_sql_transaction: the server is a standby now (failover.go)
 		"53300",          // too_many_connections
 		"53400",          // configuration_limit_exceeded
 		"58000", "58030": // system_error, io_error

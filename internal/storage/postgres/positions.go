@@ -168,6 +168,13 @@ func (e *Engine) pipeline(ctx context.Context, stmts []stmt, withPosition bool) 
 	if cerr := pipe.Close(); posErr == nil {
 		posErr = cerr
 	}
+	if e.unconfirmedOn(conn.PgConn()) && stmtErr == nil {
+		// Committed locally, not confirmed by the synchronous standby (failover.go).
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = conn.PgConn().Close(cctx)
+		cancel()
+		return 0, errUnconfirmed
+	}
 	if stmtErr != nil {
 		return 0, stmtErr
 	}

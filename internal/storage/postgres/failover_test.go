@@ -1,0 +1,86 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ceruleandb/cerulean/internal/entity"
+	"github.com/ceruleandb/cerulean/internal/pgtest"
+	"github.com/ceruleandb/cerulean/internal/storage"
+	"github.com/ceruleandb/cerulean/internal/storage/postgres"
+	"github.com/jackc/pgx/v5"
+)
+
+// TestUnconfirmedCommitFails: on a primary whose synchronous standby never answers
+// (synchronous_standby_names names one that does not exist), a write's commit waits for
+// it. When that wait is cancelled (here pg_cancel_backend, as an operator, a pooler or a
+// tool may do; the statement timeout does not apply to a commit), PostgreSQL reports the
+// commit as a success, with a WARNING that it is committed locally but maybe not
+// replicated. The engine must not acknowledge it: the write fails with
+// storage.ErrUnavailable (503), and the next write, once no standby is required,
+// succeeds.
+func TestUnconfirmedCommitFails(t *testing.T) {
+	pgtest.PrimaryURL(t) // skips without PostgreSQL (fails in CI)
+	p := pgtest.StartPrimary(t, pgtest.PrimaryOptions{Database: "cer"})
+	ctx := context.Background()
+	e, err := postgres.Open(ctx, p.URL("cer"), postgres.Options{DisablePurger: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	if err := e.CreateTable(ctx, "acct", "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, p.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	exec := func(sqls ...string) {
+		t.Helper()
+		for _, s := range sqls {
+			if _, err := admin.Exec(ctx, s); err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+		}
+	}
+	props := []entity.Property{{Name: "N", Value: entity.Int32Value(1)}}
+	exec("alter system set synchronous_standby_names = 'nobody'", "select pg_reload_conf()")
+	time.Sleep(200 * time.Millisecond) // every backend has reloaded
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Apply(ctx, "acct", "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "unconfirmed", Props: props}})
+		done <- err
+	}()
+	// Cancel the commit's wait once it waits.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		if err := admin.QueryRow(ctx, `select count(pg_cancel_backend(pid)) from pg_stat_activity where wait_event = 'SyncRep'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no commit waits for the synchronous standby")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, storage.ErrUnavailable) {
+			t.Fatalf("a write whose commit no synchronous standby confirmed: %v, want ErrUnavailable", err)
+		}
+		t.Logf("unconfirmed write: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the write did not return after its commit's wait was cancelled")
+	}
+	exec("alter system reset synchronous_standby_names", "select pg_reload_conf()")
+	time.Sleep(200 * time.Millisecond)
+	if _, err := e.Apply(ctx, "acct", "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "confirmed", Props: props}}); err != nil {
+		t.Fatalf("a write once no standby is required: %v", err)
+	}
+}
