@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/ceruleandb/cerulean/internal/storage"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Positions across a failover (docs/high-availability.md).
@@ -222,6 +224,33 @@ func (e *Engine) noteNotice(pc *pgconn.PgConn, n *pgconn.Notice) {
 		e.unconfirmedN.Add(1)
 	}
 	e.log.Warn("the primary cancelled a commit's wait for its synchronous standby; the write is reported as failed (503)", "notice", n.Message, "detail", n.Detail)
+}
+
+// onPrimary runs fn on a connection of the primary's pool and fails with errUnconfirmed
+// when the primary warned during it that a commit's wait for the synchronous standby was
+// cancelled, as pipeline does for the entity writes: the catalogue's writes (tables.go)
+// keep the same promise.
+func (e *Engine) onPrimary(ctx context.Context, fn func(c *pgxpool.Conn) error) error {
+	c, err := e.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	err = fn(c)
+	if e.unconfirmedOn(c.Conn().PgConn()) && err == nil {
+		closeUnconfirmed(ctx, c.Conn().PgConn())
+		return errUnconfirmed
+	}
+	return err
+}
+
+// closeUnconfirmed closes a connection on which a commit went unconfirmed, so that the
+// pool drops it (a primary that cannot reach its synchronous standby is no place to go on
+// writing).
+func closeUnconfirmed(ctx context.Context, pc *pgconn.PgConn) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	_ = pc.Close(cctx)
+	cancel()
 }
 
 // unconfirmedOn reports (and forgets) a WARNING noteNotice recorded on pc.

@@ -19,8 +19,9 @@ import (
 // tool may do; the statement timeout does not apply to a commit), PostgreSQL reports the
 // commit as a success, with a WARNING that it is committed locally but maybe not
 // replicated. The engine must not acknowledge it: the write fails with
-// storage.ErrUnavailable (503), and the next write, once no standby is required,
-// succeeds.
+// storage.ErrUnavailable (503) — an entity write or a write of the catalogue (tables,
+// settings, ACLs, service properties) — and the next write, once no standby is
+// required, succeeds.
 func TestUnconfirmedCommitFails(t *testing.T) {
 	pgtest.PrimaryURL(t) // skips without PostgreSQL (fails in CI)
 	p := pgtest.StartPrimary(t, pgtest.PrimaryOptions{Database: "cer"})
@@ -49,38 +50,52 @@ func TestUnconfirmedCommitFails(t *testing.T) {
 	props := []entity.Property{{Name: "N", Value: entity.Int32Value(1)}}
 	exec("alter system set synchronous_standby_names = 'nobody'", "select pg_reload_conf()")
 	time.Sleep(200 * time.Millisecond) // every backend has reloaded
-	done := make(chan error, 1)
-	go func() {
+	// unconfirmed runs write, cancels its commit's wait once it waits, and wants the
+	// write to fail with ErrUnavailable.
+	unconfirmed := func(what string, write func() error) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- write() }()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var n int
+			if err := admin.QueryRow(ctx, `select count(pg_cancel_backend(pid)) from pg_stat_activity where wait_event = 'SyncRep'`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no commit waits for the synchronous standby", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		select {
+		case err := <-done:
+			if !errors.Is(err, storage.ErrUnavailable) {
+				t.Fatalf("%s, whose commit no synchronous standby confirmed: %v, want ErrUnavailable", what, err)
+			}
+			t.Logf("unconfirmed %s: %v", what, err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s did not return after its commit's wait was cancelled", what)
+		}
+	}
+	unconfirmed("insert", func() error {
 		_, err := e.Apply(ctx, "acct", "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "unconfirmed", Props: props}})
-		done <- err
-	}()
-	// Cancel the commit's wait once it waits.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var n int
-		if err := admin.QueryRow(ctx, `select count(pg_cancel_backend(pid)) from pg_stat_activity where wait_event = 'SyncRep'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no commit waits for the synchronous standby")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, storage.ErrUnavailable) {
-			t.Fatalf("a write whose commit no synchronous standby confirmed: %v, want ErrUnavailable", err)
-		}
-		t.Logf("unconfirmed write: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the write did not return after its commit's wait was cancelled")
-	}
+		return err
+	})
+	// The catalogue's writes keep the same promise.
+	unconfirmed("create table", func() error { return e.CreateTable(ctx, "acct", "U", storage.TableSettings{}) })
+	unconfirmed("set table ACL", func() error { return e.SetTableACL(ctx, "acct", "T", []byte("<SignedIdentifiers/>")) })
+	unconfirmed("set table settings", func() error { return e.SetTableSettings(ctx, "acct", "T", storage.TableSettings{}) })
+	unconfirmed("set service properties", func() error { return e.SetServiceProperties(ctx, "acct", []byte("<StorageServiceProperties/>")) })
+	unconfirmed("delete table", func() error { return e.DeleteTable(ctx, "acct", "T") })
 	exec("alter system reset synchronous_standby_names", "select pg_reload_conf()")
 	time.Sleep(200 * time.Millisecond)
-	if _, err := e.Apply(ctx, "acct", "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "confirmed", Props: props}}); err != nil {
+	if err := e.CreateTable(ctx, "acct", "V", storage.TableSettings{}); err != nil {
+		t.Fatalf("create a table once no standby is required: %v", err)
+	}
+	if _, err := e.Apply(ctx, "acct", "V", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "confirmed", Props: props}}); err != nil {
 		t.Fatalf("a write once no standby is required: %v", err)
 	}
 }

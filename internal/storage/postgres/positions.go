@@ -170,9 +170,7 @@ func (e *Engine) pipeline(ctx context.Context, stmts []stmt, withPosition bool) 
 	}
 	if e.unconfirmedOn(conn.PgConn()) && stmtErr == nil {
 		// Committed locally, not confirmed by the synchronous standby (failover.go).
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_ = conn.PgConn().Close(cctx)
-		cancel()
+		closeUnconfirmed(ctx, conn.PgConn())
 		return 0, errUnconfirmed
 	}
 	if stmtErr != nil {

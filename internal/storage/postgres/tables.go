@@ -8,6 +8,8 @@ import (
 
 	"github.com/ceruleandb/cerulean/internal/storage"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // CreateTable adds a table under a new id from the sequence, with its settings and a
@@ -17,7 +19,9 @@ func (e *Engine) CreateTable(ctx context.Context, account, name string, settings
 	acct, key := []byte(account), []byte(storage.TableKey(name))
 	return e.retry(ctx, "create table", func() error {
 		var id, gen int64
-		err := e.pool.QueryRow(ctx, e.q.createTable, acct, key, name, storage.MarshalSettings(settings)).Scan(&id, &gen)
+		err := e.onPrimary(ctx, func(c *pgxpool.Conn) error {
+			return c.QueryRow(ctx, e.q.createTable, acct, key, name, storage.MarshalSettings(settings)).Scan(&id, &gen)
+		})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return storage.ErrTableExists
 		}
@@ -55,7 +59,9 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 	acct, key := []byte(account), []byte(storage.TableKey(name))
 	return e.retry(ctx, "set table settings", func() error {
 		var id, gen int64
-		err := e.pool.QueryRow(ctx, e.q.setSettings, acct, key, storage.MarshalSettings(settings)).Scan(&id, &gen)
+		err := e.onPrimary(ctx, func(c *pgxpool.Conn) error {
+			return c.QueryRow(ctx, e.q.setSettings, acct, key, storage.MarshalSettings(settings)).Scan(&id, &gen)
+		})
 		if errors.Is(err, pgx.ErrNoRows) {
 			e.cache.drop(tableRef{string(acct), string(key)})
 			return storage.ErrTableNotFound
@@ -118,7 +124,11 @@ func (r reads) ListTables(ctx context.Context, account, from string, limit int) 
 // unreachable at once; the purger removes them in the background.
 func (e *Engine) DeleteTable(ctx context.Context, account, name string) error {
 	err := e.retry(ctx, "delete table", func() error {
-		tag, err := e.pool.Exec(ctx, e.q.deleteTable, []byte(account), []byte(storage.TableKey(name)))
+		var tag pgconn.CommandTag
+		err := e.onPrimary(ctx, func(c *pgxpool.Conn) (err error) {
+			tag, err = c.Exec(ctx, e.q.deleteTable, []byte(account), []byte(storage.TableKey(name)))
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -159,7 +169,11 @@ func (e *Engine) SetTableACL(ctx context.Context, account, name string, acl []by
 		acl = nil // NULL
 	}
 	return e.retry(ctx, "set table acl", func() error {
-		tag, err := e.pool.Exec(ctx, e.q.setACL, []byte(account), []byte(storage.TableKey(name)), acl)
+		var tag pgconn.CommandTag
+		err := e.onPrimary(ctx, func(c *pgxpool.Conn) (err error) {
+			tag, err = c.Exec(ctx, e.q.setACL, []byte(account), []byte(storage.TableKey(name)), acl)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -191,13 +205,14 @@ func (r reads) GetServiceProperties(ctx context.Context, account string) ([]byte
 // props is empty), committed when the statement returns.
 func (e *Engine) SetServiceProperties(ctx context.Context, account string, props []byte) error {
 	return e.retry(ctx, "set service properties", func() error {
-		var err error
-		if len(props) == 0 {
-			_, err = e.pool.Exec(ctx, e.q.clearSvcProps, []byte(account))
-		} else {
-			_, err = e.pool.Exec(ctx, e.q.setSvcProps, []byte(account), props)
-		}
-		return err
+		return e.onPrimary(ctx, func(c *pgxpool.Conn) (err error) {
+			if len(props) == 0 {
+				_, err = c.Exec(ctx, e.q.clearSvcProps, []byte(account))
+			} else {
+				_, err = c.Exec(ctx, e.q.setSvcProps, []byte(account), props)
+			}
+			return err
+		})
 	})
 }
 
