@@ -58,6 +58,8 @@ type serveOptions struct {
 	postgresURL      string
 	postgresPool     int
 	postgresStmtTime time.Duration
+	// syncCommitTimeout bounds a commit's wait for the synchronous standby (0: none).
+	syncCommitTimeout time.Duration
 
 	// replicas is --postgres-replica-url; maxStaleness, replicaMaxLag and
 	// replicaReadTimeout tune routing to them; replicaFlags names those of them that were
@@ -208,6 +210,12 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 		return fs, o, err
 	}
 	fs.DurationVar(&o.postgresStmtTime, "postgres-statement-timeout", stmt, "server-side timeout of each statement for --engine postgres; a statement that hits it is answered 503; 0 disables it (CERULEAN_POSTGRES_STATEMENT_TIMEOUT)")
+	syncWait, err := envDuration("CERULEAN_SYNC_COMMIT_TIMEOUT", postgres.DefaultSyncCommitTimeout)
+	if err != nil {
+		return fs, o, err
+	}
+	fs.DurationVar(&o.syncCommitTimeout, "sync-commit-timeout", syncWait, "for --engine postgres with synchronous replication: the longest a commit waits for the synchronous standby; "+
+		"past it the wait is cancelled and the write answered 503 (committed on the primary only, outcome unknown); 0 disables it (CERULEAN_SYNC_COMMIT_TIMEOUT)")
 
 	if v, ok := os.LookupEnv("CERULEAN_POSTGRES_REPLICA_URLS"); ok {
 		urls, err := splitReplicaURLs(v)
@@ -370,6 +378,9 @@ func (o *serveOptions) check() error {
 		if o.postgresStmtTime < 0 {
 			return fmt.Errorf("--postgres-statement-timeout must not be negative")
 		}
+		if o.syncCommitTimeout < 0 {
+			return fmt.Errorf("--sync-commit-timeout must not be negative")
+		}
 		if o.maxStaleness <= 0 {
 			return fmt.Errorf("--max-staleness must be positive")
 		}
@@ -522,6 +533,10 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 		if timeout == 0 {
 			timeout = -1 // Options: negative disables
 		}
+		syncCommitTimeout := o.syncCommitTimeout
+		if syncCommitTimeout == 0 {
+			syncCommitTimeout = -1
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		eng, err := postgres.Open(ctx, o.postgresURL, postgres.Options{
@@ -532,6 +547,7 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 			MaxStaleness:       o.maxStaleness,
 			ReplicaMaxLag:      o.replicaMaxLag,
 			ReplicaReadTimeout: o.replicaReadTimeout,
+			SyncCommitTimeout:  syncCommitTimeout,
 			Logger:             log.With("component", "postgres"),
 		})
 		if err != nil {

@@ -87,6 +87,8 @@ const (
 	DefaultReplicaPoll      = 100 * time.Millisecond
 	// DefaultReplicaReadTimeout: see Options.ReplicaReadTimeout and views.go.
 	DefaultReplicaReadTimeout = 500 * time.Millisecond
+	// DefaultSyncCommitTimeout: see Options.SyncCommitTimeout and failover.go.
+	DefaultSyncCommitTimeout = 10 * time.Second
 	// PurgeChunk is how many rows one purge statement deletes, so that purging a large
 	// table never holds one huge transaction.
 	PurgeChunk = 10_000
@@ -170,6 +172,11 @@ type Options struct {
 	// or the primary in the same request (views.go). A replica comes back once a poll
 	// answers within it.
 	ReplicaReadTimeout time.Duration
+	// SyncCommitTimeout bounds how long a commit waits for the primary's synchronous
+	// standby (default DefaultSyncCommitTimeout; negative: no bound): past it the wait
+	// is cancelled and the write answers 503, outcome unknown (failover.go). PostgreSQL's
+	// statement timeout does not bound that wait.
+	SyncCommitTimeout time.Duration
 	// Logger receives background errors (default slog.Default()).
 	Logger *slog.Logger
 	// DisablePurger turns both background purges off, of deleted tables and of expired
@@ -272,6 +279,9 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 	}
 	if opts.ReplicaReadTimeout <= 0 {
 		opts.ReplicaReadTimeout = DefaultReplicaReadTimeout
+	}
+	if opts.SyncCommitTimeout == 0 {
+		opts.SyncCommitTimeout = DefaultSyncCommitTimeout
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -400,6 +410,10 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 		e.loops.Wait()
 		pool.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if e.dialect == dialectPostgres && opts.SyncCommitTimeout > 0 {
+		e.loops.Add(1)
+		go e.every(syncWatchInterval(opts.SyncCommitTimeout), nil, e.cancelStuckCommits)
 	}
 	if !opts.DisablePurger {
 		e.loops.Add(2)

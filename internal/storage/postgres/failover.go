@@ -208,6 +208,48 @@ func readPrimaryState(ctx context.Context, c *pgx.Conn) (pos, replayed storage.P
 // recorded per connection by the pool's OnNotice (noteNotice) and looked up after the
 // write only while there are any, so writes pay one atomic load.
 
+// Commits stuck waiting for a synchronous standby.
+//
+// With synchronous_mode_strict (docs/high-availability.md), a primary that has lost every
+// standby makes each commit wait until one is back, and nothing else bounds that wait:
+// the statement timeout ends before the commit, and a request would hang until its client
+// gives up. So every front end looks, every syncWatchInterval, for backends of its
+// database and role that have waited for a synchronous standby longer than
+// Options.SyncCommitTimeout, and cancels their waits (pg_cancel_backend, which a role may
+// send to its own backends). Each such commit then ends with the WARNING above, and its
+// write answers 503 ServerBusy: committed on one machine, outcome unknown. The look is one
+// query on the primary; it cancels another front end's waits as readily as its own,
+// which is the same policy.
+
+// stuckCommitsQuery cancels the waits for a synchronous standby older than $1 seconds of
+// this database's and role's backends, and counts them.
+const stuckCommitsQuery = `SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity
+	WHERE wait_event = 'SyncRep' AND datname = current_database() AND usename = current_user
+	AND query_start < now() - make_interval(secs => $1::float8)`
+
+// syncWatchInterval is how often cancelStuckCommits looks: a quarter of the bound, at
+// least 100 ms and at most a second.
+func syncWatchInterval(bound time.Duration) time.Duration {
+	return min(max(bound/4, 100*time.Millisecond), time.Second)
+}
+
+// cancelStuckCommits cancels the commits that have waited for a synchronous standby
+// longer than Options.SyncCommitTimeout (see above). A primary that cannot be reached is
+// left alone: its waits end with its connections.
+func (e *Engine) cancelStuckCommits(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var n int64
+	if err := e.pool.QueryRow(ctx, stuckCommitsQuery, e.opts.SyncCommitTimeout.Seconds()).Scan(&n); err != nil {
+		e.log.Debug("look for commits waiting for the synchronous standby", "err", err)
+		return
+	}
+	if n > 0 {
+		e.log.Warn("cancelled commits that waited for the synchronous standby too long: their writes answer 503",
+			"commits", n, "bound", e.opts.SyncCommitTimeout)
+	}
+}
+
 // errUnconfirmed is a write whose commit the synchronous standby did not confirm.
 var errUnconfirmed = fmt.Errorf("the commit's wait for the synchronous standby was cancelled: it may be lost in a failover: %w", storage.ErrUnavailable)
 

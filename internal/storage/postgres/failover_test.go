@@ -99,3 +99,62 @@ func TestUnconfirmedCommitFails(t *testing.T) {
 		t.Fatalf("a write once no standby is required: %v", err)
 	}
 }
+
+// TestStuckCommitAnswered: on a primary whose synchronous standby never answers (as under
+// synchronous_mode_strict with every standby lost), a write's commit waits for it, and
+// nothing in PostgreSQL bounds that wait. The engine cancels waits older than
+// Options.SyncCommitTimeout itself, so the write answers ErrUnavailable (503) within
+// about the bound instead of hanging — entity writes and the catalogue's alike.
+func TestStuckCommitAnswered(t *testing.T) {
+	pgtest.PrimaryURL(t) // skips without PostgreSQL (fails in CI)
+	p := pgtest.StartPrimary(t, pgtest.PrimaryOptions{Database: "cer"})
+	ctx := context.Background()
+	const bound = time.Second
+	e, err := postgres.Open(ctx, p.URL("cer"), postgres.Options{DisablePurger: true, SyncCommitTimeout: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	if err := e.CreateTable(ctx, "acct", "T", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, p.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	for _, s := range []string{"alter system set synchronous_standby_names = 'nobody'", "select pg_reload_conf()"} {
+		if _, err := admin.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // every backend has reloaded
+	props := []entity.Property{{Name: "N", Value: entity.Int32Value(1)}}
+	for _, w := range []struct {
+		what  string
+		write func() error
+	}{
+		{"insert", func() error {
+			_, err := e.Apply(ctx, "acct", "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: "stuck", Props: props}})
+			return err
+		}},
+		{"create table", func() error { return e.CreateTable(ctx, "acct", "U", storage.TableSettings{}) }},
+	} {
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- w.write() }()
+		select {
+		case err := <-done:
+			took := time.Since(start)
+			if !errors.Is(err, storage.ErrUnavailable) {
+				t.Fatalf("%s whose commit no synchronous standby confirms: %v after %v, want ErrUnavailable", w.what, err, took)
+			}
+			if took < bound {
+				t.Errorf("%s answered after %v, before the bound %v", w.what, took, bound)
+			}
+			t.Logf("stuck %s answered after %v: %v", w.what, took.Round(time.Millisecond), err)
+		case <-time.After(bound + 10*time.Second):
+			t.Fatalf("%s still waits %v after it began (bound %v)", w.what, time.Since(start).Round(time.Millisecond), bound)
+		}
+	}
+}
