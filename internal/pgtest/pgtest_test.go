@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/url"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -260,6 +261,10 @@ func waitKeys(t *testing.T, url string, limit time.Duration, want ...int) {
 // kill -9 of the leader's postmaster another node leads, and the old one rejoins as a
 // streaming replica.
 func TestCluster(t *testing.T) {
+	if os.Getenv("CERULEAN_TEST_HA") == "" {
+		// The same cluster, killed the same way, runs in e2e's TestHAFailoverKill in CI.
+		t.Skip("opt-in: CERULEAN_TEST_HA=1")
+	}
 	c := pgtest.StartCluster(t, pgtest.ClusterOptions{Database: "cer"})
 	old := c.Leader()
 	if old == nil {
