@@ -41,9 +41,14 @@ type TableSettings struct {
 	// TTLProperty names the Int32/Int64 entity property that overrides DefaultTTL for
 	// one entity; empty means DefaultTTLProperty.
 	TTLProperty string `json:"ttlProperty,omitempty"`
+	// ChangeFeed, when positive, turns the table's change feed on and is its retention
+	// in seconds: records older than that are removed (changes.go). 0 is off. Standard
+	// and elastic tables alike may have it.
+	ChangeFeed int32 `json:"changeFeed,omitempty"`
 }
 
-// IsStandard reports whether s is the zero value (a standard table).
+// IsStandard reports whether s is the zero value (a standard table without a change
+// feed).
 func (s TableSettings) IsStandard() bool { return s == TableSettings{} }
 
 // TTLOn reports whether entities of the table can expire.
@@ -69,6 +74,9 @@ func (s TableSettings) Validate() error {
 	}
 	if !s.Elastic && s.TTLProperty != "" {
 		return azerr.Newf(azerr.InvalidInput, "A time-to-live property is available on elastic tables only.")
+	}
+	if s.ChangeFeed < 0 {
+		return azerr.Newf(azerr.InvalidInput, "The change feed retention %d is not valid: it must be a number of seconds from 1 to 2147483647; omit it to turn the change feed off.", s.ChangeFeed)
 	}
 	if s.TTLProperty != "" {
 		if err := entity.ValidatePropertyName(s.TTLProperty); err != nil {

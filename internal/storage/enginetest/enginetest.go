@@ -145,6 +145,15 @@ func Run(t *testing.T, h Harness) {
 		{"Positions/Concurrent", testPositionsConcurrent},
 		{"Positions/Future", testPositionsFuture},
 		{"Positions/Views", testPositionsViews},
+		{"Changes/Off", testChangesOff},
+		{"Changes/Records", testChangesRecords},
+		{"Changes/Types", testChangesTypes},
+		{"Changes/PartitionRange", testChangesPartitionRange},
+		{"Changes/Expiry", testChangesExpiry},
+		{"Changes/Settings", testChangesSettings},
+		{"Changes/TableDeleted", testChangesTableDeleted},
+		{"Changes/Reopen", testChangesReopen},
+		{"Changes/Concurrent", testChangesConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -268,7 +268,8 @@ func TestPositionsAfterCrash(t *testing.T) {
 }
 
 // TestFormatUpgrade: a format-1 store (tag-1 rows, no settings) opens, reads as before
-// and is marked format 2; a store of a newer format is refused.
+// and is marked format 2 (formatBase: it has no change feed); a store of a newer format
+// is refused.
 func TestFormatUpgrade(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -289,8 +290,8 @@ func TestFormatUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	e = openTest(t, dir, Options{})
-	if f, _, err := e.getUint64(metaFormat); err != nil || f != formatVersion {
-		t.Fatalf("format after reopen = %d, %v; want %d", f, err, formatVersion)
+	if f, _, err := e.getUint64(metaFormat); err != nil || f != formatBase {
+		t.Fatalf("format after reopen = %d, %v; want %d (a store without change feeds)", f, err, formatBase)
 	}
 	r, err := e.Get(ctx, "acct", "T", "p", "old")
 	if err != nil || r.Version != 42 {

@@ -317,6 +317,11 @@ type Engine struct {
 	// latest is the view of a read that asks for no position (ReadView), shared by all
 	// of them: it holds nothing but the engine.
 	latest *view
+	// feeds are the change feeds by table id: of the tables with the feed on, and of
+	// tables (deleted or with the feed off) whose feeds still hold records.
+	feedsMu sync.Mutex
+	feeds   map[uint64]*feedState
+
 	// expiryVisited counts the keys expiry passes have read (index keys, listed and
 	// checked again under the row locks; a pass reads no row), so a test can check that
 	// a pass costs what expired, not the table.
@@ -341,6 +346,9 @@ type table struct {
 	// settings are the table's settings as last committed; Apply reads them once, after
 	// taking mu, so a SetTableSettings that returned applies to it.
 	settings atomic.Pointer[storage.TableSettings]
+	// feed is the table's change feed, nil if it never had one (guarded by mu, as is
+	// feed.on: SetTableSettings and DeleteTable change them holding mu exclusively).
+	feed *feedState
 }
 
 func newTable(id uint64, name string, s storage.TableSettings) *table {
@@ -442,6 +450,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		stalls:    stalls,
 		seed:      maphash.MakeSeed(),
 		tables:    make(map[tableRef]*table),
+		feeds:     make(map[uint64]*feedState),
 		purgeWake: make(chan struct{}, 1),
 		purgeStop: make(chan struct{}),
 		purgeDone: make(chan struct{}),
@@ -577,7 +586,11 @@ func (e *Engine) load() error {
 	// batch also gives the committed position its start: the batch's sequence number is
 	// above that of every write before the restart.
 	b := e.db.NewBatch()
-	_ = b.Set(metaFormat, binary.BigEndian.AppendUint64(nil, formatVersion), nil)
+	mark := uint64(formatBase)
+	if ok && format > mark {
+		mark = format
+	}
+	_ = b.Set(metaFormat, binary.BigEndian.AppendUint64(nil, mark), nil)
 	err = b.Commit(pebbledb.Sync)
 	if err == nil {
 		e.noteCommitted(batchPosition(b))
@@ -635,6 +648,9 @@ func (e *Engine) load() error {
 	}
 	if err := it.Error(); err != nil {
 		return fmt.Errorf("read catalogue: %w", err)
+	}
+	if err := e.loadFeeds(settings); err != nil {
+		return err
 	}
 	ids, err := e.pendingPurges(context.Background())
 	if err != nil {
@@ -783,11 +799,20 @@ func (e *Engine) CreateTable(ctx context.Context, account, name string, settings
 	if v := storage.MarshalSettings(settings); v != nil {
 		_ = b.Set(settingsKey(id), v, nil)
 	}
+	t := newTable(id, name, settings)
+	var f *feedState
+	if settings.ChangeFeedOn() {
+		f = e.newFeed(b, t, account, ref.key)
+		f.on = true
+	}
 	if err := e.commit(b); err != nil {
 		return fmt.Errorf("create table: %w", err)
 	}
+	if f != nil {
+		e.addFeed(f)
+	}
 	e.catMu.Lock()
-	e.tables[ref] = newTable(id, name, settings)
+	e.tables[ref] = t
 	e.catMu.Unlock()
 	return nil
 }
@@ -887,8 +912,16 @@ func (e *Engine) DeleteTable(ctx context.Context, account, name string) error {
 	_ = b.Delete(aclKey(t.id), nil)
 	_ = b.Delete(settingsKey(t.id), nil)
 	_ = b.Set(purgeKey(t.id), nil, nil)
+	if f := t.feed; f != nil && f.on {
+		// The feed's last record; the feed itself stays, readable by its id.
+		first, _ := putChanges(b, f, "", []change{{op: storage.ChangeTableDeleted, at: e.clock.Now()}}, nil)
+		defer f.finish(first)
+	}
 	if err := e.commit(b); err != nil {
 		return fmt.Errorf("delete table: %w", err)
+	}
+	if t.feed != nil {
+		t.feed.on = false
 	}
 	t.dropped = true
 	e.catMu.Lock()
@@ -1003,6 +1036,32 @@ type row struct {
 	// row is written or deleted; expiry is the expiry of the row's state in the Apply.
 	storedExpiry int64
 	expiry       int64
+	// expiredStored is a stored row found expired, until a mutation of the Apply writes
+	// over it: a feed records its expiry first (noteChange).
+	expiredStored bool
+}
+
+// noteChange appends the records of mutation m, which has just succeeded on row r
+// (leaving props at version v), for a table whose feed is on: its expiry first if it
+// writes over a stored expired row, then its own, then an expiry if its explicit expiry
+// has already passed (the row is absent from its own write on).
+func noteChange(cs []change, r *row, m *storage.Mutation, props []entity.Property, v, now int64) []change {
+	if r.expiredStored {
+		r.expiredStored = false
+		cs = append(cs, change{op: storage.ChangeExpire, rk: r.rk, at: now})
+	}
+	if m.Op == storage.Delete {
+		return append(cs, change{op: storage.ChangeOp(m.Op), rk: r.rk, at: now})
+	}
+	exp := r.expiry
+	if !r.Exists {
+		exp = m.Expiry
+	}
+	cs = append(cs, change{op: storage.ChangeOp(m.Op), rk: r.rk, props: props, version: v, at: v, expiry: exp})
+	if !r.Exists {
+		cs = append(cs, change{op: storage.ChangeExpire, rk: r.rk, at: v})
+	}
+	return cs
 }
 
 // Apply runs the mutations in order against the rows' current state, read under their
@@ -1105,14 +1164,20 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 		return nil, 0, storage.ErrTableNotFound
 	}
 	settings := *t.settings.Load()
+	var feed *feedState // nil: nothing to record (nearly every table)
+	if settings.ChangeFeedOn() && t.feed != nil && t.feed.on {
+		feed = t.feed
+	}
 	locks := e.lockRows(rows)
 	defer locks.unlock()
 
-	if err := e.loadRows(rows, needProps, e.clock.Now()); err != nil {
+	now := e.clock.Now()
+	if err := e.loadRows(rows, needProps, now); err != nil {
 		return nil, 0, err
 	}
 	versions := make([]int64, len(muts))
 	dirty := false
+	var changes []change
 	for i := range muts {
 		r := &rows[rowOf[i]]
 		if errs != nil && errs[i] != nil {
@@ -1120,6 +1185,7 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 		}
 		was, wasExpiry := r.Row, r.expiry
 		v, err := storage.Step(pk, &muts[i], &r.Row, e.clock.Next)
+		props := r.Props // the state the mutation left, before an expiry past already
 		if err == nil && r.Exists && muts[i].Op != storage.Delete {
 			// Every write restarts the clock: the expiry of the row as this mutation
 			// leaves it, from its new version (or the mutation's explicit one, which may
@@ -1136,6 +1202,9 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 		}
 		versions[i] = v
 		dirty = true
+		if feed != nil {
+			changes = noteChange(changes, r, &muts[i], props, v, now)
+		}
 	}
 	if !dirty {
 		return versions, 0, nil // ApplyEach with every mutation failed: nothing to commit
@@ -1171,6 +1240,13 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err // nothing committed yet: the caller gave up while we waited
+	}
+	if len(changes) > 0 {
+		// Numbered under the row locks, retired once the batch is synced (or failed):
+		// commitReleasing returns only then.
+		var first uint64
+		first, buf = putChanges(b, feed, pk, changes, buf)
+		defer feed.finish(first)
 	}
 	// The row cache forgets the rows before the batch is visible and again once it is
 	// (rowCache), still under the row locks.
@@ -1366,6 +1442,7 @@ func loadRow(r *row, it *pebbledb.Iterator, needProps bool, now int64) error {
 	}
 	r.stored = true
 	r.Exists = !storage.Expired(r.storedExpiry, now)
+	r.expiredStored = !r.Exists
 	if r.Exists && needProps {
 		// Decoded only if a merge needs it; the copy outlives the iterator.
 		r.Encoded = append([]byte(nil), enc...)
@@ -1647,8 +1724,34 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 	if err != nil {
 		return err
 	}
-	if err := e.setBytes(settingsKey(t.id), storage.MarshalSettings(settings), "set table settings"); err != nil {
-		return err
+	// Held exclusively, so that no Apply is between reading the old settings and its
+	// commit: a change of the feed is ordered with every write of the table.
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := e.db.NewBatch()
+	defer b.Close()
+	if v := storage.MarshalSettings(settings); v == nil {
+		_ = b.Delete(settingsKey(t.id), nil)
+	} else {
+		_ = b.Set(settingsKey(t.id), v, nil)
+	}
+	var started *feedState
+	switch f := t.feed; {
+	case settings.ChangeFeedOn() && f == nil:
+		started = e.newFeed(b, t, account, storage.TableKey(name))
+	case !settings.ChangeFeedOn() && f != nil && f.on:
+		// The gap's mark: nothing is recorded from here until the feed is on again.
+		first, _ := putChanges(b, f, "", []change{{op: storage.ChangeFeedOff, at: e.clock.Now()}}, nil)
+		defer f.finish(first)
+	}
+	if err := e.commit(b); err != nil {
+		return fmt.Errorf("set table settings: %w", err)
+	}
+	if started != nil {
+		e.addFeed(started)
+	}
+	if t.feed != nil {
+		t.feed.on = settings.ChangeFeedOn()
 	}
 	t.settings.Store(&settings)
 	return nil

@@ -22,6 +22,9 @@ import (
 //	0x06 table id (8 bytes BE) expiry (8 bytes BE) esc(PK) esc(RK)
 //	                                    → (empty) the expiry index: one key per stored row
 //	                                      that expires, in expiry order within a table
+//	0x07 table id (8 bytes BE) seq (8 bytes BE)
+//	                                    → a change feed record (changes.go); seq 0 is
+//	                                      the feed's mark (retention mark, owner)
 //	0x10 table id (8 bytes BE) esc(PK) esc(RK)
 //	                                    → entity value (see appendValue)
 //
@@ -50,6 +53,7 @@ const (
 	kindACL      byte = 0x04
 	kindSettings byte = 0x05
 	kindExpiry   byte = 0x06
+	kindFeed     byte = 0x07
 	kindData     byte = 0x10
 )
 
@@ -61,8 +65,14 @@ var (
 )
 
 // formatVersion is the on-disk layout described in this file; Open refuses a store written
-// in a newer one.
-const formatVersion = 2
+// in a newer one. Format 3 added change feeds (kind 0x07); a store is marked 3 only when
+// a table's feed is first turned on (newFeed), so that a format-2 build, which would
+// write into a feed table without recording, refuses it, while stores without feeds stay
+// at formatBase and open in either build.
+const (
+	formatVersion = 3
+	formatBase    = 2
+)
 
 // The first byte of every entity value is a tag naming its layout, so rows written in an
 // older layout stay readable without a migration:

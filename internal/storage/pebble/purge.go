@@ -149,7 +149,13 @@ func (e *Engine) expireBatch(ctx context.Context, from []byte, now int64) (int, 
 // in a crash loses nothing (the rows come back expired, with their index keys, and the
 // next pass deletes them again). A later synced write — an Apply that writes one of the
 // rows again, say — syncs it too, since the WAL is written in order.
+//
+// Rows of a table whose change feed is on get an expire record each in the same batch,
+// which is then synced: a record a reader has seen must survive a crash. The tables of
+// such feeds are held (recordingFeeds) before the row locks, as Apply holds its table.
 func (e *Engine) deleteExpired(entries [][]byte, rows []row) (int, error) {
+	feeds, release := e.recordingFeeds(feedIDs(entries))
+	defer release()
 	locks := e.lockRows(rows)
 	defer locks.unlock()
 	// Created under the locks: its snapshot holds the index keys' latest state. The
@@ -162,6 +168,10 @@ func (e *Engine) deleteExpired(entries [][]byte, rows []row) (int, error) {
 	b := e.db.NewBatch()
 	defer b.Close()
 	n := 0
+	var expired map[*feedState][][]byte // the index keys of recorded rows, by feed
+	if len(feeds) > 0 {
+		expired = map[*feedState][][]byte{}
+	}
 	for i, k := range entries {
 		e.expiryVisited.Add(1)
 		if !it.SeekPrefixGE(k) || !bytes.Equal(it.Key(), k) {
@@ -173,13 +183,37 @@ func (e *Engine) deleteExpired(entries [][]byte, rows []row) (int, error) {
 		_ = b.Delete(rows[i].key, nil)
 		_ = b.Delete(k, nil)
 		n++
+		if len(feeds) > 0 {
+			if f := feeds[binary.BigEndian.Uint64(k[1:9])]; f != nil {
+				expired[f] = append(expired[f], k)
+			}
+		}
 	}
 	if n == 0 {
 		return 0, nil
 	}
+	sync := pebbledb.NoSync
+	if len(expired) > 0 {
+		sync = pebbledb.Sync
+		now := e.clock.Now()
+		var buf []byte
+		var key [17]byte
+		for f, ks := range expired {
+			first := f.take(len(ks))
+			defer f.finish(first)
+			for j, k := range ks {
+				_, _, pk, rk, err := decodeExpiryKey(k)
+				if err != nil {
+					return 0, err
+				}
+				buf = appendChange(buf[:0], &change{op: storage.ChangeExpire, rk: rk, at: now}, pk)
+				_ = b.Set(appendFeedKey(key[:0], f.id, first+uint64(j)), buf, nil)
+			}
+		}
+	}
 	e.rows.begin(rows)
 	defer e.rows.end(rows)
-	if err := e.commitWith(b, pebbledb.NoSync); err != nil {
+	if err := e.commitWith(b, sync); err != nil {
 		return 0, err
 	}
 	return n, nil

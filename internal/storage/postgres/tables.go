@@ -6,16 +6,25 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ceruleandb/cerulean/internal/azerr"
 	"github.com/ceruleandb/cerulean/internal/storage"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// errNoChangeFeed refuses a table setting that turns the change feed on: this engine does
+// not record feeds yet (docs/change-feed-design.md), and accepting the setting would
+// leave the feed silently empty.
+var errNoChangeFeed = azerr.Newf(azerr.NotImplemented, "The change feed is not available on the PostgreSQL engine yet.")
+
 // CreateTable adds a table under a new id from the sequence, with its settings and a
 // new settings generation. It fails with ErrTableExists when the account has a table of
 // the same TableKey.
 func (e *Engine) CreateTable(ctx context.Context, account, name string, settings storage.TableSettings) error {
+	if settings.ChangeFeedOn() {
+		return errNoChangeFeed
+	}
 	acct, key := []byte(account), []byte(storage.TableKey(name))
 	return e.retry(ctx, "create table", func() error {
 		var id, gen int64
@@ -56,6 +65,9 @@ func (r reads) GetTable(ctx context.Context, account, name string) (storage.Tabl
 // statement: every front end's cached copy is stale from its commit on, so every write
 // that starts after it returns uses the new settings (settings.go).
 func (e *Engine) SetTableSettings(ctx context.Context, account, name string, settings storage.TableSettings) error {
+	if settings.ChangeFeedOn() {
+		return errNoChangeFeed
+	}
 	acct, key := []byte(account), []byte(storage.TableKey(name))
 	return e.retry(ctx, "set table settings", func() error {
 		var id, gen int64

@@ -1,0 +1,433 @@
+package pebble
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/ceruleandb/cerulean/internal/entity"
+	"github.com/ceruleandb/cerulean/internal/storage"
+	pebbledb "github.com/cockroachdb/pebble/v2"
+)
+
+// Change feeds (docs/change-feed-design.md, "Pebble").
+//
+// A feed's records are keys (kindFeed, table id, Seq) in the batch of the change they
+// record, so both commit or neither does. Seq 0 of a feed is its mark: the retention
+// mark (the highest Seq removed) and the table's account and name, which keep a deleted
+// table's feed readable by its id after a restart.
+//
+// Numbers are taken from the feed's counter under the row locks, after the
+// preconditions, so two changes of one row are numbered in commit order, and a change
+// acknowledged before another started has the smaller number. Batches of different rows
+// may become visible out of number order, so a reader reads only up to the horizon: one
+// below the smallest number still in flight, a number being in flight from when it is
+// taken until its batch is synced (or failed). A reader thus never sees a record a crash
+// could lose, and never reads past a number that could still appear.
+
+// maxFeedExamined bounds how many records a read examines for a PartitionKey range
+// before it returns the page it has, so a narrow range over a busy feed costs a bounded
+// read per page.
+const maxFeedExamined = 4096
+
+// feedState is a feed's counter and horizon. A table with the feed on, or whose feed
+// still has records, has one (Engine.feeds).
+type feedState struct {
+	id           uint64
+	account, key string // the owning table's account and TableKey
+	// t is the owning table while it is in the catalogue (nil for a deleted table's
+	// feed). on is whether changes are recorded; it changes only under t.mu held
+	// exclusively, and Apply and the expiry purge hold t.mu shared while they record.
+	t  *table
+	on bool
+
+	mu       sync.Mutex
+	next     uint64      // the next number to hand out
+	inflight []feedRange // taken and not yet synced or failed, in taking order
+	horizon  uint64      // every record with Seq ≤ horizon is visible or will never be
+	removed  uint64      // retention mark: records with Seq ≤ removed are gone
+}
+
+type feedRange struct {
+	first uint64
+	done  bool
+}
+
+// take hands out n consecutive numbers (n > 0) and returns the first; finish must be
+// called with it once the batch holding them is synced or has failed.
+func (f *feedState) take(n int) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	first := f.next
+	f.next += uint64(n)
+	f.inflight = append(f.inflight, feedRange{first: first})
+	return first
+}
+
+// finish retires the numbers taken from first on and advances the horizon past every
+// range retired in taking order.
+func (f *feedState) finish(first uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.inflight {
+		if f.inflight[i].first == first {
+			f.inflight[i].done = true
+			break
+		}
+	}
+	k := 0
+	for k < len(f.inflight) && f.inflight[k].done {
+		k++
+	}
+	f.inflight = f.inflight[:copy(f.inflight, f.inflight[k:])]
+	if len(f.inflight) == 0 {
+		f.horizon = f.next - 1
+	} else {
+		f.horizon = f.inflight[0].first - 1
+	}
+}
+
+func (f *feedState) horizonNow() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.horizon
+}
+
+// feedPrefix is the first key of feed id's span (its mark); feedPrefix(id+1) bounds it.
+func feedPrefix(id uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{kindFeed}, id)
+}
+
+// appendFeedKey appends the key of record seq of feed id.
+func appendFeedKey(dst []byte, id, seq uint64) []byte {
+	dst = append(dst, kindFeed)
+	dst = binary.BigEndian.AppendUint64(dst, id)
+	return binary.BigEndian.AppendUint64(dst, seq)
+}
+
+func feedKey(id, seq uint64) []byte { return appendFeedKey(make([]byte, 0, 17), id, seq) }
+
+func decodeFeedKey(k []byte) (id, seq uint64, err error) {
+	if len(k) != 17 || k[0] != kindFeed {
+		return 0, 0, errCorruptKey
+	}
+	return binary.BigEndian.Uint64(k[1:9]), binary.BigEndian.Uint64(k[9:]), nil
+}
+
+// markValue encodes a feed's mark: the retention mark and the owning table's account
+// and TableKey.
+func markValue(removed uint64, account, key string) []byte {
+	v := binary.BigEndian.AppendUint64(nil, removed)
+	v = appendEscaped(v, account)
+	return appendEscaped(v, key)
+}
+
+func decodeMark(v []byte) (removed uint64, account, key string, err error) {
+	if len(v) < 8 {
+		return 0, "", "", errCorruptKey
+	}
+	removed = binary.BigEndian.Uint64(v)
+	account, _, rest, err := decodeEscaped(v[8:])
+	if err != nil {
+		return 0, "", "", err
+	}
+	key, _, rest, err = decodeEscaped(rest)
+	if err != nil || len(rest) != 0 {
+		return 0, "", "", errCorruptKey
+	}
+	return removed, account, key, nil
+}
+
+// change is a record being written: everything but its number and PartitionKey.
+type change struct {
+	op      storage.ChangeOp
+	rk      string
+	props   []entity.Property
+	version int64
+	at      int64
+	expiry  int64
+}
+
+// appendChange encodes a record:
+//
+//	op | version (8 BE) | at (8 BE) | expiry (8 BE) | esc(PK) | esc(RK) | props
+//
+// with the properties in entity.AppendProps form, as rows are stored.
+func appendChange(dst []byte, c *change, pk string) []byte {
+	dst = append(dst, byte(c.op))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(c.version))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(c.at))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(c.expiry))
+	dst = appendEscaped(dst, pk)
+	dst = appendEscaped(dst, c.rk)
+	return entity.AppendProps(dst, c.props)
+}
+
+// decodeChange decodes a record's value; its properties are decoded only if the
+// record passes keep.
+func decodeChange(seq uint64, v []byte, keep func(pk string) bool) (storage.Change, bool, error) {
+	if len(v) < 25 {
+		return storage.Change{}, false, fmt.Errorf("change record: %w", entity.ErrCorrupt)
+	}
+	c := storage.Change{
+		Seq:     seq,
+		Op:      storage.ChangeOp(v[0]),
+		Version: int64(binary.BigEndian.Uint64(v[1:9])),
+		At:      int64(binary.BigEndian.Uint64(v[9:17])),
+		Expiry:  int64(binary.BigEndian.Uint64(v[17:25])),
+	}
+	pk, _, rest, err := decodeEscaped(v[25:])
+	if err != nil {
+		return storage.Change{}, false, fmt.Errorf("change record: %w", err)
+	}
+	rk, _, rest, err := decodeEscaped(rest)
+	if err != nil {
+		return storage.Change{}, false, fmt.Errorf("change record: %w", err)
+	}
+	c.PartitionKey, c.RowKey = pk, rk
+	if c.Op < storage.ChangeExpire && !keep(pk) {
+		return c, false, nil
+	}
+	if props, err := entity.DecodeProps(rest); err != nil {
+		return storage.Change{}, false, fmt.Errorf("change record: %w", err)
+	} else if len(props) > 0 {
+		c.Props = props
+	}
+	return c, true, nil
+}
+
+// putChanges numbers cs from the table's feed and puts them into b, keyed by number;
+// it returns the first number, for feedState.finish once b is synced or has failed.
+func putChanges(b *pebbledb.Batch, f *feedState, pk string, cs []change, buf []byte) (uint64, []byte) {
+	first := f.take(len(cs))
+	var key [17]byte
+	for i := range cs {
+		buf = appendChange(buf[:0], &cs[i], pk)
+		_ = b.Set(appendFeedKey(key[:0], f.id, first+uint64(i)), buf, nil)
+	}
+	return first, buf
+}
+
+// newFeed starts the feed of table t (none so far): its mark goes into b, and the
+// store's format mark is raised so that a build without feeds refuses the store rather
+// than write into a feed table without recording.
+func (e *Engine) newFeed(b *pebbledb.Batch, t *table, account, key string) *feedState {
+	_ = b.Set(feedKey(t.id, 0), markValue(0, account, key), nil)
+	_ = b.Set(metaFormat, binary.BigEndian.AppendUint64(nil, formatVersion), nil)
+	return &feedState{id: t.id, account: account, key: key, t: t, next: 1}
+}
+
+// addFeed makes f known to the engine and its table once its batch has committed.
+func (e *Engine) addFeed(f *feedState) {
+	e.feedsMu.Lock()
+	e.feeds[f.id] = f
+	e.feedsMu.Unlock()
+	if f.t != nil {
+		f.t.feed = f
+	}
+}
+
+// loadFeeds finds every feed by its mark and starts its counter past its last record
+// and its retention mark: one seek per feed, not a read of the records.
+func (e *Engine) loadFeeds(settings map[uint64]storage.TableSettings) error {
+	it, err := e.db.NewIter(&pebbledb.IterOptions{
+		LowerBound: []byte{kindFeed},
+		UpperBound: []byte{kindFeed + 1},
+	})
+	if err != nil {
+		return fmt.Errorf("read change feeds: %w", err)
+	}
+	defer it.Close()
+	for valid := it.First(); valid; {
+		id, seq, err := decodeFeedKey(it.Key())
+		if err != nil || seq != 0 {
+			return fmt.Errorf("read change feeds: feed without a mark: %w", errCorruptKey)
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("read change feeds: %w", err)
+		}
+		removed, account, key, err := decodeMark(v)
+		if err != nil {
+			return fmt.Errorf("read change feeds: %w", err)
+		}
+		last := uint64(0)
+		if it.SeekLT(feedPrefix(id + 1)) {
+			if _, last, err = decodeFeedKey(it.Key()); err != nil {
+				return fmt.Errorf("read change feeds: %w", err)
+			}
+		}
+		f := &feedState{id: id, account: account, key: key, removed: removed}
+		f.next = max(last, removed) + 1
+		f.horizon = f.next - 1
+		if t := e.tables[tableRef{account, key}]; t != nil && t.id == id {
+			f.t = t
+			f.on = settings[id].ChangeFeedOn()
+		}
+		e.addFeed(f)
+		valid = it.SeekGE(feedPrefix(id + 1))
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("read change feeds: %w", err)
+	}
+	return nil
+}
+
+// ReadChanges reads a page of a table's feed up to its horizon (storage.ChangeFeed). The
+// retention mark and the records are read through one iterator, so from one snapshot: a
+// read racing a removal sees either the records or ErrChangesExpired.
+func (e *Engine) ReadChanges(ctx context.Context, account, table string, req storage.ChangesRequest) (storage.ChangesPage, error) {
+	if req.Limit <= 0 {
+		return storage.ChangesPage{}, fmt.Errorf("read changes: limit %d is not positive", req.Limit)
+	}
+	if err := e.enter(); err != nil {
+		return storage.ChangesPage{}, err
+	}
+	defer e.exit()
+	f, err := e.feedOf(account, table, req.FeedID)
+	if err != nil {
+		return storage.ChangesPage{}, err
+	}
+	horizon := f.horizonNow()
+	page := storage.ChangesPage{FeedID: f.id, Next: horizon}
+	if req.After == storage.AfterNow {
+		return page, nil
+	}
+	page.Next = max(horizon, req.After)
+	if req.After >= horizon {
+		return page, nil
+	}
+	it, err := e.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
+		LowerBound: feedPrefix(f.id),
+		UpperBound: feedKey(f.id, horizon+1),
+	})
+	if err != nil {
+		return storage.ChangesPage{}, fmt.Errorf("read changes: %w", err)
+	}
+	defer it.Close()
+	if !it.First() {
+		return storage.ChangesPage{}, fmt.Errorf("read changes: feed without a mark: %w", errCorruptKey)
+	}
+	v, err := it.ValueAndErr()
+	if err != nil {
+		return storage.ChangesPage{}, fmt.Errorf("read changes: %w", err)
+	}
+	removed, _, _, err := decodeMark(v)
+	if err != nil {
+		return storage.ChangesPage{}, fmt.Errorf("read changes: %w", err)
+	}
+	if req.After < removed {
+		return storage.ChangesPage{}, storage.ErrChangesExpired
+	}
+	keep := func(pk string) bool {
+		return (req.StartPK == nil || pk >= *req.StartPK) && (req.EndPK == nil || pk < *req.EndPK)
+	}
+	examined := 0
+	for valid := it.SeekGE(feedKey(f.id, req.After+1)); valid; valid = it.Next() {
+		_, seq, err := decodeFeedKey(it.Key())
+		if err != nil {
+			return storage.ChangesPage{}, fmt.Errorf("read changes: %w", err)
+		}
+		if len(page.Changes) == req.Limit || examined == maxFeedExamined {
+			page.Next = seq - 1 // the page covers every record before this one
+			break
+		}
+		examined++
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return storage.ChangesPage{}, fmt.Errorf("read changes: %w", err)
+		}
+		c, ok, err := decodeChange(seq, v, keep)
+		if err != nil {
+			return storage.ChangesPage{}, fmt.Errorf("read changes: %w", err)
+		}
+		if ok {
+			page.Changes = append(page.Changes, c)
+			page.Ended = page.Ended || c.Op == storage.ChangeTableDeleted
+		}
+	}
+	if err := it.Error(); err != nil {
+		return storage.ChangesPage{}, fmt.Errorf("read changes: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return storage.ChangesPage{}, err
+	}
+	return page, nil
+}
+
+// feedOf finds the feed a read names: the table's, or (with a FeedID) the feed of that
+// id if it belongs to the table's account and name, the table deleted or not.
+func (e *Engine) feedOf(account, table string, id uint64) (*feedState, error) {
+	if id != 0 {
+		e.feedsMu.Lock()
+		f := e.feeds[id]
+		e.feedsMu.Unlock()
+		if f == nil || f.account != account || f.key != storage.TableKey(table) {
+			return nil, storage.ErrChangesExpired
+		}
+		return f, nil
+	}
+	t, err := e.lookup(account, table)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.dropped {
+		return nil, storage.ErrTableNotFound
+	}
+	if t.feed == nil || !t.feed.on {
+		return nil, storage.ErrFeedOff
+	}
+	return t.feed, nil
+}
+
+// recordingFeeds holds shared, in ascending id order, the tables of the feeds that
+// rows (expired rows of several tables, listed by the purge) belong to and that record
+// changes, and returns them by id with a function that lets them go. Held before the
+// row locks, as Apply holds its table, so that the feed cannot be turned off (or its
+// table deleted) between the purge's decision to record and its commit.
+func (e *Engine) recordingFeeds(ids []uint64) (map[uint64]*feedState, func()) {
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	var held []*table
+	out := map[uint64]*feedState{}
+	e.feedsMu.Lock()
+	fs := make([]*feedState, 0, len(ids))
+	for _, id := range ids {
+		if f := e.feeds[id]; f != nil && f.t != nil {
+			fs = append(fs, f)
+		}
+	}
+	e.feedsMu.Unlock()
+	for _, f := range fs {
+		f.t.mu.RLock()
+		held = append(held, f.t)
+		if !f.t.dropped && f.on {
+			out[f.id] = f
+		}
+	}
+	return out, func() {
+		for _, t := range held {
+			t.mu.RUnlock()
+		}
+	}
+}
+
+// feedIDs is the table ids of the expiry index keys entries.
+func feedIDs(entries [][]byte) []uint64 {
+	var ids []uint64
+	for _, k := range entries {
+		if len(k) >= 9 {
+			id := binary.BigEndian.Uint64(k[1:9])
+			if len(ids) == 0 || ids[len(ids)-1] != id {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
+var _ storage.ChangeFeed = (*Engine)(nil)
