@@ -118,6 +118,12 @@ type ChangeFeed interface {
 	// in Seq order, none beyond the horizon (see ChangesPage.Next). ErrTableNotFound
 	// for a missing table (without a FeedID), ErrFeedOff, ErrChangesExpired.
 	ReadChanges(ctx context.Context, account, table string, req ChangesRequest) (ChangesPage, error)
+	// TrimChanges removes from every feed the records older (by At) than its retention,
+	// at a cost proportional to what it removes, and returns how many it removed; a
+	// deleted table's feed goes entirely once its last record has. The engine runs it in
+	// the background too; it is a maintenance hook. A read whose After lies before what
+	// was removed then fails with ErrChangesExpired, never skipping silently.
+	TrimChanges(ctx context.Context) (int, error)
 }
 
 // ChangeFeedOn reports whether the table records a change feed.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ceruleandb/cerulean/internal/entity"
 	"github.com/ceruleandb/cerulean/internal/storage"
@@ -147,8 +148,8 @@ func testChangesOff(t *testing.T, x *env) {
 	}
 	tbl := x.feedTable("Feed", storage.TableSettings{})
 	x.wantSettings("feed table", tbl, storage.TableSettings{ChangeFeed: 3600})
-	if got, next := x.readFeed(tbl, 0, 0, 10); len(got) != 0 || next != 0 {
-		t.Fatalf("a new feed holds %s, next %d", describeChanges(got), next)
+	if got, next := x.readFeed(tbl, 0, 0, 10); len(got) != 0 || next == 0 {
+		t.Fatalf("a new feed holds %s, Next %d (must not be 0, which means the beginning)", describeChanges(got), next)
 	}
 	if _, err := f.ReadChanges(x.ctx, x.acct, tbl, storage.ChangesRequest{}); err == nil {
 		t.Fatal("ReadChanges with limit 0 succeeded")
@@ -526,5 +527,55 @@ func testChangesConcurrent(t *testing.T, x *env) {
 				t.Fatalf("reader %d: row %v has versions %v in the feed, acknowledged (in version order) %v", r, k, seen[k], want)
 			}
 		}
+	}
+}
+
+// testChangesRetention: records older than the retention are removed; a continuation
+// before them fails with ErrChangesExpired, one at or after them reads on, and the
+// beginning is the oldest record retained. A deleted table's feed goes once its last
+// record has.
+func testChangesRetention(t *testing.T, x *env) {
+	f := x.feed()
+	t.Parallel()
+	tbl := x.createWith("Retention", storage.TableSettings{ChangeFeed: 2})
+	id := x.feedID(tbl)
+	v := x.apply(tbl, "p", mut(storage.Insert, "a", str("S", "1")))
+	u := x.apply(tbl, "p", mut(storage.Insert, "b", str("S", "2")))
+	old, _ := x.readFeed(tbl, 0, 0, 10)
+	if old[0].Version != v[0] || old[1].Version != u[0] {
+		t.Fatalf("records %s before the trim", describeChanges(old))
+	}
+	x.waitPast(expiryAt(u[0], 2))
+	c := x.apply(tbl, "p", mut(storage.Insert, "c", str("S", "3")))
+	n, err := f.TrimChanges(x.ctx)
+	if err != nil || n < 2 {
+		t.Fatalf("TrimChanges = %d, %v; want at least the 2 old records", n, err)
+	}
+	young := []wantChange{w(storage.Insert, "p", "c", c[0], str("S", "3"))}
+	got, _ := x.readFeed(tbl, 0, 0, 10)
+	x.wantChanges("from the beginning after the trim", got, young)
+	got, _ = x.readFeed(tbl, 0, old[1].Seq, 10)
+	x.wantChanges("from the last removed record", got, young)
+	if _, err := f.ReadChanges(x.ctx, x.acct, tbl, storage.ChangesRequest{After: old[0].Seq, Limit: 10}); !errors.Is(err, storage.ErrChangesExpired) {
+		t.Fatalf("ReadChanges after a removed record = %v, want ErrChangesExpired", err)
+	}
+	// Nothing more to remove: the young record stays.
+	if _, err := f.TrimChanges(x.ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = x.readFeed(tbl, 0, 0, 10)
+	x.wantChanges("after a second trim", got, young)
+
+	if err := x.e.DeleteTable(x.ctx, x.acct, tbl); err != nil {
+		t.Fatal(err)
+	}
+	end, _ := x.readFeed(tbl, id, 0, 10)
+	x.wantChanges("the deleted table's feed", end, append(young, wantChange{op: storage.ChangeTableDeleted}))
+	x.waitPast(entity.TicksToTime(end[1].At).Add(2 * time.Second))
+	if _, err := f.TrimChanges(x.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ReadChanges(x.ctx, x.acct, tbl, storage.ChangesRequest{FeedID: id, Limit: 10}); !errors.Is(err, storage.ErrChangesExpired) {
+		t.Fatalf("ReadChanges of a deleted table's feed past its retention = %v, want ErrChangesExpired", err)
 	}
 }

@@ -154,6 +154,7 @@ func Run(t *testing.T, h Harness) {
 		{"Changes/TableDeleted", testChangesTableDeleted},
 		{"Changes/Reopen", testChangesReopen},
 		{"Changes/Concurrent", testChangesConcurrent},
+		{"Changes/Retention", testChangesRetention},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

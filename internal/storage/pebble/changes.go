@@ -16,8 +16,10 @@ import (
 //
 // A feed's records are keys (kindFeed, table id, Seq) in the batch of the change they
 // record, so both commit or neither does. Seq 0 of a feed is its mark: the retention
-// mark (the highest Seq removed) and the table's account and name, which keep a deleted
-// table's feed readable by its id after a restart.
+// mark (the highest Seq removed), the retention, and the table's account and name, which
+// keep a deleted table's feed readable by its id after a restart. Seq 1 is never a
+// record: a feed starts with its horizon at 1, so a page's Next is never 0 and After 0
+// always means "the beginning" (the oldest record retained).
 //
 // Numbers are taken from the feed's counter under the row locks, after the
 // preconditions, so two changes of one row are numbered in commit order, and a change
@@ -42,6 +44,11 @@ type feedState struct {
 	// exclusively, and Apply and the expiry purge hold t.mu shared while they record.
 	t  *table
 	on bool
+
+	// markMu serialises the writes of the mark (a retention change, a trim), each a
+	// read-modify-write of removed and retention; it is never held by a write path.
+	markMu    sync.Mutex
+	retention int32 // seconds (guarded by markMu; read by the trim under it)
 
 	mu       sync.Mutex
 	next     uint64      // the next number to hand out
@@ -116,28 +123,44 @@ func decodeFeedKey(k []byte) (id, seq uint64, err error) {
 	return binary.BigEndian.Uint64(k[1:9]), binary.BigEndian.Uint64(k[9:]), nil
 }
 
-// markValue encodes a feed's mark: the retention mark and the owning table's account
-// and TableKey.
-func markValue(removed uint64, account, key string) []byte {
-	v := binary.BigEndian.AppendUint64(nil, removed)
-	v = appendEscaped(v, account)
-	return appendEscaped(v, key)
+// feedMark is a feed's mark (Seq 0): removed (8 BE) | retention (4 BE) | esc(account) |
+// esc(TableKey).
+type feedMark struct {
+	removed      uint64
+	retention    int32
+	account, key string
 }
 
-func decodeMark(v []byte) (removed uint64, account, key string, err error) {
-	if len(v) < 8 {
-		return 0, "", "", errCorruptKey
+func (m *feedMark) value() []byte {
+	v := binary.BigEndian.AppendUint64(nil, m.removed)
+	v = binary.BigEndian.AppendUint32(v, uint32(m.retention))
+	v = appendEscaped(v, m.account)
+	return appendEscaped(v, m.key)
+}
+
+func decodeMark(v []byte) (feedMark, error) {
+	if len(v) < 12 {
+		return feedMark{}, errCorruptKey
 	}
-	removed = binary.BigEndian.Uint64(v)
-	account, _, rest, err := decodeEscaped(v[8:])
+	m := feedMark{removed: binary.BigEndian.Uint64(v), retention: int32(binary.BigEndian.Uint32(v[8:]))}
+	account, _, rest, err := decodeEscaped(v[12:])
 	if err != nil {
-		return 0, "", "", err
+		return feedMark{}, err
 	}
-	key, _, rest, err = decodeEscaped(rest)
+	key, _, rest, err := decodeEscaped(rest)
 	if err != nil || len(rest) != 0 {
-		return 0, "", "", errCorruptKey
+		return feedMark{}, errCorruptKey
 	}
-	return removed, account, key, nil
+	m.account, m.key = account, key
+	return m, nil
+}
+
+// mark is f's mark as it stands (the caller holds markMu).
+func (f *feedState) mark() feedMark {
+	f.mu.Lock()
+	removed := f.removed
+	f.mu.Unlock()
+	return feedMark{removed: removed, retention: f.retention, account: f.account, key: f.key}
 }
 
 // change is a record being written: everything but its number and PartitionKey.
@@ -213,10 +236,11 @@ func putChanges(b *pebbledb.Batch, f *feedState, pk string, cs []change, buf []b
 // newFeed starts the feed of table t (none so far): its mark goes into b, and the
 // store's format mark is raised so that a build without feeds refuses the store rather
 // than write into a feed table without recording.
-func (e *Engine) newFeed(b *pebbledb.Batch, t *table, account, key string) *feedState {
-	_ = b.Set(feedKey(t.id, 0), markValue(0, account, key), nil)
+func (e *Engine) newFeed(b *pebbledb.Batch, t *table, account, key string, retention int32) *feedState {
+	m := feedMark{retention: retention, account: account, key: key}
+	_ = b.Set(feedKey(t.id, 0), m.value(), nil)
 	_ = b.Set(metaFormat, binary.BigEndian.AppendUint64(nil, formatVersion), nil)
-	return &feedState{id: t.id, account: account, key: key, t: t, next: 1}
+	return &feedState{id: t.id, account: account, key: key, t: t, retention: retention, next: 2, horizon: 1}
 }
 
 // addFeed makes f known to the engine and its table once its batch has committed.
@@ -249,7 +273,7 @@ func (e *Engine) loadFeeds(settings map[uint64]storage.TableSettings) error {
 		if err != nil {
 			return fmt.Errorf("read change feeds: %w", err)
 		}
-		removed, account, key, err := decodeMark(v)
+		m, err := decodeMark(v)
 		if err != nil {
 			return fmt.Errorf("read change feeds: %w", err)
 		}
@@ -259,10 +283,10 @@ func (e *Engine) loadFeeds(settings map[uint64]storage.TableSettings) error {
 				return fmt.Errorf("read change feeds: %w", err)
 			}
 		}
-		f := &feedState{id: id, account: account, key: key, removed: removed}
-		f.next = max(last, removed) + 1
+		f := &feedState{id: id, account: m.account, key: m.key, removed: m.removed, retention: m.retention}
+		f.next = max(last, m.removed, 1) + 1
 		f.horizon = f.next - 1
-		if t := e.tables[tableRef{account, key}]; t != nil && t.id == id {
+		if t := e.tables[tableRef{m.account, m.key}]; t != nil && t.id == id {
 			f.t = t
 			f.on = settings[id].ChangeFeedOn()
 		}
@@ -308,24 +332,31 @@ func (e *Engine) ReadChanges(ctx context.Context, account, table string, req sto
 	}
 	defer it.Close()
 	if !it.First() {
-		return storage.ChangesPage{}, fmt.Errorf("read changes: feed without a mark: %w", errCorruptKey)
+		if err := it.Error(); err != nil {
+			return storage.ChangesPage{}, fmt.Errorf("read changes: %w", err)
+		}
+		return storage.ChangesPage{}, storage.ErrChangesExpired // removed whole since feedOf
 	}
 	v, err := it.ValueAndErr()
 	if err != nil {
 		return storage.ChangesPage{}, fmt.Errorf("read changes: %w", err)
 	}
-	removed, _, _, err := decodeMark(v)
+	m, err := decodeMark(v)
 	if err != nil {
 		return storage.ChangesPage{}, fmt.Errorf("read changes: %w", err)
 	}
-	if req.After < removed {
+	after := req.After
+	switch {
+	case after == 0:
+		after = m.removed // the beginning: the oldest record retained
+	case after < m.removed:
 		return storage.ChangesPage{}, storage.ErrChangesExpired
 	}
 	keep := func(pk string) bool {
 		return (req.StartPK == nil || pk >= *req.StartPK) && (req.EndPK == nil || pk < *req.EndPK)
 	}
 	examined := 0
-	for valid := it.SeekGE(feedKey(f.id, req.After+1)); valid; valid = it.Next() {
+	for valid := it.SeekGE(feedKey(f.id, after+1)); valid; valid = it.Next() {
 		_, seq, err := decodeFeedKey(it.Key())
 		if err != nil {
 			return storage.ChangesPage{}, fmt.Errorf("read changes: %w", err)
@@ -431,3 +462,102 @@ func feedIDs(entries [][]byte) []uint64 {
 }
 
 var _ storage.ChangeFeed = (*Engine)(nil)
+
+// TrimChanges removes the records older than each feed's retention (storage.ChangeFeed):
+// per feed, it walks from the first record retained to the first one young enough — a
+// cost of the records it removes plus one — and removes them with one range deletion, in
+// one synced batch with the new retention mark, so a read (which reads the mark and the
+// records from one snapshot) sees either the records or ErrChangesExpired. A deleted
+// table's feed whose table-deleted record goes is removed whole, mark included.
+func (e *Engine) TrimChanges(ctx context.Context) (int, error) {
+	e.trimMu.Lock()
+	defer e.trimMu.Unlock()
+	e.feedsMu.Lock()
+	fs := make([]*feedState, 0, len(e.feeds))
+	for _, f := range e.feeds {
+		fs = append(fs, f)
+	}
+	e.feedsMu.Unlock()
+	total := 0
+	for _, f := range fs {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		if err := e.enter(); err != nil { // per feed, so Close waits for one, not a pass
+			return total, err
+		}
+		n, err := e.trimFeed(ctx, f)
+		e.exit()
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("trim change feed %d: %w", f.id, err)
+		}
+	}
+	return total, nil
+}
+
+func (e *Engine) trimFeed(ctx context.Context, f *feedState) (int, error) {
+	f.markMu.Lock()
+	defer f.markMu.Unlock()
+	cutoff := e.clock.Now() - int64(f.retention)*10_000_000
+	horizon := f.horizonNow()
+	m := f.mark()
+	if m.removed >= horizon {
+		return 0, nil
+	}
+	it, err := e.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
+		LowerBound: feedKey(f.id, m.removed+1),
+		UpperBound: feedKey(f.id, horizon+1),
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	n, last, ended := 0, m.removed, false
+	for valid := it.First(); valid; valid = it.Next() {
+		_, seq, err := decodeFeedKey(it.Key())
+		if err != nil {
+			return 0, err
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return 0, err
+		}
+		if len(v) < 25 {
+			return 0, fmt.Errorf("change record: %w", entity.ErrCorrupt)
+		}
+		if int64(binary.BigEndian.Uint64(v[9:17])) >= cutoff {
+			break
+		}
+		n, last = n+1, seq
+		ended = storage.ChangeOp(v[0]) == storage.ChangeTableDeleted
+	}
+	if err := it.Error(); err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	b := e.db.NewBatch()
+	defer b.Close()
+	if ended {
+		// The feed's last record: nothing is left to read or to number.
+		_ = b.DeleteRange(feedPrefix(f.id), feedPrefix(f.id+1), nil)
+	} else {
+		_ = b.DeleteRange(feedKey(f.id, 1), feedKey(f.id, last+1), nil)
+		m.removed = last
+		_ = b.Set(feedKey(f.id, 0), m.value(), nil)
+	}
+	if err := e.commit(b); err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	f.removed = last
+	f.mu.Unlock()
+	if ended {
+		e.feedsMu.Lock()
+		delete(e.feeds, f.id)
+		e.feedsMu.Unlock()
+	}
+	return n, nil
+}

@@ -42,9 +42,9 @@ func TestChangesHorizon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Changes) != 0 || p.Next != 0 {
+	if len(p.Changes) != 0 || p.Next != 1 {
 		close(release)
-		t.Fatalf("with record 1 in flight a read returned %d records and Next %d; want none and 0", len(p.Changes), p.Next)
+		t.Fatalf("with the first record in flight a read returned %d records and Next %d; want none and 1", len(p.Changes), p.Next)
 	}
 	close(release)
 	if err := <-first; err != nil {
@@ -54,7 +54,7 @@ func TestChangesHorizon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Changes) != 2 || p.Changes[0].RowKey != "first" || p.Changes[1].RowKey != "second" || p.Next != 2 {
+	if len(p.Changes) != 2 || p.Changes[0].RowKey != "first" || p.Changes[1].RowKey != "second" || p.Next != p.Changes[1].Seq {
 		t.Fatalf("after the commit: %+v", p)
 	}
 }

@@ -321,6 +321,7 @@ type Engine struct {
 	// tables (deleted or with the feed off) whose feeds still hold records.
 	feedsMu sync.Mutex
 	feeds   map[uint64]*feedState
+	trimMu  sync.Mutex // serialises TrimChanges passes
 
 	// expiryVisited counts the keys expiry passes have read (index keys, listed and
 	// checked again under the row locks; a pass reads no row), so a test can check that
@@ -802,7 +803,7 @@ func (e *Engine) CreateTable(ctx context.Context, account, name string, settings
 	t := newTable(id, name, settings)
 	var f *feedState
 	if settings.ChangeFeedOn() {
-		f = e.newFeed(b, t, account, ref.key)
+		f = e.newFeed(b, t, account, ref.key, settings.ChangeFeed)
 		f.on = true
 	}
 	if err := e.commit(b); err != nil {
@@ -1735,20 +1736,34 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 	} else {
 		_ = b.Set(settingsKey(t.id), v, nil)
 	}
-	var started *feedState
+	var started, retained *feedState
 	switch f := t.feed; {
 	case settings.ChangeFeedOn() && f == nil:
-		started = e.newFeed(b, t, account, storage.TableKey(name))
-	case !settings.ChangeFeedOn() && f != nil && f.on:
-		// The gap's mark: nothing is recorded from here until the feed is on again.
-		first, _ := putChanges(b, f, "", []change{{op: storage.ChangeFeedOff, at: e.clock.Now()}}, nil)
-		defer f.finish(first)
+		started = e.newFeed(b, t, account, storage.TableKey(name), settings.ChangeFeed)
+	case f != nil:
+		if !settings.ChangeFeedOn() && f.on {
+			// The gap's mark: nothing is recorded from here until the feed is on again.
+			first, _ := putChanges(b, f, "", []change{{op: storage.ChangeFeedOff, at: e.clock.Now()}}, nil)
+			defer f.finish(first)
+		}
+		if settings.ChangeFeedOn() {
+			// A new retention goes into the mark (the feed keeps the last one while off).
+			f.markMu.Lock()
+			defer f.markMu.Unlock()
+			m := f.mark()
+			m.retention = settings.ChangeFeed
+			_ = b.Set(feedKey(f.id, 0), m.value(), nil)
+			retained = f
+		}
 	}
 	if err := e.commit(b); err != nil {
 		return fmt.Errorf("set table settings: %w", err)
 	}
 	if started != nil {
 		e.addFeed(started)
+	}
+	if retained != nil {
+		retained.retention = settings.ChangeFeed // under markMu, as written
 	}
 	if t.feed != nil {
 		t.feed.on = settings.ChangeFeedOn()

@@ -71,6 +71,11 @@ func (e *Engine) purgeLoop() {
 			!errors.Is(err, storage.ErrNoSpace) && !errors.Is(err, ErrClosed) {
 			e.logger.Errorf("cerulean: purge expired rows: %v", err)
 		}
+		// And change records past their feeds' retention, on the same schedule.
+		if _, err := e.TrimChanges(ctx); err != nil && ctx.Err() == nil &&
+			!errors.Is(err, storage.ErrNoSpace) && !errors.Is(err, ErrClosed) {
+			e.logger.Errorf("cerulean: trim change feeds: %v", err)
+		}
 	}
 }
 
