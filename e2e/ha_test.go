@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/ceruleandb/cerulean/internal/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -38,34 +37,11 @@ type haFrontEnd = replicaFrontEnd
 // as a read replica.
 func startHAFrontEnds(t *testing.T, c *pgtest.Cluster, db string, n int) []*haFrontEnd {
 	t.Helper()
-	transport := &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}
-	t.Cleanup(transport.CloseIdleConnections)
-	out := make([]*haFrontEnd, n)
-	for i := range out {
-		port, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		debug := fmt.Sprintf("127.0.0.1:%d", port)
-		args := []string{"--engine", "postgres", "--postgres-url", c.URL(db), "--debug-addr", debug}
-		for _, node := range c.Nodes {
-			args = append(args, "--postgres-replica-url", node.URL(db))
-		}
-		srv := startServer(t, withArgs(args...))
-		a := srv.Default()
-		cred, err := aztables.NewSharedKeyCredential(a.Name, a.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := clientOptions(transport)
-		o.PerCallPolicies = []policy.Policy{headersPolicy{}}
-		svc, err := aztables.NewServiceClientWithSharedKey(srv.Endpoint(a.Name), cred, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[i] = &haFrontEnd{srv: srv, debug: debug, svc: svc}
+	var replicas []string
+	for _, node := range c.Nodes {
+		replicas = append(replicas, node.URL(db))
 	}
-	return out
+	return startFrontEndsOn(t, n, c.URL(db), replicas...)
 }
 
 // haRun is what one failover run saw.

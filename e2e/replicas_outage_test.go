@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/ceruleandb/cerulean/internal/pgtest"
 )
 
@@ -73,23 +71,12 @@ func TestReplicaPrimaryDown(t *testing.T) {
 	srv := startServer(t, withArgs("--engine", "postgres", "--postgres-url", p.URL("cer"),
 		"--postgres-replica-url", standby.URL("cer"), "--debug-addr", debug,
 		"--replica-max-lag", "3s", "--max-staleness", "2s"))
-	a := srv.Default()
 	transport := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	t.Cleanup(transport.CloseIdleConnections)
-	cred, err := aztables.NewSharedKeyCredential(a.Name, a.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := clientOptions(transport)
-	o.PerCallPolicies = []policy.Policy{headersPolicy{}}
-	svc, err := aztables.NewServiceClientWithSharedKey(srv.Endpoint(a.Name), cred, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fe := &replicaFrontEnd{srv: srv, debug: debug, svc: svc}
+	fe := replicaFrontEndOf(t, srv, debug, transport)
 	standbySrc := replicaSource(t, standby.URL("cer"))
 	waitReplicas(t, []*replicaFrontEnd{fe}, "in rotation", time.Minute, inRotation, standbySrc)
-	client, _ := newTable(t, svc)
+	client, _ := newTable(t, fe.svc)
 	var token string
 	for i := range 20 {
 		h := &readHeaders{}

@@ -112,12 +112,18 @@ type replicaFrontEnd struct {
 }
 
 // startReplicaFrontEnds starts n front ends on the test database (CERULEAN_TEST_POSTGRES_URL)
-// with the given replica URLs. Their clients share one transport that keeps enough idle
-// connections for every worker (the SDK's default keeps few, and would open a connection
-// per request under this load).
+// with the given replica URLs.
 func startReplicaFrontEnds(t *testing.T, n int, replicas ...string) []*replicaFrontEnd {
 	t.Helper()
-	primary := postgresURL(t)
+	return startFrontEndsOn(t, n, postgresURL(t), replicas...)
+}
+
+// startFrontEndsOn starts n front ends on the postgres database at primary with the given
+// replica URLs. Their clients share one transport that keeps enough idle connections for
+// every worker (the SDK's default keeps few, and would open a connection per request
+// under this load).
+func startFrontEndsOn(t *testing.T, n int, primary string, replicas ...string) []*replicaFrontEnd {
+	t.Helper()
 	transport := &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}
 	t.Cleanup(transport.CloseIdleConnections)
 	out := make([]*replicaFrontEnd, n)
@@ -131,21 +137,27 @@ func startReplicaFrontEnds(t *testing.T, n int, replicas ...string) []*replicaFr
 		for _, r := range replicas {
 			args = append(args, "--postgres-replica-url", r)
 		}
-		srv := startServer(t, withArgs(args...))
-		a := srv.Default()
-		cred, err := aztables.NewSharedKeyCredential(a.Name, a.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := clientOptions(transport)
-		o.PerCallPolicies = []policy.Policy{headersPolicy{}}
-		svc, err := aztables.NewServiceClientWithSharedKey(srv.Endpoint(a.Name), cred, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[i] = &replicaFrontEnd{srv: srv, debug: debug, svc: svc}
+		out[i] = replicaFrontEndOf(t, startServer(t, withArgs(args...)), debug, transport)
 	}
 	return out
+}
+
+// replicaFrontEndOf makes the SDK client (through headersPolicy and transport) of srv, a
+// front end started with --debug-addr debug.
+func replicaFrontEndOf(t *testing.T, srv *server, debug string, transport *http.Client) *replicaFrontEnd {
+	t.Helper()
+	a := srv.Default()
+	cred, err := aztables.NewSharedKeyCredential(a.Name, a.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := clientOptions(transport)
+	o.PerCallPolicies = []policy.Policy{headersPolicy{}}
+	svc, err := aztables.NewServiceClientWithSharedKey(srv.Endpoint(a.Name), cred, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &replicaFrontEnd{srv: srv, debug: debug, svc: svc}
 }
 
 // replicaSource is the x-cerulean-read-source of reads a replica given by URL serves.

@@ -13,20 +13,16 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TestUnconfirmedCommitFails: on a primary whose synchronous standby never answers
-// (synchronous_standby_names names one that does not exist), a write's commit waits for
-// it. When that wait is cancelled (here pg_cancel_backend, as an operator, a pooler or a
-// tool may do; the statement timeout does not apply to a commit), PostgreSQL reports the
-// commit as a success, with a WARNING that it is committed locally but maybe not
-// replicated. The engine must not acknowledge it: the write fails with
-// storage.ErrUnavailable (503) — an entity write or a write of the catalogue (tables,
-// settings, ACLs, service properties) — and the next write, once no standby is
-// required, succeeds.
-func TestUnconfirmedCommitFails(t *testing.T) {
+// syncRepEngine opens an engine with opts on a private primary, with table T of account
+// "acct", and then makes the primary wait for a synchronous standby that never answers
+// (synchronous_standby_names names one that does not exist). It returns the engine, an
+// admin connection to the primary and a function that runs statements on it.
+func syncRepEngine(t *testing.T, opts postgres.Options) (*postgres.Engine, *pgx.Conn, func(sqls ...string)) {
+	t.Helper()
 	pgtest.PrimaryURL(t) // skips without PostgreSQL (fails in CI)
 	p := pgtest.StartPrimary(t, pgtest.PrimaryOptions{Database: "cer"})
 	ctx := context.Background()
-	e, err := postgres.Open(ctx, p.URL("cer"), postgres.Options{DisablePurger: true})
+	e, err := postgres.Open(ctx, p.URL("cer"), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +34,7 @@ func TestUnconfirmedCommitFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close(ctx)
+	t.Cleanup(func() { admin.Close(context.Background()) })
 	exec := func(sqls ...string) {
 		t.Helper()
 		for _, s := range sqls {
@@ -47,9 +43,24 @@ func TestUnconfirmedCommitFails(t *testing.T) {
 			}
 		}
 	}
-	props := []entity.Property{{Name: "N", Value: entity.Int32Value(1)}}
 	exec("alter system set synchronous_standby_names = 'nobody'", "select pg_reload_conf()")
 	time.Sleep(200 * time.Millisecond) // every backend has reloaded
+	return e, admin, exec
+}
+
+// TestUnconfirmedCommitFails: on a primary whose synchronous standby never answers
+// (synchronous_standby_names names one that does not exist), a write's commit waits for
+// it. When that wait is cancelled (here pg_cancel_backend, as an operator, a pooler or a
+// tool may do; the statement timeout does not apply to a commit), PostgreSQL reports the
+// commit as a success, with a WARNING that it is committed locally but maybe not
+// replicated. The engine must not acknowledge it: the write fails with
+// storage.ErrUnavailable (503) — an entity write or a write of the catalogue (tables,
+// settings, ACLs, service properties) — and the next write, once no standby is
+// required, succeeds.
+func TestUnconfirmedCommitFails(t *testing.T) {
+	ctx := context.Background()
+	e, admin, exec := syncRepEngine(t, postgres.Options{DisablePurger: true})
+	props := []entity.Property{{Name: "N", Value: entity.Int32Value(1)}}
 	// unconfirmed runs write, cancels its commit's wait once it waits, and wants the
 	// write to fail with ErrUnavailable.
 	unconfirmed := func(what string, write func() error) {
@@ -106,29 +117,9 @@ func TestUnconfirmedCommitFails(t *testing.T) {
 // Options.SyncCommitTimeout itself, so the write answers ErrUnavailable (503) within
 // about the bound instead of hanging — entity writes and the catalogue's alike.
 func TestStuckCommitAnswered(t *testing.T) {
-	pgtest.PrimaryURL(t) // skips without PostgreSQL (fails in CI)
-	p := pgtest.StartPrimary(t, pgtest.PrimaryOptions{Database: "cer"})
 	ctx := context.Background()
 	const bound = time.Second
-	e, err := postgres.Open(ctx, p.URL("cer"), postgres.Options{DisablePurger: true, SyncCommitTimeout: bound})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	if err := e.CreateTable(ctx, "acct", "T", storage.TableSettings{}); err != nil {
-		t.Fatal(err)
-	}
-	admin, err := pgx.Connect(ctx, p.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	for _, s := range []string{"alter system set synchronous_standby_names = 'nobody'", "select pg_reload_conf()"} {
-		if _, err := admin.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	time.Sleep(200 * time.Millisecond) // every backend has reloaded
+	e, _, _ := syncRepEngine(t, postgres.Options{DisablePurger: true, SyncCommitTimeout: bound})
 	props := []entity.Property{{Name: "N", Value: entity.Int32Value(1)}}
 	for _, w := range []struct {
 		what  string

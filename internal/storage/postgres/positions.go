@@ -114,24 +114,7 @@ func (e *Engine) pipeline(ctx context.Context, stmts []stmt, withPosition bool) 
 		return 0, err
 	}
 
-	// The statements' results, up to the first error.
-	var stmtErr error
-	for i := range stmts {
-		res, err := pipe.GetResults()
-		if err != nil {
-			stmtErr = err
-			break
-		}
-		rr, ok := res.(*pgconn.ResultReader)
-		if !ok {
-			stmtErr = fmt.Errorf("pipeline: unexpected %T", res)
-			break
-		}
-		stmtErr = readResult(m, rr, &stmts[i])
-		if stmtErr != nil {
-			break
-		}
-	}
+	stmtErr := readResults(m, pipe, stmts)
 	var pe *pgconn.PgError
 	if stmtErr != nil && !errors.As(stmtErr, &pe) {
 		// The connection failed (or answered nonsense): it is closed, and the pool drops it.
@@ -187,6 +170,26 @@ func (e *Engine) pipeline(ctx context.Context, stmts []stmt, withPosition bool) 
 	}
 	e.observe(pos)
 	return pos, nil
+}
+
+// readResults reads the results of stmts from pipe, in order, up to the first error,
+// which it returns (a *pgconn.PgError when the server refused a statement: the pipeline
+// then goes on at the next Sync).
+func readResults(m valueScanner, pipe *pgconn.Pipeline, stmts []stmt) error {
+	for i := range stmts {
+		res, err := pipe.GetResults()
+		if err != nil {
+			return err
+		}
+		rr, ok := res.(*pgconn.ResultReader)
+		if !ok {
+			return fmt.Errorf("pipeline: unexpected %T", res)
+		}
+		if err := readResult(m, rr, &stmts[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readResult reads a statement's rows, scanning the first into st.dest, and closes it.

@@ -83,22 +83,7 @@ func (r *replica) readPipeline(ctx context.Context, stmts []stmt) (bounds, error
 		_ = pipe.Close()
 		return bounds{}, err
 	}
-	var stmtErr error
-	for i := range all {
-		res, err := pipe.GetResults()
-		if err != nil {
-			stmtErr = err
-			break
-		}
-		rr, ok := res.(*pgconn.ResultReader)
-		if !ok {
-			stmtErr = fmt.Errorf("pipeline: unexpected %T", res)
-			break
-		}
-		if stmtErr = readResult(m, rr, &all[i]); stmtErr != nil {
-			break
-		}
-	}
+	stmtErr := readResults(m, pipe, all)
 	var pe *pgconn.PgError
 	if stmtErr != nil && !errors.As(stmtErr, &pe) {
 		// The connection failed (or answered nonsense): it is closed, and the pool drops it.
