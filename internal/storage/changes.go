@@ -111,13 +111,27 @@ var (
 	ErrChangesExpired = errors.New("changes after the continuation are no longer retained")
 )
 
-// ChangeFeed is implemented by an engine that records change feeds. (The Pebble engine
-// does; PostgreSQL is the next step of issue 45, after which this joins Engine.)
-type ChangeFeed interface {
+// ChangeReader reads a table's feed. An engine that records feeds implements it, and so
+// do the Views it opens (a View reads at its source: a PostgreSQL replica serves a
+// gap-free prefix of every feed, since records are numbered in commit order).
+type ChangeReader interface {
 	// ReadChanges returns up to req.Limit records of the table's feed after req.After,
 	// in Seq order, none beyond the horizon (see ChangesPage.Next). ErrTableNotFound
 	// for a missing table (without a FeedID), ErrFeedOff, ErrChangesExpired.
 	ReadChanges(ctx context.Context, account, table string, req ChangesRequest) (ChangesPage, error)
+}
+
+// ChangeFeed is implemented by an engine that records change feeds. (The Pebble engine
+// does; PostgreSQL is the next step of issue 45, after which this joins Engine.)
+type ChangeFeed interface {
+	ChangeReader
+	// WaitChanges returns nil once the feed's horizon is past after, so that a
+	// ReadChanges with that After returns records or a larger Next (long polling); or
+	// ctx.Err() when ctx ends first; or what ReadChanges would fail with (a FeedID not
+	// the table's, a missing table, the feed off). feedID is as ChangesRequest.FeedID.
+	// It watches the engine's latest committed state (the primary), whatever View the
+	// caller then reads from.
+	WaitChanges(ctx context.Context, account, table string, feedID, after uint64) error
 	// TrimChanges removes from every feed the records older (by At) than its retention,
 	// at a cost proportional to what it removes, and returns how many it removed; a
 	// deleted table's feed goes entirely once its last record has. The engine runs it in

@@ -1,6 +1,7 @@
 package enginetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -577,5 +578,44 @@ func testChangesRetention(t *testing.T, x *env) {
 	}
 	if _, err := f.ReadChanges(x.ctx, x.acct, tbl, storage.ChangesRequest{FeedID: id, Limit: 10}); !errors.Is(err, storage.ErrChangesExpired) {
 		t.Fatalf("ReadChanges of a deleted table's feed past its retention = %v, want ErrChangesExpired", err)
+	}
+}
+
+// testChangesWait: WaitChanges returns once a change commits past the given Seq (woken,
+// not after its deadline), at once when records are already past it, with the
+// context's error when nothing commits, and with ErrFeedOff on a table without the feed.
+func testChangesWait(t *testing.T, x *env) {
+	f := x.feed()
+	tbl := x.feedTable("Wait", storage.TableSettings{})
+	_, next := x.readFeed(tbl, 0, 0, 10)
+	short, cancel := context.WithTimeout(x.ctx, 200*time.Millisecond)
+	err := f.WaitChanges(short, x.acct, tbl, 0, next)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitChanges with nothing written = %v, want the deadline", err)
+	}
+	woke := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		ctx, cancel := context.WithTimeout(x.ctx, 30*time.Second)
+		defer cancel()
+		woke <- f.WaitChanges(ctx, x.acct, tbl, 0, next)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	v := x.apply(tbl, "p", mut(storage.Insert, "a", str("S", "1")))
+	if err := <-woke; err != nil {
+		t.Fatalf("WaitChanges woken by a write = %v", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("WaitChanges returned %v after a write, not woken by it", d)
+	}
+	got, _ := x.readFeed(tbl, 0, next, 10)
+	x.wantChanges("after the wait", got, []wantChange{w(storage.Insert, "p", "a", v[0], str("S", "1"))})
+	if err := f.WaitChanges(x.ctx, x.acct, tbl, 0, next); err != nil {
+		t.Fatalf("WaitChanges with a record already past = %v", err)
+	}
+	plain := x.createWith("WaitPlain", storage.TableSettings{})
+	if err := f.WaitChanges(x.ctx, x.acct, plain, 0, 0); !errors.Is(err, storage.ErrFeedOff) {
+		t.Fatalf("WaitChanges on a table without the feed = %v, want ErrFeedOff", err)
 	}
 }

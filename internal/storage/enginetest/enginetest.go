@@ -155,6 +155,7 @@ func Run(t *testing.T, h Harness) {
 		{"Changes/Reopen", testChangesReopen},
 		{"Changes/Concurrent", testChangesConcurrent},
 		{"Changes/Retention", testChangesRetention},
+		{"Changes/Wait", testChangesWait},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -55,6 +55,9 @@ type feedState struct {
 	inflight []feedRange // taken and not yet synced or failed, in taking order
 	horizon  uint64      // every record with Seq ≤ horizon is visible or will never be
 	removed  uint64      // retention mark: records with Seq ≤ removed are gone
+	// advanced is closed, and replaced, whenever horizon moves (WaitChanges); nil
+	// until a waiter asks for it.
+	advanced chan struct{}
 }
 
 type feedRange struct {
@@ -89,10 +92,35 @@ func (f *feedState) finish(first uint64) {
 		k++
 	}
 	f.inflight = f.inflight[:copy(f.inflight, f.inflight[k:])]
-	if len(f.inflight) == 0 {
-		f.horizon = f.next - 1
-	} else {
-		f.horizon = f.inflight[0].first - 1
+	h := f.next - 1
+	if len(f.inflight) > 0 {
+		h = f.inflight[0].first - 1
+	}
+	if h != f.horizon && f.advanced != nil {
+		close(f.advanced)
+		f.advanced = nil
+	}
+	f.horizon = h
+}
+
+// waitPast returns nil once the horizon is past after, or ctx.Err().
+func (f *feedState) waitPast(ctx context.Context, after uint64) error {
+	for {
+		f.mu.Lock()
+		if f.horizon > after && after != storage.AfterNow {
+			f.mu.Unlock()
+			return nil
+		}
+		if f.advanced == nil {
+			f.advanced = make(chan struct{})
+		}
+		ch := f.advanced
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -386,6 +414,20 @@ func (e *Engine) ReadChanges(ctx context.Context, account, table string, req sto
 		return storage.ChangesPage{}, err
 	}
 	return page, nil
+}
+
+// WaitChanges waits for the feed's horizon to pass after (storage.ChangeFeed): woken by
+// the commit that moves it, with no polling.
+func (e *Engine) WaitChanges(ctx context.Context, account, table string, feedID, after uint64) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	f, err := e.feedOf(account, table, feedID)
+	e.exit() // a waiter must not hold up Close
+	if err != nil {
+		return err
+	}
+	return f.waitPast(ctx, after)
 }
 
 // feedOf finds the feed a read names: the table's, or (with a FeedID) the feed of that
