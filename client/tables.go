@@ -21,6 +21,9 @@ type TableSettings struct {
 	// TimeToLiveProperty names the per-entity TTL property; empty is the server's
 	// default (TTLInSeconds).
 	TimeToLiveProperty string `json:"TimeToLiveProperty,omitempty"`
+	// ChangeFeedRetention turns the table's change feed on and keeps its records that
+	// many seconds (1 … 2^31−1); 0 is off (docs/change-feed.md).
+	ChangeFeedRetention int32 `json:"ChangeFeedRetention,omitempty"`
 }
 
 // Table is a table's name (in the case it was created with) and settings.
@@ -161,7 +164,7 @@ func (c *Client) ListTables(ctx context.Context, withSettings bool) ([]Table, er
 	for {
 		q := url.Values{}
 		if withSettings {
-			q.Set("$select", "TableName,Elastic,DefaultTimeToLive,TimeToLiveProperty")
+			q.Set("$select", "TableName,Elastic,DefaultTimeToLive,TimeToLiveProperty,ChangeFeedRetention")
 		}
 		if next != "" {
 			q.Set("NextTableName", next)

@@ -450,6 +450,9 @@ const (
 	// (GET and PUT /{table}?comp=properties).
 	OpGetTableSettings
 	OpSetTableSettings
+	// OpReadChanges reads a table's change feed (GET /{table}?comp=changes): the
+	// entities' states, so allowed where querying them is.
+	OpReadChanges
 	OpUnknown
 )
 
@@ -462,7 +465,8 @@ var opNames = map[OpKind]string{
 	OpGetServiceStats: "Get Table Service Stats", OpGetACL: "Get Table ACL", OpSetACL: "Set Table ACL",
 	OpBatch:            "Entity Group Transaction",
 	OpGetTableSettings: "Get Table Settings", OpSetTableSettings: "Set Table Settings",
-	OpUnknown: "Unknown",
+	OpReadChanges: "Read Changes",
+	OpUnknown:     "Unknown",
 }
 
 func (k OpKind) String() string {
@@ -509,6 +513,8 @@ var opRules = map[OpKind]opRule{
 	// are in the Blob service.
 	OpGetTableSettings: {acctOK: true, srt: 'c', acctAny: "rl"},
 	OpSetTableSettings: {acctOK: true, srt: 'c', acctAll: "w"},
+	// A change feed holds the entities' states: read where Query Entities is.
+	OpReadChanges: {tableOK: true, tablePerms: "r", acctOK: true, srt: 'o', acctAll: "r"},
 }
 
 // Operation describes what a request wants to do, as decided by the server.

@@ -14,15 +14,19 @@ type Code string
 
 // The codes Cerulean emits. Statuses and messages are in the catalogue below.
 const (
-	AtomFormatNotSupported                  Code = "AtomFormatNotSupported"
-	AuthenticationFailed                    Code = "AuthenticationFailed"
-	AuthorizationFailure                    Code = "AuthorizationFailure"
-	AuthorizationPermissionMismatch         Code = "AuthorizationPermissionMismatch"
-	AuthorizationProtocolMismatch           Code = "AuthorizationProtocolMismatch"
-	AuthorizationResourceTypeMismatch       Code = "AuthorizationResourceTypeMismatch"
-	AuthorizationServiceMismatch            Code = "AuthorizationServiceMismatch"
-	AuthorizationSourceIPMismatch           Code = "AuthorizationSourceIPMismatch"
-	CorsPreflightFailure                    Code = "CorsPreflightFailure"
+	AtomFormatNotSupported            Code = "AtomFormatNotSupported"
+	AuthenticationFailed              Code = "AuthenticationFailed"
+	AuthorizationFailure              Code = "AuthorizationFailure"
+	AuthorizationPermissionMismatch   Code = "AuthorizationPermissionMismatch"
+	AuthorizationProtocolMismatch     Code = "AuthorizationProtocolMismatch"
+	AuthorizationResourceTypeMismatch Code = "AuthorizationResourceTypeMismatch"
+	AuthorizationServiceMismatch      Code = "AuthorizationServiceMismatch"
+	AuthorizationSourceIPMismatch     Code = "AuthorizationSourceIPMismatch"
+	CorsPreflightFailure              Code = "CorsPreflightFailure"
+	// ChangeFeedContinuationExpired is Cerulean's own (docs/change-feed.md): the changes
+	// after a change feed continuation were removed by the table's retention, or the
+	// continuation is not one of the table's feed.
+	ChangeFeedContinuationExpired           Code = "ChangeFeedContinuationExpired"
 	CommandsInBatchActOnDifferentPartitions Code = "CommandsInBatchActOnDifferentPartitions"
 	DuplicatePropertiesSpecified            Code = "DuplicatePropertiesSpecified"
 	EntityAlreadyExists                     Code = "EntityAlreadyExists"
@@ -82,6 +86,7 @@ var catalogue = map[Code]entry{
 	AuthorizationResourceTypeMismatch:       {http.StatusForbidden, "This request is not authorized to perform this operation using this resource type."},
 	AuthorizationServiceMismatch:            {http.StatusForbidden, "This request is not authorized to perform this operation using this service."},
 	AuthorizationSourceIPMismatch:           {http.StatusForbidden, "This request is not authorized to perform this operation using this source IP."},
+	ChangeFeedContinuationExpired:           {http.StatusGone, "The changes after this continuation are no longer retained by the table's change feed (its retention removed them, or the continuation is not one of this table's feed). Read again from 'beginning' or 'now'."},
 	CorsPreflightFailure:                    {http.StatusForbidden, "CORS not enabled or no matching rule found for this request."},
 	CommandsInBatchActOnDifferentPartitions: {http.StatusBadRequest, "All commands in a batch must operate on same entity group."},
 	DuplicatePropertiesSpecified:            {http.StatusBadRequest, "A property is specified more than one time."},

@@ -21,6 +21,9 @@ const (
 	// MemberTTLProperty names the per-entity TTL property (default
 	// storage.DefaultTTLProperty).
 	MemberTTLProperty = "TimeToLiveProperty"
+	// MemberChangeFeed is the retention of the table's change feed in seconds, 1 to
+	// 2147483647; absent or null is off (docs/change-feed.md).
+	MemberChangeFeed = "ChangeFeedRetention"
 )
 
 // TableBody is a decoded table object: a Create Table body or a table-settings body.
@@ -70,7 +73,7 @@ func decodeTable(body []byte, strict bool) (TableBody, error) {
 		return TableBody{}, err
 	}
 	var tb TableBody
-	var seen [4]bool
+	var seen [5]bool
 	for i := range ms {
 		m := &ms[i]
 		k := -1
@@ -83,10 +86,12 @@ func decodeTable(body []byte, strict bool) (TableBody, error) {
 			k = 2
 		case MemberTTLProperty:
 			k = 3
+		case MemberChangeFeed:
+			k = 4
 		}
 		if k < 0 {
 			if strict && !bytes.HasPrefix(m.key, []byte("odata.")) && !bytes.HasSuffix(m.key, []byte(annotSuffix)) {
-				return TableBody{}, azerr.Newf(azerr.InvalidInput, "The member '%s' is not a table setting: the settings are %s, %s and %s.", m.key, MemberElastic, MemberDefaultTTL, MemberTTLProperty)
+				return TableBody{}, azerr.Newf(azerr.InvalidInput, "The member '%s' is not a table setting: the settings are %s, %s, %s and %s.", m.key, MemberElastic, MemberDefaultTTL, MemberTTLProperty, MemberChangeFeed)
 			}
 			continue
 		}
@@ -117,7 +122,8 @@ func decodeTable(body []byte, strict bool) (TableBody, error) {
 //   - DefaultTimeToLive: a JSON integer, -1 or 1 to 2147483647 (not 0: absent or null is
 //     off, as in Cosmos DB, where 0 is refused too);
 //   - TimeToLiveProperty: a non-empty string (its validity as a property name is checked
-//     with the settings).
+//     with the settings);
+//   - ChangeFeedRetention: a JSON integer from 1 to 2147483647 (seconds).
 //
 // Anything else is 400 InvalidInput naming the member and what it takes.
 func decodeSettingsMember(s *storage.TableSettings, m *member) error {
@@ -147,6 +153,15 @@ func decodeSettingsMember(s *storage.TableSettings, m *member) error {
 		default:
 			return azerr.Newf(azerr.InvalidInput, "The value of '%s' must be a property name (a string); null or no '%s' means %s.", MemberTTLProperty, MemberTTLProperty, storage.DefaultTTLProperty)
 		}
+	case MemberChangeFeed:
+		if m.kind == kNull {
+			return nil
+		}
+		n, err := strconv.ParseInt(string(m.val), 10, 64)
+		if m.kind != kInt || err != nil || n < 1 || n > math.MaxInt32 {
+			return azerr.Newf(azerr.InvalidInput, "The value %s of '%s' is not valid: it must be a number of seconds from 1 to 2147483647; null or no '%s' turns the change feed off.", valueText(m), MemberChangeFeed, MemberChangeFeed)
+		}
+		s.ChangeFeed = int32(n)
 	}
 	return nil
 }
@@ -180,6 +195,7 @@ const (
 	SelectElastic TableSelect = 1 << iota
 	SelectDefaultTTL
 	SelectTTLProperty
+	SelectChangeFeed
 )
 
 // NewTableSelect returns the settings members a parsed $select list names (nil: none).
@@ -194,6 +210,8 @@ func NewTableSelect(names []string) TableSelect {
 			sel |= SelectDefaultTTL
 		case MemberTTLProperty:
 			sel |= SelectTTLProperty
+		case MemberChangeFeed:
+			sel |= SelectChangeFeed
 		}
 	}
 	return sel
@@ -224,6 +242,14 @@ func appendSelectedSettings(dst []byte, s storage.TableSettings, sel TableSelect
 			dst = append(dst, "null"...)
 		}
 	}
+	if sel&SelectChangeFeed != 0 {
+		dst = append(dst, `,"`+MemberChangeFeed+`":`...)
+		if s.ChangeFeedOn() {
+			dst = strconv.AppendInt(dst, int64(s.ChangeFeed), 10)
+		} else {
+			dst = append(dst, "null"...)
+		}
+	}
 	return dst
 }
 
@@ -245,6 +271,10 @@ func AppendTableSettings(dst []byte, t storage.TableInfo) []byte {
 	if t.Settings.Elastic {
 		dst = append(dst, `,"`+MemberTTLProperty+`":`...)
 		dst = AppendString(dst, t.Settings.TTLPropertyName())
+	}
+	if t.Settings.ChangeFeedOn() {
+		dst = append(dst, `,"`+MemberChangeFeed+`":`...)
+		dst = strconv.AppendInt(dst, int64(t.Settings.ChangeFeed), 10)
 	}
 	return append(dst, '}')
 }

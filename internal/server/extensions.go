@@ -10,6 +10,8 @@ const (
 	compSettings = "properties"
 	// compBulk is a bulk write on an elastic table.
 	compBulk = "bulk"
+	// compChanges reads a table's change feed.
+	compChanges = "changes"
 )
 
 // jsonComp reports whether the query selects one of the JSON extensions (whose errors
@@ -19,7 +21,7 @@ func jsonComp(q url.Values) bool {
 		return false
 	}
 	switch q.Get("comp") {
-	case compSettings, compBulk:
+	case compSettings, compBulk, compChanges:
 		return true
 	}
 	return false

@@ -165,6 +165,9 @@ func (s *Server) operation(rq *request) string {
 	if res.Kind == KindEntities && q.Get("comp") == compBulk {
 		return "BulkWrite" // Cerulean's own: no Storage Analytics name
 	}
+	if res.Kind == KindEntities && q.Get("comp") == compChanges {
+		return "ReadChanges" // Cerulean's own too
+	}
 	if name, ok := operationNames[sasOperation(res, method, q, opCondition(r))]; ok {
 		return name
 	}

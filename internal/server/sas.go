@@ -156,6 +156,8 @@ func sasOperation(res Resource, method string, q map[string][]string, cond table
 			// Like a $batch: the table here, each operation by the handler (and, on a
 			// standard table, the answer to an unknown comp).
 			return auth.OpBatch
+		case compChanges:
+			return auth.OpReadChanges
 		case "acl":
 			if method == http.MethodPut {
 				return auth.OpSetACL

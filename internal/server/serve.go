@@ -153,6 +153,7 @@ func (s *Server) ServeHandler(ctx context.Context, ln net.Listener, h http.Handl
 	}
 	stopAt := time.Now()
 	s.log.Info("shutting down", "grace", s.limits.ShutdownGrace)
+	s.pollStopOnce.Do(func() { close(s.pollStop) })
 	graceEnd := stopAt.Add(s.limits.ShutdownGrace)
 	s.tightenBodies(graceEnd)
 	sctx, cancel := context.WithDeadline(context.Background(), graceEnd)

@@ -108,10 +108,14 @@ type Server struct {
 	active atomic.Int64
 	// closing is set when shutdown begins; bodies holds the bodies being received, whose
 	// read deadlines shutdown tightens up to graceEnd.
-	closing  atomic.Bool
-	bodiesMu sync.Mutex
-	bodies   map[*bodyRead]struct{}
-	graceEnd time.Time
+	closing atomic.Bool
+	// pollStop is closed when shutdown begins, ending the waits of long-polling feed
+	// reads (changes.go) so that they answer at once.
+	pollStop     chan struct{}
+	pollStopOnce sync.Once
+	bodiesMu     sync.Mutex
+	bodies       map[*bodyRead]struct{}
+	graceEnd     time.Time
 }
 
 // New returns a server; it owns nothing it must close (the engine is the caller's).
@@ -150,6 +154,7 @@ func New(opts Options) (*Server, error) {
 		keepAlive:      []string{keepAliveValue(limits.IdleTimeout)},
 		idPrefix:       h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-",
 		bodies:         map[*bodyRead]struct{}{},
+		pollStop:       make(chan struct{}),
 	}
 	return s, nil
 }
@@ -377,6 +382,8 @@ func (s *Server) serve(rq *request) error {
 				return s.tableSettingsRequest(rq, method)
 			case compBulk:
 				return s.bulkRequest(rq, method)
+			case compChanges:
+				return s.changesRequest(rq, method)
 			}
 			return s.aclRequest(rq, method)
 		}
