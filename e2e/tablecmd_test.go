@@ -52,6 +52,13 @@ func TestTableCommand(t *testing.T) {
 	ok(settings(std, "true", "30 s", "TTLInSeconds"), "set", std, "--elastic", "--ttl", "30")
 	ok(settings(std, "false", "", ""), "set", std, "--elastic=false")
 	fails(1, "cerulean: table set "+std+": 400 InvalidInput: Time-to-live is available on elastic tables only.", "set", std, "--ttl", "30")
+
+	// The change feed, on any table; shown only while on.
+	feed := "ChangeFeed:         on, retention 604800 s (7d)\n"
+	ok("TableName:          "+std+"\nElastic:            false\n"+feed, "set", std, "--change-feed", "7d")
+	ok(`{"TableName":"`+std+`","Elastic":false,"ChangeFeedRetention":604800}`+"\n", "show", "--json", std)
+	ok(settings(std, "false", "", ""), "set", std, "--change-feed", "off")
+	fails(2, "--change-feed: change feed retention \"0\"", "set", std, "--change-feed", "0")
 	fails(1, "cerulean: table show nosuch"+id+": 404 TableNotFound: The table specified does not exist.", "show", "nosuch"+id)
 	fails(1, "400 InvalidInput: The time-to-live property name '1x' is not a valid property name.", "set", ev, "--ttl-property", "1x")
 
@@ -72,7 +79,7 @@ func TestTableCommand(t *testing.T) {
 		t.Errorf("cerulean table list: status %d, stdout %q, stderr %q", status, out, errOut)
 	}
 	status, out, errOut = tbl("list", "--settings")
-	want := []string{"NAME ELASTIC DEFAULT TTL TTL PROPERTY", pat + " true 60 TTLInSeconds", ev + " true off TTLInSeconds", std + " false - -"}
+	want := []string{"NAME ELASTIC DEFAULT TTL TTL PROPERTY CHANGE FEED", pat + " true 60 TTLInSeconds off", ev + " true off TTLInSeconds off", std + " false - - off"}
 	if got := ours(out, true); status != 0 || errOut != "" || !slices.Equal(got, want) {
 		t.Errorf("cerulean table list --settings: status %d, stderr %q, stdout:\n%s", status, errOut, out)
 	}

@@ -25,6 +25,7 @@ var flagDocs = map[string]string{
 	"debug-addr":                 "[Metrics](operations.md#metrics), [Hot partitions](operations.md#hot-partitions), [Backup and restore](operations.md#backup-and-restore)",
 	"disk-reserve":               "[Full disk](operations.md#full-disk)",
 	"elastic-tables":             "[Elastic tables](elastic-tables.md)",
+	"change-feed-tables":         "[Change feed](change-feed.md)",
 	"engine":                     "[PostgreSQL engine](postgres.md)",
 	"expiry-interval":            "[Time-to-live](elastic-tables.md#time-to-live)",
 	"faults":                     "[Scale targets and faults](scale-and-faults.md)",

@@ -76,6 +76,9 @@ type serveOptions struct {
 	// elasticTables is --elastic-tables as given; elastic its parsed rules.
 	elasticTables string
 	elastic       []table.ElasticRule
+	// feedTables is --change-feed-tables as given; feeds its parsed rules.
+	feedTables string
+	feeds      []table.ElasticRule
 	// expiryInterval is how often the engine removes expired entities.
 	expiryInterval time.Duration
 
@@ -198,6 +201,9 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 		"TTL is the table's default time-to-live in seconds (1 to 2147483647), or -1 for on without a default (only entities with their own TTL expire); "+
 		"empty or omitted, time-to-live is off. PROPERTY names the per-entity TTL property (default TTLInSeconds). "+
 		"A Create Table request that gives settings itself wins; existing tables keep theirs (CERULEAN_ELASTIC_TABLES)")
+	fs.StringVar(&o.feedTables, "change-feed-tables", env("CERULEAN_CHANGE_FEED_TABLES", ""), "turn tables' change feeds on when they are created, by name: a comma-separated list of PATTERN:RETENTION, "+
+		"e.g. 'orders*:7d,audit*:86400'. PATTERN is as in --elastic-tables; RETENTION is how long the feed keeps its records: seconds, or a duration such as 36h or 7d. "+
+		"Applies to standard and elastic tables alike; a Create Table request that gives settings itself wins; existing tables keep theirs (CERULEAN_CHANGE_FEED_TABLES)")
 	fs.StringVar(&o.engine, "engine", env("CERULEAN_ENGINE", "pebble"), "storage engine: pebble (embedded, in --data) or postgres (a PostgreSQL-wire database at --postgres-url) (CERULEAN_ENGINE)")
 	fs.StringVar(&o.postgresURL, "postgres-url", env("CERULEAN_POSTGRES_URL", ""), "connection URL (postgres://...) or key=value DSN of the database, required with --engine postgres (CERULEAN_POSTGRES_URL)")
 	pool, err := envInt("CERULEAN_POSTGRES_POOL_SIZE", postgres.DefaultPoolSize)
@@ -417,6 +423,9 @@ func (o *serveOptions) check() error {
 		return fmt.Errorf("--elastic-tables: %w", err)
 	}
 	o.elastic = rules
+	if o.feeds, err = table.ParseFeedRules(o.feedTables); err != nil {
+		return fmt.Errorf("--change-feed-tables: %w", err)
+	}
 	if o.engine != "postgres" && o.diskReserveSet && o.diskReserve < pebble.MinDiskReserve {
 		// Without a reserve the engine cannot refuse writes on a full disk: they fail
 		// with 500 and Pebble's commit path breaks (pebble.MinDiskReserve).
@@ -711,7 +720,7 @@ func runServe(args []string) error {
 		observers = append(observers, met)
 	}
 	thr, inj, dels := emulation(o, log)
-	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic, ReadConsistency: o.consistency, Observer: observers,
+	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic, ChangeFeedTables: o.feeds, ReadConsistency: o.consistency, Observer: observers,
 		// Over HTTPS a SAS signed spr=https holds as the service holds it.
 		StrictProtocol: https, Throttle: thr, Faults: inj, Deletions: dels, NetHTTP: o.httpServer == "net/http"})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ceruleandb/cerulean/client"
 	"github.com/ceruleandb/cerulean/internal/auth"
+	"github.com/ceruleandb/cerulean/internal/table"
 )
 
 // `cerulean table` reads and changes tables' settings (elastic, time-to-live) through a
@@ -26,9 +27,9 @@ const tableTimeout = 30 * time.Second
 
 // tableCommands are the subcommands of `cerulean table`: synopsis and description.
 var tableCommands = [][2]string{
-	{"create NAME [--elastic] [--ttl N|-1] [--ttl-property P]", "create a table; without these flags the server's --elastic-tables rules decide"},
+	{"create NAME [--elastic] [--ttl N|-1] [--ttl-property P] [--change-feed RETENTION]", "create a table; without these flags the server's --elastic-tables and --change-feed-tables rules decide"},
 	{"show NAME [--json]", "print a table's settings"},
-	{"set NAME [--elastic=true|false] [--ttl N|-1|off] [--ttl-property P]", "change a table's settings; those not named are kept"},
+	{"set NAME [--elastic=true|false] [--ttl N|-1|off] [--ttl-property P] [--change-feed RETENTION|off]", "change a table's settings; those not named are kept"},
 	{"list [--settings]", "list the tables, with their settings if asked"},
 }
 
@@ -46,6 +47,9 @@ integer property TTLInSeconds (or the name --ttl-property gives): -1 never, N se
 A change applies to later writes; entities keep the expiry they were written with, so
 --ttl off (or --elastic=false) does not stop an entity written with an expiry from expiring
 then: write it again to keep it.
+Any table may have a change feed (docs/change-feed.md): --change-feed RETENTION turns it on
+and keeps its records that long (seconds, or a duration such as 36h or 7d; at most
+2147483647 s); --change-feed off turns it off. Read it with cerulean changes.
 Flags may come before or after NAME. Exit status: 0 done, 1 refused or unreachable, 2 a
 command-line mistake.
 
@@ -70,6 +74,7 @@ type tableOptions struct {
 	elastic     bool
 	ttl         string
 	ttlProperty string
+	changeFeed  string
 	json        bool
 	settings    bool
 	// given records which flags the command line set.
@@ -102,6 +107,7 @@ func commandFlags(cmd string, fs *flag.FlagSet, o *tableOptions) {
 		fs.BoolVar(&o.elastic, "elastic", false, elastic)
 		fs.StringVar(&o.ttl, "ttl", "", ttl)
 		fs.StringVar(&o.ttlProperty, "ttl-property", "", "the integer entity property that overrides the default time-to-live (default TTLInSeconds)")
+		fs.StringVar(&o.changeFeed, "change-feed", "", "turn the table's change feed on, keeping its records this long (seconds, or a duration such as 36h or 7d), or off")
 	case "show":
 		fs.BoolVar(&o.json, "json", false, "print the settings as JSON")
 	case "list":
@@ -179,6 +185,12 @@ func runTable(args []string) error {
 			return usageError{err}
 		}
 	}
+	var feed int32
+	if o.given["change-feed"] {
+		if feed, err = table.ParseRetention(o.changeFeed); err != nil {
+			return usageError{fmt.Errorf("--change-feed: %w", err)}
+		}
+	}
 	if cmd == "create" && !o.elastic && (o.given["ttl"] && ttl != 0 || o.given["ttl-property"]) {
 		return usageErrorf("create: --ttl and --ttl-property need --elastic (time-to-live is for elastic tables)")
 	}
@@ -216,8 +228,8 @@ func runTable(args []string) error {
 		return nil
 	case "create":
 		var st *client.TableSettings
-		if o.given["elastic"] || o.given["ttl"] || o.given["ttl-property"] {
-			st = &client.TableSettings{Elastic: o.elastic, DefaultTimeToLive: ttl, TimeToLiveProperty: o.ttlProperty}
+		if o.given["elastic"] || o.given["ttl"] || o.given["ttl-property"] || o.given["change-feed"] {
+			st = &client.TableSettings{Elastic: o.elastic, DefaultTimeToLive: ttl, TimeToLiveProperty: o.ttlProperty, ChangeFeedRetention: feed}
 		}
 		if err := c.CreateTable(ctx, pos[0], st); err != nil {
 			return fmt.Errorf("table create %s: %w", pos[0], err)
@@ -239,6 +251,9 @@ func runTable(args []string) error {
 		}
 		if o.given["ttl-property"] {
 			st.TimeToLiveProperty = o.ttlProperty
+		}
+		if o.given["change-feed"] {
+			st.ChangeFeedRetention = feed
 		}
 		if err := c.SetTableSettings(ctx, pos[0], st); err != nil {
 			return fmt.Errorf("table set %s: %w", pos[0], err)
@@ -295,10 +310,25 @@ func ttlText(ttl int32) string {
 	return strconv.Itoa(int(ttl)) + " s"
 }
 
+// retentionText is a change feed retention for people: seconds, and days or hours when
+// whole.
+func retentionText(s int32) string {
+	switch {
+	case s%86400 == 0:
+		return fmt.Sprintf("%d s (%dd)", s, s/86400)
+	case s%3600 == 0:
+		return fmt.Sprintf("%d s (%dh)", s, s/3600)
+	}
+	return fmt.Sprintf("%d s", s)
+}
+
 // writeSettings prints one table's settings, a "name: value" line each.
 func writeSettings(w io.Writer, t client.Table) {
 	fmt.Fprintf(w, "TableName:          %s\n", t.Name)
 	fmt.Fprintf(w, "Elastic:            %v\n", t.Elastic)
+	if t.ChangeFeedRetention != 0 {
+		fmt.Fprintf(w, "ChangeFeed:         on, retention %s\n", retentionText(t.ChangeFeedRetention))
+	}
 	if !t.Elastic {
 		return
 	}
@@ -315,7 +345,7 @@ func writeTables(w io.Writer, tables []client.Table, settings bool) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tELASTIC\tDEFAULT TTL\tTTL PROPERTY")
+	fmt.Fprintln(tw, "NAME\tELASTIC\tDEFAULT TTL\tTTL PROPERTY\tCHANGE FEED")
 	for _, t := range tables {
 		ttl, prop := "-", "-"
 		if t.Elastic {
@@ -324,7 +354,11 @@ func writeTables(w io.Writer, tables []client.Table, settings bool) {
 				ttl = strconv.Itoa(int(t.DefaultTimeToLive))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", t.Name, t.Elastic, ttl, prop)
+		feed := "off"
+		if t.ChangeFeedRetention != 0 {
+			feed = strconv.Itoa(int(t.ChangeFeedRetention))
+		}
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\n", t.Name, t.Elastic, ttl, prop, feed)
 	}
 	tw.Flush()
 }

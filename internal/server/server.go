@@ -51,6 +51,9 @@ type Options struct {
 	// ElasticTables make tables elastic at creation by name when the Create Table request
 	// does not give settings (table.WithElasticTables; from table.ParseElasticRules).
 	ElasticTables []table.ElasticRule
+	// ChangeFeedTables turn change feeds on at creation by name, likewise
+	// (table.WithChangeFeedTables; from table.ParseFeedRules).
+	ChangeFeedTables []table.ElasticRule
 	// ReadConsistency is the level of reads that do not ask for one in
 	// x-ms-consistency-level (docs/compatibility.md "Read consistency and replicas"). The zero value is Strong, Azure's.
 	ReadConsistency storage.Consistency
@@ -138,7 +141,7 @@ func New(opts Options) (*Server, error) {
 	h := hex.EncodeToString(rnd[:])
 	limits := opts.Limits.withDefaults()
 	s := &Server{
-		tables:         table.New(opts.Engine, log, table.WithElasticTables(opts.ElasticTables)),
+		tables:         table.New(opts.Engine, log, table.WithElasticTables(opts.ElasticTables), table.WithChangeFeedTables(opts.ChangeFeedTables)),
 		verifier:       auth.NewVerifier(opts.Accounts, opts.Now),
 		redact:         auth.NewRedactor(opts.Accounts),
 		log:            log,

@@ -3,9 +3,11 @@ package table
 import (
 	"context"
 	"fmt"
+	"math"
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ceruleandb/cerulean/internal/azerr"
 	"github.com/ceruleandb/cerulean/internal/entity"
@@ -127,14 +129,86 @@ func parseElasticRule(item string) (ElasticRule, error) {
 }
 
 // settingsFor returns the settings of a table created under name without settings of its
-// own: those of the first matching elastic rule, or a standard table's.
+// own: those of the first matching elastic rule (or a standard table's), with the change
+// feed of the first matching feed rule.
 func (s *Service) settingsFor(name string) storage.TableSettings {
+	var st storage.TableSettings
 	for _, r := range s.elastic {
 		if r.Match(name) {
-			return r.Settings
+			st = r.Settings
+			break
 		}
 	}
-	return storage.TableSettings{}
+	for _, r := range s.feeds {
+		if r.Match(name) {
+			st.ChangeFeed = r.Settings.ChangeFeed
+			break
+		}
+	}
+	return st
+}
+
+// WithChangeFeedTables turns the change feed on at creation by name, like
+// WithElasticTables: a Create Table request that does not give settings gets the
+// retention of the first rule whose pattern matches (rules from ParseFeedRules; only
+// their Settings.ChangeFeed counts).
+func WithChangeFeedTables(rules []ElasticRule) Option {
+	return func(s *Service) { s.feeds = rules }
+}
+
+// ParseFeedRules reads the server setting that turns change feeds on by table name (the
+// --change-feed-tables flag): a comma-separated list of PATTERN:RETENTION, e.g.
+// "orders*:7d,audit*:86400", PATTERN as in ParseElasticRules and RETENTION as
+// ParseRetention reads it. The first matching item wins.
+func ParseFeedRules(spec string) ([]ElasticRule, error) {
+	if strings.TrimSpace(spec) == "" {
+		return nil, nil
+	}
+	var rules []ElasticRule
+	for i, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		pat, ret, ok := strings.Cut(item, ":")
+		if !ok || strings.TrimSpace(ret) == "" {
+			return nil, fmt.Errorf("item %d %q: want PATTERN:RETENTION", i+1, item)
+		}
+		r, err := parseElasticRule(strings.TrimSpace(pat))
+		if err != nil {
+			return nil, fmt.Errorf("item %d %q: %w", i+1, item, err)
+		}
+		n, err := ParseRetention(strings.TrimSpace(ret))
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("item %d %q: the retention %q is not seconds or a duration such as 36h or 7d (1 s to 2147483647 s)", i+1, item, ret)
+		}
+		rules = append(rules, ElasticRule{Pattern: r.Pattern, Settings: storage.TableSettings{ChangeFeed: n}})
+	}
+	return rules, nil
+}
+
+// ParseRetention reads a change feed retention: "off" (0), seconds, or a duration (Go's
+// form, or whole days as "7d"), from 1 s to 2147483647 s.
+func ParseRetention(v string) (int32, error) {
+	if v == "off" {
+		return 0, nil
+	}
+	bad := fmt.Errorf("change feed retention %q: want seconds, a duration such as 36h or 7d (1 s to 2147483647 s), or off", v)
+	var secs int64
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		secs = n
+	} else if d, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.ParseInt(d, 10, 64)
+		if err != nil || n > math.MaxInt32/86400 {
+			return 0, bad
+		}
+		secs = n * 86400
+	} else if d, err := time.ParseDuration(v); err == nil && d%time.Second == 0 {
+		secs = int64(d / time.Second)
+	} else {
+		return 0, bad
+	}
+	if secs < 1 || secs > math.MaxInt32 {
+		return 0, bad
+	}
+	return int32(secs), nil
 }
 
 // CheckSettings validates table settings (storage.TableSettings.Validate, and a TTL

@@ -214,3 +214,37 @@ func TestCreateTableSettings(t *testing.T) {
 		t.Errorf("TableSettings(missing) = %v, want TableNotFound", err)
 	}
 }
+
+func TestParseRetentionAndFeedRules(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int32
+		ok   bool
+	}{
+		{"off", 0, true}, {"1", 1, true}, {"86400", 86400, true}, {"7d", 604800, true}, {"36h", 129600, true},
+		{"90m", 5400, true}, {"2147483647", 2147483647, true},
+		{"0", 0, false}, {"-5", 0, false}, {"2147483648", 0, false}, {"1.5s", 0, false}, {"x", 0, false},
+		{"24856d", 0, false}, {"", 0, false}, {"d", 0, false},
+	} {
+		got, err := ParseRetention(c.in)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("ParseRetention(%q) = %d, %v; want %d, ok %v", c.in, got, err, c.want, c.ok)
+		}
+	}
+	rules, err := ParseFeedRules(" orders*:7d , audit*:60")
+	if err != nil || len(rules) != 2 || rules[0].Pattern != "orders*" || rules[0].Settings.ChangeFeed != 604800 || rules[1].Settings.ChangeFeed != 60 {
+		t.Fatalf("ParseFeedRules = %+v, %v", rules, err)
+	}
+	for _, bad := range []string{"orders*", "orders*:", "orders*:off", "or.ders:60", "a:1,,b:2"} {
+		if _, err := ParseFeedRules(bad); err == nil {
+			t.Errorf("ParseFeedRules(%q) accepted", bad)
+		}
+	}
+	s := &Service{elastic: []ElasticRule{{Pattern: "ev*", Settings: storage.TableSettings{Elastic: true, DefaultTTL: 60}}}, feeds: rules}
+	if st := s.settingsFor("OrdersX"); st != (storage.TableSettings{ChangeFeed: 604800}) {
+		t.Errorf("settingsFor(OrdersX) = %+v", st)
+	}
+	if st := s.settingsFor("events"); st != (storage.TableSettings{Elastic: true, DefaultTTL: 60}) {
+		t.Errorf("settingsFor(events) = %+v", st)
+	}
+}

@@ -25,6 +25,8 @@ type Service struct {
 	log *slog.Logger
 	// elastic are the rules that make tables elastic at creation (WithElasticTables).
 	elastic []ElasticRule
+	// feeds are the rules that turn change feeds on at creation (WithChangeFeedTables).
+	feeds []ElasticRule
 	// engine is eng.Name(), the engine part of the session tokens (session.go).
 	engine string
 	// pageBudget is PageBudget, shorter only in tests that cut pages.
