@@ -38,6 +38,8 @@ type Change struct {
 	// odata.etag, Timestamp and type annotations (what a read answers): it can be
 	// written back as it is. Empty for the other ops.
 	Entity json.RawMessage `json:"entity,omitempty"`
+	// Raw is the record's JSON as the server sent it.
+	Raw json.RawMessage `json:"-"`
 }
 
 // ChangesPage is one page of a feed.
@@ -72,6 +74,9 @@ type ChangesOptions struct {
 const ErrChangesExpired = "ChangeFeedContinuationExpired"
 
 // ReadChanges reads one page of the table's change feed (GET /{table}?comp=changes).
+// A page without records means the feed's end (after waiting o.Wait): records filtered
+// out by a PartitionKey range or a SAS key range never make a page come back empty
+// before it. Its Continuation still reads on from there.
 // A table without the feed answers 400 InvalidQueryParameterValue (an *Error), as the
 // service answers a request it does not know.
 func (c *Client) ReadChanges(ctx context.Context, table string, o ChangesOptions) (*ChangesPage, error) {
@@ -99,9 +104,20 @@ func (c *Client) ReadChanges(ctx context.Context, table string, o ChangesOptions
 	if err := ResponseError(resp); err != nil {
 		return nil, fmt.Errorf("read changes: %w", err)
 	}
-	var p ChangesPage
-	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
+	var raw struct {
+		Changes      []json.RawMessage `json:"changes"`
+		Continuation string            `json:"continuation"`
+		Ended        bool              `json:"ended"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
 		return nil, fmt.Errorf("read changes: decode answer: %w", err)
+	}
+	p := ChangesPage{Changes: make([]Change, len(raw.Changes)), Continuation: raw.Continuation, Ended: raw.Ended}
+	for i, r := range raw.Changes {
+		if err := json.Unmarshal(r, &p.Changes[i]); err != nil {
+			return nil, fmt.Errorf("read changes: decode record: %w", err)
+		}
+		p.Changes[i].Raw = r
 	}
 	if p.Continuation == "" {
 		return nil, errors.New("read changes: the answer has no continuation: the server does not serve change feeds")

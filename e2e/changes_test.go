@@ -38,15 +38,10 @@ func readAllChanges(t testing.TB, c *client.Client, table, from string, limit in
 			t.Fatalf("ReadChanges(%s, from %q): %v", table, from, err)
 		}
 		out = append(out, p.Changes...)
-		if len(p.Changes) == 0 && p.Continuation == from {
+		from = p.Continuation
+		if len(p.Changes) == 0 {
 			return out, from
 		}
-		if len(p.Changes) == 0 {
-			// The feed moved past records filtered out; read on.
-			from = p.Continuation
-			continue
-		}
-		from = p.Continuation
 	}
 }
 

@@ -33,6 +33,7 @@ var commands = []command{
 	{"export", exportUsage, runExport},
 	{"import", importUsage, runImport},
 	{"copy", copyUsage, runCopy},
+	{"changes", changesUsage, runChanges},
 	{"version", versionUsage, runVersion},
 }
 

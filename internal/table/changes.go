@@ -128,13 +128,17 @@ func (s *Service) ReadChanges(ctx context.Context, account, table string, q Chan
 	cur := q.From
 	for {
 		page, sv, err := s.readChanges(ctx, cf, account, table, cur, q, rd)
-		if err != nil || len(page.Changes) > 0 || page.Ended || deadline.IsZero() {
+		if err != nil || len(page.Changes) > 0 || page.Ended {
 			return page, sv, err
 		}
 		if cur.After != storage.AfterNow && page.Next.After > cur.After {
-			// The feed moved, but past records the query filters out: read on at once.
+			// The feed moved, but past records the query filters out: read on at once,
+			// so that an empty page always means the feed's end.
 			cur = page.Next
 			continue
+		}
+		if deadline.IsZero() {
+			return page, sv, nil
 		}
 		cur = page.Next
 		wctx, cancel := context.WithDeadline(ctx, deadline)
