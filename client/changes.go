@@ -35,8 +35,9 @@ type Change struct {
 	PartitionKey string `json:"PartitionKey"`
 	RowKey       string `json:"RowKey"`
 	// Entity is the entity's whole state after a write, as OData JSON with its
-	// odata.etag, Timestamp and type annotations (what a read answers): it can be
-	// written back as it is. Empty for the other ops.
+	// odata.etag, Timestamp and type annotations (what a read answers), and
+	// cerulean.expiry when it expires: it can be written back once that annotation is
+	// taken out (a write refuses it). Empty for the other ops.
 	Entity json.RawMessage `json:"entity,omitempty"`
 	// Raw is the record's JSON as the server sent it.
 	Raw json.RawMessage `json:"-"`

@@ -185,3 +185,19 @@ list(c.list_tables())`)
 	compatRun(t, root, compatConnectionString(srv), env, debianPython,
 		"-W", "ignore::ResourceWarning", "-m", "unittest", "-v", "compat/python/test_tables.py")
 }
+
+// TestCompatPythonChanges runs the suite of the Python change feed helper
+// (compat/python/changes.py, test_changes.py) against a server started by the harness; it
+// skips like TestCompatPython without the SDK.
+func TestCompatPythonChanges(t *testing.T) {
+	root := compatRepoRoot(t)
+	if _, err := os.Stat(debianPython); err != nil {
+		compatUnavailable(t, "%s is missing (apt-get install -y python3 python3-azure): %v", debianPython, err)
+	}
+	if out, err := exec.Command(debianPython, "-c", "import azure.data.tables").CombinedOutput(); err != nil {
+		compatUnavailable(t, "azure.data.tables is not importable by %s (apt-get install -y python3-azure): %v\n%s", debianPython, err, out)
+	}
+	srv := startServer(t)
+	compatRun(t, root, compatConnectionString(srv), nil, debianPython,
+		"-W", "ignore::ResourceWarning", "-m", "unittest", "-v", "compat/python/test_changes.py")
+}

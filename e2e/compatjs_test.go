@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 )
@@ -14,13 +15,22 @@ import (
 //
 // It needs `node` and the suite's npm packages (`cd compat/js && npm ci`). Without them it
 // skips, except under CI=true, where a missing client is a failure.
-func TestCompatJS(t *testing.T) { compatJS(t, false) }
+func TestCompatJS(t *testing.T) { compatJS(t, false, false) }
 
 // TestHTTPSCompatJS runs the same suite over HTTPS (--tls-self-signed), the certificate
 // trusted the way Node users trust one: NODE_EXTRA_CA_CERTS.
-func TestHTTPSCompatJS(t *testing.T) { compatJS(t, true) }
+func TestHTTPSCompatJS(t *testing.T) { compatJS(t, true, false) }
 
-func compatJS(t *testing.T, https bool) {
+// TestCompatJSChanges runs the suite of the change feed helper (compat/js/changes.mjs,
+// changes.test.mjs) on its own, so that it runs alone in seconds; the two tests above
+// leave it out.
+func TestCompatJSChanges(t *testing.T) { compatJS(t, false, true) }
+
+// jsChangesSuite is the file of compat/js that TestCompatJSChanges runs on its own.
+const jsChangesSuite = "changes.test.mjs"
+
+// compatJS runs jsChangesSuite, or with changes false every other *.test.mjs of compat/js.
+func compatJS(t *testing.T, https, changes bool) {
 	root := compatRepoRoot(t)
 	suiteDir := filepath.Join(root, "compat", "js")
 	unavailable := func(format string, args ...any) { t.Helper(); compatUnavailable(t, format, args...) }
@@ -33,6 +43,7 @@ func compatJS(t *testing.T, https bool) {
 		unavailable("%s is missing (run: cd compat/js && npm ci --no-audit --no-fund): %v", sdk, err)
 	}
 	files, err := filepath.Glob(filepath.Join(suiteDir, "*.test.mjs"))
+	files = slices.DeleteFunc(files, func(f string) bool { return (filepath.Base(f) == jsChangesSuite) != changes })
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no compat/js/*.test.mjs files found (err %v)", err)
 	}

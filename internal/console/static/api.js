@@ -247,12 +247,13 @@ export function retryDelay(n) {
  * account ("/Tables", "/t(PartitionKey='a',RowKey='b')"); query an object of parameters.
  * An answer the SDKs retry (retryable) is retried as they do (RETRY), each try signed
  * anew; onRetry({status, code, retry, of, delayMs}) is told before each wait. The error
- * thrown at the end carries tries, the number of requests sent.
+ * thrown at the end carries tries, the number of requests sent. signal (an AbortSignal)
+ * cancels the request: it then throws an ApiError with code 'Aborted', never retried.
  */
-export async function request(c, method, path, { query = {}, headers = {}, body = null, contentType = '', raw = false, onRetry = null } = {}) {
+export async function request(c, method, path, { query = {}, headers = {}, body = null, contentType = '', raw = false, onRetry = null, signal = null } = {}) {
   for (let retry = 0; ; retry++) {
     try {
-      return await requestOnce(c, method, path, { query, headers, body, contentType, raw });
+      return await requestOnce(c, method, path, { query, headers, body, contentType, raw, signal });
     } catch (e) {
       e.tries = retry + 1;
       if (!(e instanceof ApiError) || retry >= RETRY.maxRetries) throw e;
@@ -267,7 +268,7 @@ export async function request(c, method, path, { query = {}, headers = {}, body 
   }
 }
 
-async function requestOnce(c, method, path, { query, headers, body, contentType, raw }) {
+async function requestOnce(c, method, path, { query, headers, body, contentType, raw, signal }) {
   const params = new URLSearchParams();
   for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null && v !== '') params.set(k, v);
   let qs = params.toString().replace(/\+/g, '%20');
@@ -292,8 +293,9 @@ async function requestOnce(c, method, path, { query, headers, body, contentType,
   }
   let resp;
   try {
-    resp = await fetch(url, { method, headers: h, body, cache: 'no-store', credentials: 'omit', redirect: 'error' });
+    resp = await fetch(url, { method, headers: h, body, cache: 'no-store', credentials: 'omit', redirect: 'error', signal });
   } catch (e) {
+    if (signal?.aborted) throw new ApiError(-1, 'Aborted', 'The request was cancelled.');
     throw new ApiError(0, 'NetworkError', 'The service did not answer: ' + e.message);
   }
   const text = await resp.text();

@@ -84,6 +84,7 @@ function setStatus(el, content) {
 
 function route() {
   stopWatch();
+  stopTail();
   creds = api.loadCreds();
   const nav = $('#nav');
   if (!creds) {
@@ -277,6 +278,7 @@ function openDialog(content, focusSel) {
 
 function tablePane(pane, table, tab) {
   const tabs = [['entities', 'Entities']];
+  if (api.can(creds, 'read', table)) tabs.push(['changes', 'Changes']);
   if (creds.kind === 'key') tabs.push(['policies', 'Access policies'], ['sas', 'SAS URL']);
   const bar = h('div', { class: 'tabs', role: 'tablist' }, ...tabs.map(([k, label]) => h('button', {
     type: 'button', role: 'tab', id: 'tab-' + k, 'aria-selected': String(k === tab),
@@ -286,7 +288,158 @@ function tablePane(pane, table, tab) {
   pane.replaceChildren(h('h1', {}, table), bar, body);
   if (tab === 'policies' && creds.kind === 'key') return policiesView(body, table);
   if (tab === 'sas' && creds.kind === 'key') return sasView(body, table);
+  if (tab === 'changes' && api.can(creds, 'read', table)) return changesView(body, table);
   return entitiesView(body, table);
+}
+
+// ---- changes: a live tail of the table's change feed ---------------------------------------
+
+/** TAIL_ROWS is how many records the Changes view keeps in the page (the newest). */
+const TAIL_ROWS = 500;
+/** TAIL_WAIT is the long poll's wait, in seconds (the service allows up to 60). */
+const TAIL_WAIT = 25;
+let tail = null;
+function stopTail() { if (tail) tail.stop(); tail = null; }
+
+/**
+ * changesView follows the table's change feed (GET /{table}?comp=changes, long polling
+ * with wait) and shows its records newest first, at most TAIL_ROWS of them: seq, op, the
+ * commit time, the keys and, collapsed, the entity's new state. Pause stops reading (the
+ * request in flight is cancelled); Resume reads on from where it stopped, so the records
+ * written meanwhile appear and none is shown twice. A table without the feed says so.
+ */
+function changesView(body, table) {
+  const status = h('div', { class: 'status', id: 'ch-status', 'aria-live': 'polite' });
+  const info = h('span', { class: 'hint', id: 'ch-info' });
+  const rows = h('tbody', { id: 'ch-rows' });
+  const pauseBtn = h('button', { type: 'button', id: 'ch-pause' }, 'Pause');
+  const fromSel = h('select', { id: 'ch-from', 'aria-label': 'Show changes from' },
+    h('option', { value: 'now' }, 'from now on'), h('option', { value: 'beginning' }, 'from the oldest retained'));
+  const grid = h('div', { class: 'gridwrap', id: 'ch-grid' }, h('table', { class: 'grid changes', id: 'change-grid' },
+    h('thead', {}, h('tr', {}, ...['Seq', 'Op', 'Committed (UTC)', 'PartitionKey', 'RowKey', 'Entity'].map((c) => h('th', {}, c)))), rows));
+  body.replaceChildren(h('div', { class: 'pager' }, pauseBtn, h('label', { for: 'ch-from', class: 'inline' }, 'Show changes'), fromSel, info), status, grid);
+
+  const st = { cont: 'now', paused: false, ctrl: null, received: 0, ended: false };
+  const say = (text, cls = 'hint') => setStatus(status, h('span', { class: cls }, text));
+  const showInfo = () => { info.textContent = `${st.received} received · ${rows.children.length} shown (the newest ${TAIL_ROWS} are kept)`; };
+
+  const stop = () => { if (st.ctrl) st.ctrl.abort(); st.ctrl = null; };
+  const start = () => {
+    stop();
+    if (st.paused || st.ended) return;
+    const ctrl = new AbortController();
+    st.ctrl = ctrl;
+    say('Starting…');
+    follow(ctrl);
+  };
+  tail = { stop };
+
+  async function follow(ctrl) {
+    let pause = 1000;
+    while (!ctrl.signal.aborted) {
+      let page;
+      try {
+        // From "now", the first read answers at once with where the feed is; the reads
+        // from a continuation wait for what follows it.
+        const r = await api.request(creds, 'GET', '/' + api.enc(table), {
+          query: { comp: 'changes', from: st.cont, wait: st.cont === 'now' ? '' : String(TAIL_WAIT) }, signal: ctrl.signal, onRetry: retrying(status),
+        });
+        page = edm.parseJSON(r.text);
+      } catch (e) {
+        if (ctrl.signal.aborted) return;
+        if (e.status === 400 && e.code === 'InvalidQueryParameterValue') {
+          grid.hidden = true;
+          pauseBtn.disabled = fromSel.disabled = true;
+          setStatus(status, h('div', { id: 'ch-off' }, h('p', {}, `The change feed of ${table} is off: the service records no changes for it.`),
+            h('p', { class: 'hint' }, 'Turn it on with the table setting ChangeFeedRetention (how many seconds records are kept), through the settings endpoint (PUT /' + table + '?comp=properties, which replaces all the table\'s settings) or cerulean table set; see the change feed page of the documentation. Changes made before it is on are not recorded.')));
+          return;
+        }
+        const transient = e.status === 0 || e.status === 408 || e.status === 429 || e.status >= 500;
+        if (!transient) {
+          st.ctrl = null;
+          pauseBtn.disabled = true;
+          if (e.code !== 'ChangeFeedContinuationExpired') return setStatus(status, errorView(e));
+          // 410: records were removed by retention before this page read them.
+          return setStatus(status, h('div', {}, errorView(e, 'Records the page had not read yet were removed by the feed\'s retention.'),
+            h('button', { type: 'button', id: 'ch-restart', onclick: () => restart('now') }, 'Start again from now')));
+        }
+        setStatus(status, errorView(e, `Trying again in ${pause / 1000} s.`));
+        await new Promise((r) => setTimeout(r, pause));
+        pause = Math.min(2 * pause, 30000);
+        continue;
+      }
+      if (ctrl.signal.aborted) return;
+      pause = 1000;
+      say(`Following: each change shows as it commits (a long poll of up to ${TAIL_WAIT} s a request).`);
+      add(page.changes);
+      st.cont = page.continuation;
+      if (page.ended) {
+        st.ended = true;
+        st.ctrl = null;
+        pauseBtn.disabled = true;
+        return say('The table was deleted: its feed has ended.');
+      }
+    }
+  }
+
+  // add shows a page's records, newest first above those shown, and drops the oldest
+  // beyond TAIL_ROWS.
+  function add(changes) {
+    st.received += changes.length;
+    const frag = document.createDocumentFragment();
+    for (const c of changes.slice(-TAIL_ROWS)) frag.prepend(changeRow(c));
+    rows.prepend(frag);
+    while (rows.children.length > TAIL_ROWS) rows.lastElementChild.remove();
+    showInfo();
+  }
+
+  pauseBtn.addEventListener('click', () => {
+    st.paused = !st.paused;
+    pauseBtn.textContent = st.paused ? 'Resume' : 'Pause';
+    pauseBtn.setAttribute('aria-pressed', String(st.paused));
+    if (st.paused) {
+      stop();
+      say('Paused: nothing is read; Resume shows what changed meanwhile.');
+    } else {
+      start();
+    }
+  });
+  // restart shows the changes from `from` ("now" or "beginning") afresh.
+  const restart = (from) => {
+    fromSel.value = st.cont = from;
+    st.received = 0;
+    st.ended = false;
+    pauseBtn.disabled = false;
+    rows.replaceChildren();
+    showInfo();
+    start();
+  };
+  fromSel.addEventListener('change', () => restart(fromSel.value));
+  showInfo();
+  start();
+}
+
+/** changeRow is one record of the Changes view: the entity collapsed in a details. */
+function changeRow(c) {
+  const num = (v) => (v && v.src !== undefined ? v.src : String(v));
+  let entity = h('td', { class: 'empty' }, '—');
+  if (c.entity) {
+    const { 'cerulean.expiry': expiry, ...o } = c.entity;
+    const e = edm.fromWire(o);
+    const summary = e.props.map((p) => `${p.name}=${edm.display(p)}`).join(', ');
+    entity = h('td', { class: 'entity' }, h('details', {},
+      h('summary', {}, `${e.props.length} ${e.props.length === 1 ? 'property' : 'properties'}`, e.props.length ? ': ' + (summary.length > 80 ? summary.slice(0, 80) + '…' : summary) : ''),
+      h('table', { class: 'props' }, h('tbody', {},
+        ...e.props.map((p) => h('tr', { 'data-prop': p.name }, h('th', {}, p.name), h('td', { class: 'hint' }, p.type), h('td', { class: 'mono' }, edm.display(p)))),
+        h('tr', {}, h('th', {}, 'ETag'), h('td'), h('td', { class: 'mono' }, e.etag || '')),
+        expiry ? h('tr', {}, h('th', {}, 'Expires'), h('td'), h('td', { class: 'mono' }, expiry)) : null))));
+  }
+  const hasKeys = c.PartitionKey !== undefined;
+  return h('tr', { 'data-seq': num(c.seq), 'data-op': c.op, 'data-pk': c.PartitionKey, 'data-rk': c.RowKey },
+    h('td', { class: 'mono' }, num(c.seq)), h('td', { class: 'op op-' + c.op }, c.op), h('td', { class: 'mono' }, c.at),
+    hasKeys ? h('td', { class: c.PartitionKey === '' ? 'empty' : null }, showKey(c.PartitionKey)) : h('td', { class: 'empty' }, '—'),
+    hasKeys ? h('td', { class: c.RowKey === '' ? 'empty' : null }, showKey(c.RowKey)) : h('td', { class: 'empty' }, '—'),
+    entity);
 }
 
 // ---- entities ---------------------------------------------------------------------
