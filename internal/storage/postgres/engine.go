@@ -223,6 +223,8 @@ type Engine struct {
 	primaryReads atomic.Uint64
 	// stmtErrs counts the errors mapErr reports, by class (Stats).
 	stmtErrs stmtErrors
+	// watches are the change feeds someone waits on through this front end (changes.go).
+	watches feedWatches
 
 	closed    atomic.Bool
 	closeOnce sync.Once
