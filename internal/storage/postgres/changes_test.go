@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -234,6 +235,34 @@ func TestChangeFeedReplicaReads(t *testing.T) {
 	}
 	if replicaReads == 0 {
 		t.Fatalf("no read was served by a replica: %v", sources)
+	}
+
+	// A replica's ErrFeedOff is an answer (served there), not a failure of the replica
+	// that sends the read on to the primary.
+	if err := e.CreateTable(ctx, acct, "Plain", storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDelay(t)
+	fromReplica := 0
+	for range 10 {
+		v, err := e.ReadView(ctx, storage.ReadOptions{Consistency: storage.Eventual})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := v.(storage.ChangeReader).ReadChanges(ctx, acct, "Plain", storage.ChangesRequest{Limit: 1}); !errors.Is(err, storage.ErrFeedOff) {
+			t.Fatalf("ReadChanges of a table without the feed from %s = %v, want ErrFeedOff", v.Source(), err)
+		}
+		if v.Source() != storage.SourcePrimary {
+			fromReplica++
+		}
+	}
+	if fromReplica == 0 {
+		t.Fatal("no replica answered ErrFeedOff: every read went on to the primary")
+	}
+	for _, st := range e.Replicas() {
+		if !st.InRotation {
+			t.Fatalf("replica %s left rotation after answering ErrFeedOff: %+v", st.Name, st)
+		}
 	}
 }
 
