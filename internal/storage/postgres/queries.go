@@ -344,11 +344,14 @@ func buildQueries(d dialect) queries {
 	// that can be planned as a nested loop that runs the subquery again per row.
 	//
 	// Rows of tables whose change feed is on are left to purgeExpiredFeed, which records
-	// their removal (changes.go): the check is one probe of cerulean_feeds per row, which
-	// has a row only for a table that has or had a feed.
-	q.purgeExpired = `WITH c AS (SELECT table_id, pk, rk FROM cerulean_entities x
+	// their removal (changes.go): their ids are read once per statement (an InitPlan over
+	// cerulean_feeds, which has a row only for a table that has or had a feed) and
+	// filtered out of the index walk, which keeps its order and stops at the chunk's
+	// limit. (An anti-join with cerulean_feeds was planned as a hash join under a sort,
+	// which read every expired row for each chunk.)
+	q.purgeExpired = `WITH c AS (SELECT table_id, pk, rk FROM cerulean_entities
 			WHERE expiry IS NOT NULL AND expiry <= (SELECT {now})
-			AND NOT EXISTS (SELECT 1 FROM cerulean_feeds f WHERE f.table_id = x.table_id AND f.on_ AND NOT f.dropped)
+			AND table_id <> ALL (COALESCE((SELECT array_agg(table_id) FROM cerulean_feeds WHERE on_ AND NOT dropped), '{}'::BIGINT[]))
 			ORDER BY expiry LIMIT $1 FOR UPDATE SKIP LOCKED)
 		DELETE FROM cerulean_entities e USING c
 		WHERE e.table_id = c.table_id AND e.pk = c.pk AND e.rk = c.rk AND e.expiry <= (SELECT {now})`
