@@ -121,8 +121,8 @@ type ChangeReader interface {
 	ReadChanges(ctx context.Context, account, table string, req ChangesRequest) (ChangesPage, error)
 }
 
-// ChangeFeed is implemented by an engine that records change feeds. (The Pebble engine
-// does; PostgreSQL is the next step of issue 45, after which this joins Engine.)
+// ChangeFeed is what an engine does with change feeds; both engines implement it, and
+// it is part of Engine.
 type ChangeFeed interface {
 	ChangeReader
 	// WaitChanges returns nil once the feed's horizon is past after, so that a

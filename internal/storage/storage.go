@@ -363,6 +363,9 @@ type TableInfo struct {
 //   - Callers bound the size (at most 64 KiB); engines work with larger values too.
 type Engine interface {
 	Reader
+	// ChangeFeed reads, waits on and trims the change feeds of tables that record one
+	// (changes.go).
+	ChangeFeed
 
 	// Name is the engine's name ("pebble", "postgres"); Positions of different engines
 	// are not comparable.

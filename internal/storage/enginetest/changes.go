@@ -17,16 +17,8 @@ import (
 // once, in commit order per row, nothing that did not commit, readable from any
 // continuation without a gap or a repeat.
 
-// feed returns the engine's storage.ChangeFeed, skipping the test for an engine that
-// does not record feeds yet.
-func (x *env) feed() storage.ChangeFeed {
-	x.t.Helper()
-	f, ok := x.e.(storage.ChangeFeed)
-	if !ok {
-		x.t.Skipf("engine %s does not record change feeds yet (storage.ChangeFeed; PostgreSQL is the next step of issue 45)", x.e.Name())
-	}
-	return f
-}
+// feed returns the engine's storage.ChangeFeed.
+func (x *env) feed() storage.ChangeFeed { return x.e }
 
 // feedTable creates a table with the change feed on (retention one hour).
 func (x *env) feedTable(name string, s storage.TableSettings) string {

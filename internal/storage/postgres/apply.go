@@ -118,7 +118,8 @@ type applyArgs struct {
 	pk        string
 	muts      []storage.Mutation
 	// ent is the table's settings the statements compute expiries with, and needGen
-	// whether they check its generation (any mutation but a delete does).
+	// whether they check its generation (every statement does, deletes too: whether a
+	// write records a change is a setting, the table's change feed).
 	ent     tableEntry
 	needGen bool
 }
@@ -128,13 +129,7 @@ func (a *applyArgs) ref() tableRef { return tableRef{string(a.acct), string(a.ke
 // settings loads the table's cached settings into a and returns the time-to-live of
 // each mutation's properties (0 for deletes), or nil and the first validation error.
 func (e *Engine) settings(ctx context.Context, a *applyArgs) ([]int64, error) {
-	a.needGen = false
-	for i := range a.muts {
-		a.needGen = a.needGen || a.muts[i].Op != storage.Delete
-	}
-	if !a.needGen {
-		return make([]int64, len(a.muts)), nil
-	}
+	a.needGen = true
 	ent, err := e.entry(ctx, a.acct, a.key)
 	if err != nil {
 		return nil, err
@@ -152,6 +147,14 @@ func (e *Engine) settings(ctx context.Context, a *applyArgs) ([]int64, error) {
 }
 
 func (e *Engine) applyOnce(ctx context.Context, a *applyArgs) (storage.Applied, error) {
+	// A table whose change feed is on (as cached: a stale entry fails the statements'
+	// generation check and is refreshed) takes the read-modify-write path, which knows
+	// every change it makes and records them (changes.go).
+	if ent, err := e.entry(ctx, a.acct, a.key); err != nil {
+		return storage.Applied{}, err
+	} else if ent.settings.ChangeFeedOn() {
+		return e.applyRMW(ctx, a)
+	}
 	if explicitExpiry(a.muts) {
 		if manyAt(a.muts) {
 			return e.applyManyAt(ctx, a)
@@ -276,15 +279,6 @@ func (e *Engine) invalid(ctx context.Context, a *applyArgs, err error) error {
 // (the table deleted, created again or given new settings). The caller finds out which,
 // off the fast path.
 func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutation, ttl int64) (storage.Applied, bool, error) {
-	if m.Op == storage.Delete {
-		// settings skips the cache for deletes (they compute no expiry); the
-		// statement still needs the id.
-		ent, err := e.entry(ctx, a.acct, a.key)
-		if err != nil {
-			return storage.Applied{}, false, err
-		}
-		a.ent = ent
-	}
 	pk, rk := []byte(a.pk), []byte(m.RowKey)
 	var ver int64
 	st := e.singleStmt(a, m, pk, rk, ttl, &ver)
@@ -322,7 +316,7 @@ func (e *Engine) singleStmt(a *applyArgs, m *storage.Mutation, pk, rk []byte, tt
 	case storage.Replace:
 		st.sql, st.args = e.q.replace1, []any{a.ent.id, a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttl, m.IfMatch}
 	case storage.Delete:
-		st.sql, st.args = e.q.delete1, []any{a.ent.id, a.acct, a.key, pk, rk, m.IfMatch}
+		st.sql, st.args = e.q.delete1, []any{a.ent.id, a.acct, a.key, pk, rk, m.IfMatch, a.ent.gen}
 	}
 	return st
 }
@@ -443,7 +437,7 @@ func (e *Engine) applyBatch(ctx context.Context, a *applyArgs) (storage.Applied,
 		case storage.Replace:
 			st.sql, st.args = e.q.replaceB, []any{a.acct, a.key, pk, rk, entity.AppendProps(nil, m.Props), a.ent.gen, ttls[i], m.IfMatch}
 		case storage.Delete:
-			st.sql, st.args = e.q.deleteB, []any{a.acct, a.key, pk, rk, m.IfMatch}
+			st.sql, st.args = e.q.deleteB, []any{a.acct, a.key, pk, rk, m.IfMatch, a.ent.gen}
 		}
 	}
 	pos, err := e.exec(ctx, stmts)
@@ -623,6 +617,9 @@ type rowState struct {
 	stored  bool  // stored in the database as read (expired or not)
 	storedV int64 // its version as read
 	expiry  int64 // the expiry of the row as written (0: never)
+	// expiredStored is a stored row found expired, until a mutation writes over it: a
+	// change feed records its expiry first (noteChange).
+	expiredStored bool
 }
 
 type readState struct {
@@ -721,6 +718,8 @@ func (e *Engine) readRows(ctx context.Context, a *applyArgs, withProps bool) (*r
 		r := rowState{stored: true, storedV: s.ver, Row: storage.Row{Version: s.ver}}
 		if !storage.Expired(s.expiry, st.now) {
 			r.Exists, r.Encoded, r.expiry = true, s.blob, s.expiry
+		} else {
+			r.expiredStored = true
 		}
 		st.rows[rk] = r
 	}
@@ -753,6 +752,8 @@ func (e *Engine) applyRMW(ctx context.Context, a *applyArgs) (storage.Applied, e
 func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (storage.Applied, error) {
 	versions := make([]int64, len(a.muts))
 	next := func(prev int64) int64 { return max(st.now, prev+1) }
+	feed := st.settings.ChangeFeedOn() && e.dialect == dialectPostgres
+	var changes []change
 	for i := range a.muts {
 		m := &a.muts[i]
 		r := st.rows[m.RowKey]
@@ -760,12 +761,16 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 		if err != nil {
 			return storage.Applied{}, &storage.ApplyError{Index: i, Err: err}
 		}
+		props := r.Props // the state the mutation left, before an expiry past already
 		if m.Op != storage.Delete {
 			if r.expiry, err = storage.SettleExpiry(st.settings, m, &r.Row); err != nil {
 				return storage.Applied{}, &storage.ApplyError{Index: i, Err: err}
 			}
 		}
 		versions[i] = v
+		if feed {
+			changes = noteChange(changes, &r, m.RowKey, m, props, v, st.now)
+		}
 		st.rows[m.RowKey] = r
 	}
 
@@ -780,7 +785,17 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 		}
 	}
 	if len(writes) == 0 {
-		pos, err := e.markPosition(ctx)
+		var pos storage.Position
+		var err error
+		if len(changes) > 0 {
+			// Changes that leave no row to write (an insert and a delete of one row).
+			pos, err = e.exec(ctx, []stmt{e.recordsStmt(st.tableID, []byte(a.pk), changes)})
+			if isRaised(err) {
+				return storage.Applied{}, errConflict // the feed was turned off: again
+			}
+		} else {
+			pos, err = e.markPosition(ctx)
+		}
 		if err != nil {
 			return storage.Applied{}, err
 		}
@@ -815,6 +830,22 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 		pos storage.Position
 		err error
 	)
+	if len(changes) > 0 {
+		if single {
+			// The changes go with the swap, recorded only if it wins.
+			feedSQL := e.q.feedCasInsert
+			switch stmts[0].sql {
+			case e.q.casUpdate:
+				feedSQL = e.q.feedCasUpdate
+			case e.q.casDelete:
+				feedSQL = e.q.feedCasDelete
+			}
+			stmts[0] = withChanges(stmts[0], feedSQL, st.tableID, changes)
+		} else {
+			// Every swap raises when it loses, aborting the transaction with the records.
+			stmts = append(stmts, e.recordsStmt(st.tableID, pk, changes))
+		}
+	}
 	if single {
 		// Its own transaction would cost a commit per merge: it goes with the single
 		// writes (coalesce.go), whose statements answer rather than raise, as this one does.

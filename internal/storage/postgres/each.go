@@ -115,6 +115,16 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 		out.Errs[i] = nil
 	}
 
+	ent, err := e.entry(ctx, a.acct, a.key)
+	if err != nil {
+		return todo, err
+	}
+	a.ent = ent
+	// A table whose change feed is on (as cached; a stale entry fails the statements'
+	// generation check) reads every row first, so that it knows each change it records.
+	feedOn := ent.settings.ChangeFeedOn()
+	readFirst := func(m *storage.Mutation) bool { return feedOn || readFirst(m) }
+
 	// The merges' rows, read under their locks, which are held until the writes answered.
 	var st *readState
 	var rmw []storage.Mutation
@@ -134,11 +144,8 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 			return todo, err
 		}
 	}
-	ent, err := e.entry(ctx, a.acct, a.key)
-	if err != nil {
-		return todo, err
-	}
-	a.ent = ent
+	record := st != nil && st.settings.ChangeFeedOn() && e.dialect == dialectPostgres
+	var noRow []change // changes of mutations that write no row
 
 	pk := []byte(a.pk)
 	var (
@@ -160,6 +167,7 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 		case readFirst(m):
 			r := st.rows[m.RowKey]
 			v, err := storage.Step(a.pk, m, &r.Row, func(prev int64) int64 { return max(st.now, prev+1) })
+			props := r.Props // the state the mutation left, before an expiry past already
 			if err == nil && m.Op != storage.Delete {
 				r.expiry, err = storage.SettleExpiry(st.settings, m, &r.Row)
 			}
@@ -168,17 +176,31 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 				continue
 			}
 			vers[i] = v
+			var cs []change
+			if record {
+				cs = noteChange(nil, &r, m.RowKey, m, props, v, st.now)
+			}
 			var s stmt
 			switch {
 			case r.stored && r.Exists:
 				s = stmt{sql: e.q.casUpdate, args: []any{st.tableID, pk, rk, r.storedV, v, entity.AppendProps(nil, r.Props), r.expiry}}
+				if record {
+					s = withChanges(s, e.q.feedCasUpdate, st.tableID, cs)
+				}
 			case r.stored:
 				// Expired at once by an explicit expiry (storage.SettleExpiry): nothing stays.
 				s = stmt{sql: e.q.casDelete, args: []any{st.tableID, pk, rk, r.storedV}}
+				if record {
+					s = withChanges(s, e.q.feedCasDelete, st.tableID, cs)
+				}
 			case r.Exists:
 				s = stmt{sql: e.q.casInsert, args: []any{st.tableID, pk, rk, int64(0), v, entity.AppendProps(nil, r.Props), r.expiry, a.acct, a.key}}
+				if record {
+					s = withChanges(s, e.q.feedCasInsert, st.tableID, cs)
+				}
 			default:
 				wroteNothing = append(wroteNothing, i) // expired at once, and nothing stored
+				noRow = append(noRow, cs...)
 				continue
 			}
 			stmts, of = append(stmts, s), append(of, i)
@@ -203,9 +225,15 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 		stmts = []stmt{e.eachGroup(a, muts, plain, stmts, vers, group)}
 	}
 
+	if len(noRow) > 0 {
+		stmts = append(stmts, e.recordsStmt(st.tableID, pk, noRow))
+	}
 	var pos storage.Position
 	if len(stmts) > 0 {
 		if pos, err = e.exec(ctx, stmts); err != nil {
+			if isRaised(err) {
+				err = errConflict // the feed was turned off (the seal refused): again
+			}
 			return decided(todo), err
 		}
 	}
@@ -256,7 +284,7 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 	}
 	for _, i := range check {
 		m := &muts[i]
-		if now.tableID != ent.id || (m.Op != storage.Delete && now.gen != ent.gen) {
+		if now.tableID != ent.id || now.gen != ent.gen {
 			left = append(left, i) // stale settings: readRows refreshed the cache
 			continue
 		}

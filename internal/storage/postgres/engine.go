@@ -223,6 +223,8 @@ type Engine struct {
 	primaryReads atomic.Uint64
 	// stmtErrs counts the errors mapErr reports, by class (Stats).
 	stmtErrs stmtErrors
+	// watches are the change feeds someone waits on through this front end (changes.go).
+	watches feedWatches
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -503,7 +505,8 @@ func (e *Engine) mapErr(ctx context.Context, op string, err error) error {
 	}
 	var ae *storage.ApplyError
 	if errors.As(err, &ae) || errors.Is(err, storage.ErrTableNotFound) || errors.Is(err, storage.ErrTableExists) ||
-		errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrUnavailable) {
+		errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrUnavailable) ||
+		errors.Is(err, storage.ErrFeedOff) || errors.Is(err, storage.ErrChangesExpired) {
 		return err
 	}
 	if errors.Is(err, errConflict) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/ceruleandb/cerulean/internal/pgtest"
 	"github.com/ceruleandb/cerulean/internal/storage"
@@ -41,6 +42,11 @@ func open(t testing.TB, opts postgres.Options) *postgres.Engine {
 	return e
 }
 
+// conformanceOptions leave the removal of expired rows and of old change records to
+// the suite (PurgeExpired, TrimChanges): a background pass in the middle of a test that
+// checks what a purge or a trim does would do it first.
+var conformanceOptions = postgres.Options{ExpiryInterval: time.Hour}
+
 func TestConformance(t *testing.T) {
 	url := testURL(t)
 	db, err := pgxpool.New(context.Background(), url)
@@ -49,12 +55,12 @@ func TestConformance(t *testing.T) {
 	}
 	t.Cleanup(db.Close) // after the parallel subtests
 	enginetest.Run(t, enginetest.Harness{
-		Open: func(t *testing.T) storage.Engine { return open(t, postgres.Options{}) },
+		Open: func(t *testing.T) storage.Engine { return open(t, conformanceOptions) },
 		Reopen: func(t *testing.T, e storage.Engine) storage.Engine {
 			if err := e.Close(); err != nil {
 				t.Fatalf("Close: %v", err)
 			}
-			return open(t, postgres.Options{})
+			return open(t, conformanceOptions)
 		},
 		PurgeExpired: func(t *testing.T, e storage.Engine) {
 			if _, err := e.(*postgres.Engine).PurgeExpired(t.Context()); err != nil {
@@ -93,7 +99,8 @@ func replicaURLs(t testing.TB) (prompt, delayed string) {
 func TestConformanceReplicas(t *testing.T) {
 	url := testURL(t)
 	prompt, delayed := replicaURLs(t)
-	opts := postgres.Options{ReplicaURLs: []string{prompt, delayed}}
+	opts := conformanceOptions
+	opts.ReplicaURLs = []string{prompt, delayed}
 	db, err := pgxpool.New(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,16 @@ func (e *Engine) PurgeExpired(ctx context.Context) (int, error) {
 }
 
 func (e *Engine) purgeExpired(ctx context.Context) (int, error) {
+	n, err := e.purgeExpiredPlain(ctx)
+	if err != nil {
+		return n, err
+	}
+	m, err := e.purgeExpiredFeeds(ctx)
+	return n + m, err
+}
+
+// purgeExpiredPlain removes the expired rows of the tables without a change feed on.
+func (e *Engine) purgeExpiredPlain(ctx context.Context) (int, error) {
 	total, failures := 0, 0
 	for {
 		if err := ctx.Err(); err != nil {
@@ -58,6 +68,12 @@ func (e *Engine) expiryLoop() {
 			e.log.Warn("cerulean: purge expired rows", "err", e.mapErr(ctx, "purge expired rows", err))
 		} else if n > 0 {
 			e.log.Debug("cerulean: purged expired rows", "rows", n)
+		}
+		// And change records past their feeds' retention, on the same schedule.
+		if n, err := e.trimChanges(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("cerulean: trim change feeds", "err", e.mapErr(ctx, "trim change feeds", err))
+		} else if n > 0 {
+			e.log.Debug("cerulean: trimmed change feeds", "records", n)
 		}
 	})
 }

@@ -44,6 +44,9 @@ type stmt struct {
 	// each, if set, reads every row instead of dest the first; an error fails the
 	// statement as a scan error does.
 	each func(m valueScanner, fds []pgconn.FieldDescription, vals [][]byte) error
+	// feed, if set, says the statement records changes of a table's feed: the pipeline
+	// numbers them and seals the feed last (changes.go).
+	feed *feedNote
 }
 
 // valueScanner decodes one column value (pgtype.Map's Scan).
@@ -74,6 +77,17 @@ func (e *Engine) pipeline(ctx context.Context, stmts []stmt, withPosition bool) 
 	}
 	defer c.Release()
 	conn := c.Conn()
+	// Statements that record changes of a feed are followed by its seal, the
+	// transaction's last statements (changes.go).
+	written := stmts
+	if seals := e.sealFeeds(stmts); seals != nil {
+		stmts = append(stmts[:len(stmts):len(stmts)], seals...)
+		defer func() {
+			for i := range written {
+				written[i].rows = stmts[i].rows
+			}
+		}()
+	}
 	// Statements are prepared once per connection (pgx keeps them by SQL text).
 	n := len(stmts)
 	if withPosition {

@@ -72,6 +72,18 @@ type queries struct {
 	// mark makes a transaction that writes nothing move it (dialect.markQuery).
 	position, mark string
 
+	// Change feeds (changes.go): the compare-and-swap statements that record their
+	// changes, the records of an Apply that writes no row, the seal (the counter, last
+	// in the transaction), the catalogue statements of feed tables, reads, retention and
+	// the expiry purge of feed tables.
+	feedCasUpdate, feedCasDelete, feedCasInsert string
+	feedRecords, feedSeal                       string
+	createTableFeed, setSettingsFeed            string
+	deleteTableFeed                             string
+	readChanges, feedHorizon                    string
+	feedList, feedTrimBound, feedTrim, feedDrop string
+	purgeExpiredFeed, feedsOn                   string
+
 	// Stored access policies and service properties: one statement each, no cache.
 	getACL, setACL           string
 	getSvcProps, setSvcProps string
@@ -148,11 +160,12 @@ func buildQueries(d dialect) queries {
 			WHERE e.table_id = ` + tableIDAtGen + ` AND e.pk = $3::BYTEA AND e.rk = $4::BYTEA
 			AND ($8::BIGINT = 0 OR e.version = $8::BIGINT) AND (e.expiry IS NULL OR e.expiry > n.v)
 			RETURNING e.version`
-		// $5 is the expected version, 0 for any. A delete computes no expiry, so it does
-		// not check the settings generation. An expired row does not match; the purge
+		// $5 is the expected version, 0 for any; $6 the settings generation, checked
+		// although a delete computes no expiry: whether it records a change (the
+		// table's change feed) is a setting. An expired row does not match; the purge
 		// removes it.
 		deleteDML = `DELETE FROM cerulean_entities AS e
-			WHERE e.table_id = ` + tableID + ` AND e.pk = $3::BYTEA AND e.rk = $4::BYTEA
+			WHERE e.table_id = ` + tableIDAtGen + ` AND e.pk = $3::BYTEA AND e.rk = $4::BYTEA
 			AND ($5::BIGINT = 0 OR e.version = $5::BIGINT) AND ` + live + `
 			RETURNING e.version`
 	)
@@ -160,7 +173,6 @@ func buildQueries(d dialect) queries {
 	// planner runs it once, as a one-time filter before the row's own index probe, so
 	// a statement costs the database two index probes and a small plan to start.
 	const (
-		atID      = `EXISTS (SELECT 1 FROM cerulean_tables WHERE account = $2 AND key = $3 AND id = $1::BIGINT)`
 		atIDGen   = `EXISTS (SELECT 1 FROM cerulean_tables WHERE account = $2 AND key = $3 AND id = $1::BIGINT AND COALESCE(gen, 0) = $7::BIGINT)`
 		single1Hd = `INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
 			SELECT $1::BIGINT, $4::BYTEA, $5::BYTEA, n.v, $6::BYTEA, n.v + NULLIF($8::BIGINT, 0) FROM ` + clock + `
@@ -192,10 +204,11 @@ func buildQueries(d dialect) queries {
 			WHERE e.table_id = $1::BIGINT AND e.pk = $4::BYTEA AND e.rk = $5::BYTEA
 			AND ($9::BIGINT = 0 OR e.version = $9::BIGINT) AND (e.expiry IS NULL OR e.expiry > n.v) AND ` + atIDGen + `
 			RETURNING e.version`
-	// A delete computes no expiry, so it does not check the settings generation.
+	// A delete checks the settings generation ($7) too, although it computes no
+	// expiry: whether it records a change (the table's change feed) is a setting.
 	q.delete1 = `DELETE FROM cerulean_entities AS e
 			WHERE e.table_id = $1::BIGINT AND e.pk = $4::BYTEA AND e.rk = $5::BYTEA
-			AND ($6::BIGINT = 0 OR e.version = $6::BIGINT) AND ` + live + ` AND ` + atID + `
+			AND ($6::BIGINT = 0 OR e.version = $6::BIGINT) AND ` + live + ` AND ` + atIDGen + `
 			RETURNING e.version`
 	// The rows go in the arrays' order (applyMany's, by RowKey), as groupHd's do.
 	const many = `WITH w AS (INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
@@ -329,12 +342,22 @@ func buildQueries(d dialect) queries {
 	// delete checks the expiry again on the row it deletes. A CTE (materialized: it
 	// locks rows and reads the clock) joined by primary key rather than IN (subquery):
 	// that can be planned as a nested loop that runs the subquery again per row.
+	//
+	// Rows of tables whose change feed is on are left to purgeExpiredFeed, which records
+	// their removal (changes.go): their ids are read once per statement (an InitPlan over
+	// cerulean_feeds, which has a row only for a table that has or had a feed) and
+	// filtered out of the index walk, which keeps its order and stops at the chunk's
+	// limit. (An anti-join with cerulean_feeds was planned as a hash join under a sort,
+	// which read every expired row for each chunk.)
 	q.purgeExpired = `WITH c AS (SELECT table_id, pk, rk FROM cerulean_entities
-			WHERE expiry IS NOT NULL AND expiry <= (SELECT {now}) ORDER BY expiry LIMIT $1 FOR UPDATE SKIP LOCKED)
+			WHERE expiry IS NOT NULL AND expiry <= (SELECT {now})
+			AND table_id <> ALL (COALESCE((SELECT array_agg(table_id) FROM cerulean_feeds WHERE on_ AND NOT dropped), '{}'::BIGINT[]))
+			ORDER BY expiry LIMIT $1 FOR UPDATE SKIP LOCKED)
 		DELETE FROM cerulean_entities e USING c
 		WHERE e.table_id = c.table_id AND e.pk = c.pk AND e.rk = c.rk AND e.expiry <= (SELECT {now})`
 	q.position = d.positionQuery()
 	q.mark = d.markQuery()
+	feedSQL(&q)
 
 	q.getACL = `SELECT acl FROM cerulean_tables WHERE account = $1 AND key = $2`
 	// $3 the ACL, NULL to clear. The update locks the catalogue row, so it orders with a
@@ -348,7 +371,8 @@ func buildQueries(d dialect) queries {
 
 	for _, p := range []*string{&q.insert1, &q.upsert1, &q.insertGroup, &q.upsertGroup, &q.replace1, &q.delete1, &q.insertB, &q.upsertB, &q.replaceB,
 		&q.deleteB, &q.insertMany, &q.upsertMany, &q.insertManyAt, &q.upsertManyAt, &q.readRows, &q.readRowsProps, &q.readRow, &q.readRowProps, &q.get, &q.getMany, &q.scan, &q.scanTo,
-		&q.scanCapped, &q.scanToCapped, &q.purgeExpired, &q.position} {
+		&q.scanCapped, &q.scanToCapped, &q.purgeExpired, &q.position,
+		&q.setSettingsFeed, &q.deleteTableFeed, &q.feedTrimBound, &q.purgeExpiredFeed} {
 		*p = d.sql(*p)
 	}
 	return q

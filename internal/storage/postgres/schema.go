@@ -46,6 +46,18 @@ import (
 //	cerulean_entities_expiry
 //	                     (version 4) partial index on expiry WHERE expiry IS NOT
 //	                     NULL, which the purge of expired rows walks (expiry.go)
+//	cerulean_feeds       (version 5) table id → the table's change feed: its counter
+//	                     (next: the next number to hand out), retention mark (removed:
+//	                     the highest number removed), retention, whether it records
+//	                     (on_) and whether its table is deleted, and the table's account
+//	                     and key, so a deleted table's feed stays readable by its id
+//	                     (changes.go)
+//	cerulean_feed_txns   (version 5) (table id, last) → base, txn, at: one row per
+//	                     transaction that recorded changes of the table, holding the
+//	                     numbers base … last it took from the counter as its last
+//	                     statement, the transaction's id and when (for retention)
+//	cerulean_changes     (version 5) (table id, txn, ord) → the record: number
+//	                     base + ord of its transaction's row in cerulean_feed_txns
 
 // migration is one step of the schema; steps run in order, each once, in a transaction
 // together with the row that records it.
@@ -101,6 +113,38 @@ var migrations = []migration{
 	// on PostgreSQL, for that long).
 	{4, func(d dialect) []string {
 		return []string{d.expiryIndex()}
+	}},
+	{5, func(d dialect) []string {
+		return []string{
+			`CREATE TABLE cerulean_feeds (
+				table_id BIGINT PRIMARY KEY,
+				account BYTEA NOT NULL,
+				key BYTEA NOT NULL,
+				next BIGINT NOT NULL,
+				removed BIGINT NOT NULL DEFAULT 0,
+				retention INT NOT NULL,
+				on_ BOOLEAN NOT NULL,
+				dropped BOOLEAN NOT NULL DEFAULT FALSE)`,
+			`CREATE TABLE cerulean_feed_txns (
+				table_id BIGINT NOT NULL,
+				last BIGINT NOT NULL,
+				base BIGINT NOT NULL,
+				txn BIGINT NOT NULL,
+				at BIGINT NOT NULL,
+				PRIMARY KEY (table_id, last))`,
+			`CREATE TABLE cerulean_changes (
+				table_id BIGINT NOT NULL,
+				txn BIGINT NOT NULL,
+				ord INT NOT NULL,
+				op SMALLINT NOT NULL,
+				pk BYTEA NOT NULL,
+				rk BYTEA NOT NULL,
+				version BIGINT NOT NULL,
+				at BIGINT NOT NULL,
+				expiry BIGINT NOT NULL,
+				props BYTEA,
+				PRIMARY KEY (table_id, txn, ord))`,
+		}
 	}},
 }
 

@@ -6,29 +6,28 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ceruleandb/cerulean/internal/azerr"
 	"github.com/ceruleandb/cerulean/internal/storage"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// errNoChangeFeed refuses a table setting that turns the change feed on: this engine does
-// not record feeds yet (docs/change-feed-design.md), and accepting the setting would
-// leave the feed silently empty.
-var errNoChangeFeed = azerr.Newf(azerr.NotImplemented, "The change feed is not available on the PostgreSQL engine yet.")
-
 // CreateTable adds a table under a new id from the sequence, with its settings and a
-// new settings generation. It fails with ErrTableExists when the account has a table of
-// the same TableKey.
+// new settings generation (and, with the change feed on, its feed, in the same
+// statement). It fails with ErrTableExists when the account has a table of the same
+// TableKey.
 func (e *Engine) CreateTable(ctx context.Context, account, name string, settings storage.TableSettings) error {
-	if settings.ChangeFeedOn() {
+	if settings.ChangeFeedOn() && e.dialect != dialectPostgres {
 		return errNoChangeFeed
 	}
 	acct, key := []byte(account), []byte(storage.TableKey(name))
 	return e.retry(ctx, "create table", func() error {
 		var id, gen int64
 		err := e.onPrimary(ctx, func(c *pgxpool.Conn) error {
+			if settings.ChangeFeedOn() {
+				return c.QueryRow(ctx, e.q.createTableFeed, acct, key, name, storage.MarshalSettings(settings),
+					settings.ChangeFeed).Scan(&id, &gen)
+			}
 			return c.QueryRow(ctx, e.q.createTable, acct, key, name, storage.MarshalSettings(settings)).Scan(&id, &gen)
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -63,15 +62,21 @@ func (r reads) GetTable(ctx context.Context, account, name string) (storage.Tabl
 
 // SetTableSettings replaces a table's settings and takes a new generation, in one
 // statement: every front end's cached copy is stale from its commit on, so every write
-// that starts after it returns uses the new settings (settings.go).
+// that starts after it returns uses the new settings (settings.go). On PostgreSQL the
+// statement also turns the table's change feed on (making it, or continuing its
+// numbering) or off (recording feed-off), in the same transaction (changes.go).
 func (e *Engine) SetTableSettings(ctx context.Context, account, name string, settings storage.TableSettings) error {
-	if settings.ChangeFeedOn() {
+	if settings.ChangeFeedOn() && e.dialect != dialectPostgres {
 		return errNoChangeFeed
 	}
 	acct, key := []byte(account), []byte(storage.TableKey(name))
 	return e.retry(ctx, "set table settings", func() error {
 		var id, gen int64
 		err := e.onPrimary(ctx, func(c *pgxpool.Conn) error {
+			if e.dialect == dialectPostgres {
+				return c.QueryRow(ctx, e.q.setSettingsFeed, acct, key, storage.MarshalSettings(settings),
+					settings.ChangeFeed).Scan(&id, &gen)
+			}
 			return c.QueryRow(ctx, e.q.setSettings, acct, key, storage.MarshalSettings(settings)).Scan(&id, &gen)
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -133,18 +138,24 @@ func (r reads) ListTables(ctx context.Context, account, from string, limit int) 
 // DeleteTable removes the table from the catalogue and queues its id for purging, in
 // one statement. Every later statement, from any front end, resolves the name to
 // nothing, and a table created under the name gets a new id, so the old rows are
-// unreachable at once; the purger removes them in the background.
+// unreachable at once; the purger removes them in the background. A table's change
+// feed is marked deleted in the same statement, with its table-deleted record if it is
+// on; it stays readable by its id until retention removes it (changes.go).
 func (e *Engine) DeleteTable(ctx context.Context, account, name string) error {
 	err := e.retry(ctx, "delete table", func() error {
-		var tag pgconn.CommandTag
+		var n int64
 		err := e.onPrimary(ctx, func(c *pgxpool.Conn) (err error) {
-			tag, err = c.Exec(ctx, e.q.deleteTable, []byte(account), []byte(storage.TableKey(name)))
+			if e.dialect == dialectPostgres {
+				return c.QueryRow(ctx, e.q.deleteTableFeed, []byte(account), []byte(storage.TableKey(name))).Scan(&n)
+			}
+			tag, err := c.Exec(ctx, e.q.deleteTable, []byte(account), []byte(storage.TableKey(name)))
+			n = tag.RowsAffected()
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
+		if n == 0 {
 			return storage.ErrTableNotFound
 		}
 		return nil

@@ -181,7 +181,8 @@ func (v *view) served() {
 // answer reports errors that are the database's answer to the read, the same on any
 // source that covers the view's position.
 func answer(err error) bool {
-	return errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrTableNotFound)
+	return errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrTableNotFound) ||
+		errors.Is(err, storage.ErrFeedOff) || errors.Is(err, storage.ErrChangesExpired)
 }
 
 // elsewhere moves the view off a replica that failed a read with err (or that left
