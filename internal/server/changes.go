@@ -49,6 +49,10 @@ func (s *Server) changesRequest(rq *request, method string) error {
 	if err != nil {
 		return err
 	}
+	// Faults and throttling as for a query of the table (one request, whatever it waits).
+	if err := s.gate(rq, rq.res.Table, "", 1); err != nil {
+		return err
+	}
 	q.Stop = s.pollStop
 	page, sv, err := s.tables.ReadChanges(rq.r.Context(), rq.account, rq.res.Table, q, rd)
 	if errors.Is(err, table.ErrNoChangeFeed) {
