@@ -352,6 +352,24 @@ func (c *Client) GetEntity(ctx context.Context, table, partitionKey, rowKey stri
 	return b, true, nil
 }
 
+// DeleteEntity deletes one entity whatever its version (If-Match: *); found is false when
+// the table held no entity with these keys (404 ResourceNotFound), which is no error.
+func (c *Client) DeleteEntity(ctx context.Context, table, partitionKey, rowKey string) (found bool, err error) {
+	path := url.PathEscape(table) + "(PartitionKey='" + keyEscape(partitionKey) + "',RowKey='" + keyEscape(rowKey) + "')"
+	resp, err := c.Do(ctx, http.MethodDelete, path, nil, http.Header{"If-Match": {"*"}}, nil)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if err := ResponseError(resp); err != nil {
+		if e := err.(*Error); e.Status == http.StatusNotFound && e.Code == "ResourceNotFound" {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
 // Probe asks the service for its clock and its name: the Date and Server headers of its
 // answer to a cheap request (the first table of the account's list), whatever that answer
 // is — a refusal (a table SAS may not list tables) carries them too. date is zero when

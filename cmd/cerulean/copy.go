@@ -200,6 +200,7 @@ func openEndpoint(flagName, s string) (*client.Target, error) {
 type copyOptions struct {
 	from, to, tables, toTable, filter string
 	readers                           int
+	follow                            bool
 	run                               runFlags
 }
 
@@ -212,6 +213,7 @@ func copyFlags(o *copyOptions) *flag.FlagSet {
 	fs.StringVar(&o.toTable, "to-table", "", "the target table's name, when copying one table")
 	fs.StringVar(&o.filter, "filter", "", "an OData $filter: copy only the entities it matches")
 	fs.IntVar(&o.readers, "readers", 4, "PartitionKey ranges of a table read at once (split points found by sampling the keys)")
+	fs.BoolVar(&o.follow, "follow", false, "after the copy, keep applying the source tables' changes (their change feeds, which must be on) to the target until interrupted; --resume carries on following")
 	o.run.register(fs, true)
 	return fs
 }
@@ -226,7 +228,11 @@ in constant memory. SOURCE and TARGET are connection strings
 ("DefaultEndpointsProtocol=http;AccountName=…;AccountKey=…;TableEndpoint=…",
 "UseDevelopmentStorage=true") or SAS URLs. Target tables are created as needed. Ctrl-C
 finishes the batches in flight, writes the checkpoint and prints the command that resumes.
-Exit status: 0 copied, 1 failed or interrupted, 2 a command-line mistake.
+With --follow the copy then keeps the target in step with the source from the source
+tables' change feeds (docs/change-feed.md) until Ctrl-C, which ends it with status 0 and
+the command that carries on following.
+Exit status: 0 copied (or following stopped by Ctrl-C), 1 failed or interrupted, 2 a
+command-line mistake.
 
 Flags of cerulean copy:
 `)
@@ -271,6 +277,12 @@ func runCopy(args []string) error {
 		rename[tables[0]] = toTable
 	}
 	job := fmt.Sprintf("copy %s (%s) → %s (%s) tables=%s to=%s filter=%s mode=%s settings=%t", src.Endpoint, src.Account, dst.Endpoint, dst.Account, strings.Join(tables, ","), toTable, o.filter, o.run.mode, o.run.settings)
+	if o.follow {
+		if o.filter != "" {
+			return usageErrorf("--follow copies whole tables: it cannot take --filter")
+		}
+		job += " follow"
+	}
 	if o.run.checkpoint == "" {
 		o.run.checkpoint = transfer.DefaultCheckpoint("copy", job, "")
 	}
@@ -278,6 +290,12 @@ func runCopy(args []string) error {
 	defer release()
 	rep := o.run.reporter("copied")
 	opts := o.run.options(stop, rep)
-	err = transfer.Copy(ctx, src.Client, dst.Client, transfer.CopyOptions{Options: opts, Tables: tables, Rename: rename, Filter: o.filter, Readers: o.readers, Job: job})
+	err = transfer.Copy(ctx, src.Client, dst.Client, transfer.CopyOptions{Options: opts, Tables: tables, Rename: rename, Filter: o.filter, Readers: o.readers, Job: job, Follow: o.follow})
+	if errors.Is(err, transfer.ErrFollowStopped) {
+		// Following ends by an interrupt: the target is in step up to the checkpoint.
+		rep.Finish()
+		fmt.Fprintf(os.Stderr, "stopped following; the checkpoint is %s; to carry on, run the same command line with --resume:\n  %s\n%s", o.run.checkpoint, resumeCommand(os.Args), secretsNote(os.Args))
+		return nil
+	}
 	return finish(rep, err, o.run.checkpoint)
 }

@@ -42,6 +42,11 @@ type TableState struct {
 	// Ranges are a copy's PartitionKey ranges, each read and written on its own.
 	Ranges []RangeState `json:"ranges,omitempty"`
 	RangeState
+	// Feed is, for a copy that follows its source (CopyOptions.Follow), the continuation
+	// of the source table's change feed from which the target is not yet known to be
+	// in step: taken before the table's entities are read, then advanced page by page;
+	// empty once the source table was deleted.
+	Feed string `json:"feed,omitempty"`
 }
 
 // RangeState is one PartitionKey range of a table, [Lo, Hi) ("" for an open end), and

@@ -188,6 +188,10 @@ type CopyOptions struct {
 	// Readers is the number of PartitionKey ranges of a table read at once (0: 4).
 	Readers int
 	Job     string
+	// Follow keeps the target in step with the source after the copy: every table's
+	// change feed is read from before its entities were and applied until Stop
+	// (follow.go). Each source table must have its feed on.
+	Follow bool
 }
 
 // Copy copies tables from src to dst, one after the other. Each table is split into
@@ -248,6 +252,13 @@ func Copy(ctx context.Context, src, dst *client.Client, o CopyOptions) error {
 			}
 		}
 		if ts.Ranges == nil {
+			if o.Follow {
+				// Before a single entity is read: every change from here on is in the
+				// feed after this point.
+				if ts.Feed, err = feedStart(ctx, src, ts.Name, o.Retry, o.observer()); err != nil {
+					return err
+				}
+			}
 			bounds, err := splitPoints(ctx, src, ts.Name, readers, o.Retry)
 			if err != nil {
 				return err
@@ -267,6 +278,11 @@ func Copy(ctx context.Context, src, dst *client.Client, o CopyOptions) error {
 		}
 		ts.Done = true
 		if err := cp.save(o.Checkpoint); err != nil {
+			return err
+		}
+	}
+	if o.Follow {
+		if err := follow(ctx, src, dst, cp, &mu, &o); err != nil {
 			return err
 		}
 	}
