@@ -50,6 +50,9 @@ type ChangesPage struct {
 	Continuation string `json:"continuation"`
 	// Ended reports that the table was deleted: its feed has no more records.
 	Ended bool `json:"ended"`
+	// Source is where the page was read: "primary" or "replica NAME"
+	// (x-cerulean-read-source).
+	Source string `json:"-"`
 }
 
 // ChangesOptions selects a page.
@@ -113,7 +116,7 @@ func (c *Client) ReadChanges(ctx context.Context, table string, o ChangesOptions
 	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
 		return nil, fmt.Errorf("read changes: decode answer: %w", err)
 	}
-	p := ChangesPage{Changes: make([]Change, len(raw.Changes)), Continuation: raw.Continuation, Ended: raw.Ended}
+	p := ChangesPage{Changes: make([]Change, len(raw.Changes)), Continuation: raw.Continuation, Ended: raw.Ended, Source: resp.Header.Get("x-cerulean-read-source")}
 	for i, r := range raw.Changes {
 		if err := json.Unmarshal(r, &p.Changes[i]); err != nil {
 			return nil, fmt.Errorf("read changes: decode record: %w", err)
@@ -128,11 +131,11 @@ func (c *Client) ReadChanges(ctx context.Context, table string, o ChangesOptions
 
 // FollowChanges reads the table's feed from o.From and calls fn with each record in
 // order, long polling (o.Wait, 30 s when zero) for new ones, until ctx ends, fn fails or
-// the feed ends (the table deleted: it returns nil). after is called with the
-// continuation after each page whose records fn took, so a caller can save it and
-// resume there; it may be nil. Transient failures (503, a dropped connection) are
+// the feed ends (the table deleted: it returns nil). after is called with each page once
+// fn took its records, so a caller can save its Continuation and resume there; it may
+// be nil. Transient failures (503, a dropped connection) are
 // retried with a pause; an expired continuation or any other refusal is returned.
-func (c *Client) FollowChanges(ctx context.Context, table string, o ChangesOptions, fn func(Change) error, after func(continuation string) error) error {
+func (c *Client) FollowChanges(ctx context.Context, table string, o ChangesOptions, fn func(Change) error, after func(*ChangesPage) error) error {
 	if o.Wait <= 0 {
 		o.Wait = 30 * time.Second
 	}
@@ -162,7 +165,7 @@ func (c *Client) FollowChanges(ctx context.Context, table string, o ChangesOptio
 			}
 		}
 		if after != nil && (len(p.Changes) > 0 || p.Continuation != o.From) {
-			if err := after(p.Continuation); err != nil {
+			if err := after(p); err != nil {
 				return err
 			}
 		}

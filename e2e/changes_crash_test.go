@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -222,42 +223,75 @@ func TestChangeFeedCrash(t *testing.T) {
 	// A fixed port, so that the clients and readers carry on across the restarts.
 	srv := startOwnServer(t, withPort(port), withArgs("--expiry-interval", "500ms"))
 	bc := bulkClient(t, srv)
-	// Elastic, time-to-live on without a default: entities with TTLInSeconds expire.
+	name := feedCrashTable(t, bc)
+	tc := newServiceClient(t, srv).NewClient(name)
+	runFeedCrash(t, feedCrashSetup{
+		table: name, writers: []*aztables.Client{tc}, bulks: []*client.Client{bc},
+		readers: [3]*client.Client{bulkClient(t, srv), bulkClient(t, srv), bulkClient(t, srv)},
+		crash:   func(int) { srv.kill(); srv.restart(t) },
+	})
+}
+
+// feedCrashTable creates the crash tests' table: elastic, time-to-live on without a
+// default (entities with TTLInSeconds expire), the change feed on.
+func feedCrashTable(t *testing.T, c *client.Client) string {
 	name := tableName(t)
-	if err := bc.CreateTable(ctx(t), name, &client.TableSettings{Elastic: true, DefaultTimeToLive: -1, ChangeFeedRetention: 3600}); err != nil {
+	if err := c.CreateTable(ctx(t), name, &client.TableSettings{Elastic: true, DefaultTimeToLive: -1, ChangeFeedRetention: 3600}); err != nil {
 		t.Fatal(err)
 	}
-	tc := newServiceClient(t, srv).NewClient(name)
+	return name
+}
 
+// feedCrashSetup is where a crash run's writers and readers go: writer i writes through
+// writers[i%len] and bulks[i%len]; reader k reads through readers[k] with headers[k]
+// (e.g. a consistency level that lets a replica serve it); crash(phase) kills and
+// restarts what the run crashes, between its phases.
+type feedCrashSetup struct {
+	table   string
+	writers []*aztables.Client
+	bulks   []*client.Client
+	readers [3]*client.Client
+	headers [3]http.Header
+	crash   func(phase int)
+}
+
+// runFeedCrash runs the writers and readers of a crash test and checks what each reader
+// read against what the writers were told and the table's final content. It returns the
+// read sources (x-cerulean-read-source) each reader's pages came from.
+func runFeedCrash(t *testing.T, s feedCrashSetup) [3]map[string]int {
+	name := s.table
+	tc := s.writers[0]
 	rctx, stopReaders := context.WithCancel(context.Background())
 	defer stopReaders()
 	type reader struct {
-		mu   sync.Mutex
-		recs []feedRecord
-		cont []string // the continuation after each page
-		at   []int    // how many records preceded it
-		done chan error
+		mu      sync.Mutex
+		recs    []feedRecord
+		sources map[string]int
+		cont    []string // the continuation after each page
+		at      []int    // how many records preceded it
+		done    chan error
 	}
-	follow := func(from string) *reader {
-		r := &reader{done: make(chan error, 1)}
+	follow := func(k int, from string) *reader {
+		r := &reader{done: make(chan error, 1), sources: map[string]int{}}
 		go func() {
-			c := bulkClient(t, srv)
-			r.done <- c.FollowChanges(rctx, name, client.ChangesOptions{From: from, Wait: 2 * time.Second, Limit: 50},
+			c := s.readers[k]
+			r.done <- c.FollowChanges(rctx, name, client.ChangesOptions{From: from, Wait: 2 * time.Second, Limit: 50, Header: s.headers[k]},
 				func(ch client.Change) error {
 					r.mu.Lock()
 					r.recs = append(r.recs, decodeFeedRecord(t, ch))
 					r.mu.Unlock()
 					return nil
-				}, func(cont string) error {
+				}, func(p *client.ChangesPage) error {
 					r.mu.Lock()
-					r.cont, r.at = append(r.cont, cont), append(r.at, len(r.recs))
+					r.cont, r.at = append(r.cont, p.Continuation), append(r.at, len(r.recs))
+					r.sources[p.Source]++
 					r.mu.Unlock()
 					return nil
 				})
 		}()
 		return r
 	}
-	readers := []*reader{follow(client.FromBeginning)}
+	readers := []*reader{follow(0, client.FromBeginning)}
 
 	var mu sync.Mutex
 	acked, deletes, attempted := map[string]string{}, map[string]int{}, map[string]bool{}
@@ -267,7 +301,7 @@ func TestChangeFeedCrash(t *testing.T) {
 		writers.Add(1)
 		go func() {
 			defer writers.Done()
-			w := &crashWriter{id: i, tc: tc, bulk: bc, table: name, rnd: rand.New(rand.NewPCG(uint64(i), 45)), mu: &mu, acked: acked, deletes: deletes, attempted: attempted}
+			w := &crashWriter{id: i, tc: s.writers[i%len(s.writers)], bulk: s.bulks[i%len(s.bulks)], table: name, rnd: rand.New(rand.NewPCG(uint64(i), 45)), mu: &mu, acked: acked, deletes: deletes, attempted: attempted}
 			for wctx.Err() == nil {
 				c, cancel := context.WithTimeout(wctx, 10*time.Second)
 				w.step(c)
@@ -280,18 +314,17 @@ func TestChangeFeedCrash(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		switch phase {
 		case 0:
-			readers = append(readers, follow(client.FromNow))
+			readers = append(readers, follow(1, client.FromNow))
 		case 1:
 			r := readers[0]
 			r.mu.Lock()
 			cont, n := r.cont[len(r.cont)-1], r.at[len(r.at)-1]
 			r.mu.Unlock()
 			skipFirst = n
-			readers = append(readers, follow(cont))
+			readers = append(readers, follow(2, cont))
 		}
 		if phase < 2 {
-			srv.kill()
-			srv.restart(t)
+			s.crash(phase)
 		}
 	}
 	stopWriters()
@@ -420,4 +453,10 @@ func TestChangeFeedCrash(t *testing.T) {
 	}
 	t.Logf("%d records (%v), %d writes acknowledged, %d attempted, %d rows at the end; readers: %d, %d, %d records",
 		len(all), ops, len(acked), len(attempted), len(stored), len(readers[0].recs), len(readers[1].recs), len(readers[2].recs))
+	var sources [3]map[string]int
+	for k, r := range readers {
+		sources[k] = r.sources
+	}
+	t.Logf("read sources: %v", sources)
+	return sources
 }

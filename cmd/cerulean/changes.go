@@ -102,15 +102,15 @@ func runChanges(args []string) error {
 	}
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
 	cont := from
-	save := func(next string) error {
-		cont = next
+	save := func(p *client.ChangesPage) error {
+		cont = p.Continuation
 		if err := out.Flush(); err != nil {
 			return err
 		}
 		if o.state == "" {
 			return nil
 		}
-		return writeFileAtomic(o.state, []byte(next+"\n"))
+		return writeFileAtomic(o.state, []byte(cont+"\n"))
 	}
 	emit := func(ch client.Change) error {
 		out.Write(ch.Raw)
@@ -134,7 +134,7 @@ func runChanges(args []string) error {
 }
 
 // readToEnd reads the feed from opts.From to its current end.
-func readToEnd(ctx context.Context, c *client.Client, table string, opts client.ChangesOptions, fn func(client.Change) error, after func(string) error) error {
+func readToEnd(ctx context.Context, c *client.Client, table string, opts client.ChangesOptions, fn func(client.Change) error, after func(*client.ChangesPage) error) error {
 	for {
 		p, err := c.ReadChanges(ctx, table, opts)
 		if err != nil {
@@ -145,7 +145,7 @@ func readToEnd(ctx context.Context, c *client.Client, table string, opts client.
 				return err
 			}
 		}
-		if err := after(p.Continuation); err != nil {
+		if err := after(p); err != nil {
 			return err
 		}
 		if p.Ended || len(p.Changes) == 0 { // an empty page is the feed's end (client.ReadChanges)
