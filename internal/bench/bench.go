@@ -53,7 +53,15 @@ type bench struct {
 	floorHC    *http.Client
 	onFloor    bool    // the workload being run goes to the floor
 	rate       float64 // ops/s the workload being run is paced at; 0 runs flat out
-	round      int     // counts rounds, so that each round's keys are new
+	// The feed workload's table (feed.go) through the measured client kinds, and
+	// whether the workload being run writes to it.
+	feedTable *aztables.Client
+	feedRawEP *rawEndpoint
+	onFeed    bool
+	// lastInsert is the insert workload's result in this run, which the feed workload
+	// compares its inserts with.
+	lastInsert *Result
+	round      int // counts rounds, so that each round's keys are new
 
 	runID   string   // distinguishes this run's keys from earlier runs on a reused table
 	payload []string // the string payload, in ≤32,000-character properties
@@ -115,6 +123,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) ([]Result, error) {
 			break
 		}
 		r, err := b.runRounds(ctx, name)
+		if name == WorkloadInsert {
+			b.lastInsert = &r
+		}
 		results = append(results, r)
 		writeResultText(b.text, r)
 		if err != nil {
@@ -172,7 +183,7 @@ func newBench(opts Options, out io.Writer) (*bench, error) {
 	if opts.Consistency != "" {
 		perCall = append(perCall, consistencyPolicy(opts.Consistency))
 	}
-	mk := func(retry policy.RetryOptions, counted bool) (*aztables.Client, error) {
+	mk := func(table string, retry policy.RetryOptions, counted bool) (*aztables.Client, error) {
 		co := azcore.ClientOptions{Transport: b.hc, Retry: retry, PerCallPolicies: perCall}
 		if counted {
 			co.Transport = measuredHC
@@ -184,7 +195,7 @@ func newBench(opts Options, out io.Writer) (*bench, error) {
 			// The SDK's message can echo the string; keep keys out of output.
 			return nil, errors.New("bench: invalid connection string: want AccountName plus AccountKey or SharedAccessSignature")
 		}
-		return svc.NewClient(b.opts.Table), nil
+		return svc.NewClient(table), nil
 	}
 	var err error
 	// MaxRetries < 0 means one try. Setup retries 3 times but starts at
@@ -195,10 +206,13 @@ func newBench(opts Options, out io.Writer) (*bench, error) {
 	if opts.Retry {
 		measured = policy.RetryOptions{} // the SDK's defaults
 	}
-	if b.table, err = mk(measured, true); err != nil {
+	if b.table, err = mk(b.opts.Table, measured, true); err != nil {
 		return nil, err
 	}
-	if b.setupTable, err = mk(policy.RetryOptions{MaxRetries: 3, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 5 * time.Second}, false); err != nil {
+	if b.feedTable, err = mk(b.feedTableName(), measured, true); err != nil {
+		return nil, err
+	}
+	if b.setupTable, err = mk(b.opts.Table, policy.RetryOptions{MaxRetries: 3, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 5 * time.Second}, false); err != nil {
 		return nil, err
 	}
 	if opts.Client == ClientRaw {
@@ -207,6 +221,9 @@ func newBench(opts Options, out io.Writer) (*bench, error) {
 		}
 		b.rawEP.rec = b.rec
 		b.rawEP.consistency = opts.Consistency
+		if b.feedRawEP, err = newRawEndpoint(opts.ConnectionString, b.feedTableName(), nil); err != nil {
+			return nil, errors.New("bench: invalid connection string: want AccountName plus AccountKey or SharedAccessSignature")
+		}
 	}
 	return b, nil
 }
@@ -287,6 +304,10 @@ func (b *bench) startFloor() error {
 // or, while b.onFloor, at the floor.
 func (b *bench) newTarget() target {
 	switch {
+	case b.onFeed && b.opts.Client == ClientRaw:
+		return newRawTarget(b.feedRawEP)
+	case b.onFeed:
+		return sdkTarget{b.feedTable}
 	case b.opts.Client == ClientRaw && b.onFloor:
 		return newRawTarget(b.floorRawEP)
 	case b.opts.Client == ClientRaw:

@@ -27,7 +27,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 		EntitySize:       1024,
 		Preload:          10000,
 		Partitions:       100,
-		Workloads:        AllWorkloads,
+		Workloads:        DefaultWorkloads,
 	}
 	if !optionsEqual(o, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", o, want)
@@ -66,7 +66,7 @@ func TestParseFlagsExplicit(t *testing.T) {
 	if o.ConnectionString != "AccountName=fromenv;AccountKey=a2V5" {
 		t.Fatalf("env connection string not used: %q", o.ConnectionString)
 	}
-	if !slices.Equal(o.Workloads, AllWorkloads) {
+	if !slices.Equal(o.Workloads, DefaultWorkloads) {
 		t.Fatalf("all: %v", o.Workloads)
 	}
 }
@@ -311,12 +311,12 @@ func testRunAgainstFake(t *testing.T, client string) {
 	o := quick(cs)
 	o.Client = client
 	rs, out := runLogged(t, o)
-	if len(rs) != len(AllWorkloads) {
+	if len(rs) != len(DefaultWorkloads) {
 		t.Fatalf("%d results", len(rs))
 	}
 	for i, r := range rs {
-		if r.Workload != AllWorkloads[i] {
-			t.Errorf("result %d is %s, want %s", i, r.Workload, AllWorkloads[i])
+		if r.Workload != DefaultWorkloads[i] {
+			t.Errorf("result %d is %s, want %s", i, r.Workload, DefaultWorkloads[i])
 		}
 	}
 	for _, name := range []string{WorkloadInsert, WorkloadRead, WorkloadUpsert, WorkloadUpdate, WorkloadQuery} {

@@ -56,10 +56,17 @@ const (
 	// The load workloads write Options.Load entities each and time the whole load.
 	WorkloadBatchLoad = "batchload"
 	WorkloadBulkLoad  = "bulkload"
+	// WorkloadFeed inserts into a table with Cerulean's change feed on while a reader
+	// long-polls it (feed.go); only on request, since only Cerulean serves feeds.
+	WorkloadFeed = "feed"
 )
 
 // AllWorkloads lists every workload in execution order.
-var AllWorkloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpsert, WorkloadUpdate, WorkloadQuery, WorkloadScan, WorkloadBatch, WorkloadBatchLoad, WorkloadBulkLoad}
+var AllWorkloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpsert, WorkloadUpdate, WorkloadQuery, WorkloadScan, WorkloadBatch, WorkloadBatchLoad, WorkloadBulkLoad, WorkloadFeed}
+
+// DefaultWorkloads are the workloads run when none are named: every workload any Azure
+// Table endpoint serves.
+var DefaultWorkloads = AllWorkloads[:len(AllWorkloads)-1]
 
 // workloadHelp describes each workload for --help.
 var workloadHelp = map[string]string{
@@ -72,6 +79,7 @@ var workloadHelp = map[string]string{
 	WorkloadBatch:     "100-entity insert transactions in one partition; skipped if the server rejects batches",
 	WorkloadBatchLoad: "loads --load new entities with 100-entity insert transactions (Workers at once); entities/s of the whole load",
 	WorkloadBulkLoad:  "loads --load new entities into an elastic table with Cerulean bulk requests (?comp=bulk, ~3 MiB each, Workers/8 at once); entities/s of the whole load; skipped on other servers",
+	WorkloadFeed:      "AddEntity of new entities, as insert does, into a table with Cerulean's change feed on while one reader long-polls the feed: entities/s (against insert's when both run), the delay from each write's acknowledgement to the reader seeing it (p50, p99), then the feed read from its beginning (changes/s); only when named, skipped on other servers",
 }
 
 // Limits that keep generated entities and batches inside Azure's service
@@ -258,7 +266,7 @@ func (o Options) normalize() (Options, error) {
 // execution order; empty means all.
 func normalizeWorkloads(names []string) ([]string, error) {
 	if len(names) == 0 {
-		return slices.Clone(AllWorkloads), nil
+		return slices.Clone(DefaultWorkloads), nil
 	}
 	seen := map[string]bool{}
 	for _, n := range names {
@@ -267,7 +275,7 @@ func normalizeWorkloads(names []string) ([]string, error) {
 		case n == "":
 			continue
 		case n == "all":
-			return slices.Clone(AllWorkloads), nil
+			return slices.Clone(DefaultWorkloads), nil
 		case !slices.Contains(AllWorkloads, n):
 			return nil, fmt.Errorf("bench: unknown workload %q (want %s)", n, strings.Join(AllWorkloads, ", "))
 		}
@@ -325,7 +333,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	fs.IntVar(&o.Partitions, "partitions", DefaultPartitions, "partitions the load is spread over")
 	fs.IntVar(&o.Load, "load", DefaultLoad, "entities batchload and bulkload each write")
 	fs.BoolVar(&o.HotPartition, "hot-partition", false, "aim all load at a single partition (partition stress test)")
-	fs.StringVar(&workloads, "workloads", strings.Join(AllWorkloads, ","), "comma-separated subset of "+strings.Join(AllWorkloads, ","))
+	fs.StringVar(&workloads, "workloads", strings.Join(DefaultWorkloads, ","), "comma-separated subset of "+strings.Join(AllWorkloads, ",")+" (feed, Cerulean's change feed, only when named)")
 	fs.StringVar(&o.Table, "table", "", `table to use (default "bench" + random; a pre-existing table is reused and never dropped)`)
 	fs.BoolVar(&o.Keep, "keep", false, "keep the table at the end")
 	fs.StringVar(&o.Consistency, "consistency", "", "send x-ms-consistency-level `LEVEL` on every read (Strong, BoundedStaleness, Session, ConsistentPrefix, Eventual), e.g. to measure reads served by Cerulean's read replicas; default none (the server's default)")

@@ -60,6 +60,13 @@ type Result struct {
 	// Notes carries workload-specific findings: the update workload's
 	// counter check, a skipped batch workload's reason, error breakdowns.
 	Notes string `json:"notes,omitempty"`
+	// FeedDelayP50 and FeedDelayP99 are, for the feed workload, the delays from a
+	// write's acknowledgement to the feed's reader receiving its record (JSON:
+	// feed_delay_p50_ms, feed_delay_p99_ms), and FeedReadPerSec the changes/s of reading
+	// the feed back from its beginning.
+	FeedDelayP50   time.Duration `json:"-"`
+	FeedDelayP99   time.Duration `json:"-"`
+	FeedReadPerSec float64       `json:"feed_read_changes_per_sec,omitempty"`
 }
 
 // Paced is Options.Rounds rounds run at a fixed rate below the maximum: the median round
@@ -103,10 +110,12 @@ func (r Result) MarshalJSON() ([]byte, error) {
 	type plain Result // no methods: avoids recursion
 	return json.Marshal(struct {
 		plain
-		OpsPerSec float64 `json:"ops_per_sec"`
-		P50       float64 `json:"p50_ms"`
-		P99       float64 `json:"p99_ms"`
-	}{plain(r), r.OpsPerSec(), ms(r.P50), ms(r.P99)})
+		OpsPerSec    float64 `json:"ops_per_sec"`
+		P50          float64 `json:"p50_ms"`
+		P99          float64 `json:"p99_ms"`
+		FeedDelayP50 float64 `json:"feed_delay_p50_ms,omitempty"`
+		FeedDelayP99 float64 `json:"feed_delay_p99_ms,omitempty"`
+	}{plain(r), r.OpsPerSec(), ms(r.P50), ms(r.P99), ms(r.FeedDelayP50), ms(r.FeedDelayP99)})
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -59,6 +59,8 @@ func (b *bench) runWorkload(ctx context.Context, name string) (Result, error) {
 		return b.runBatchLoad(ctx), nil
 	case WorkloadBulkLoad:
 		return b.runBulkLoad(ctx), nil
+	case WorkloadFeed:
+		return b.runFeed(ctx), nil
 	}
 	return Result{Workload: name}, fmt.Errorf("bench: unknown workload %q", name)
 }
