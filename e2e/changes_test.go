@@ -275,3 +275,45 @@ func TestChangeFeedRefusals(t *testing.T) {
 		t.Errorf("a SAS for PartitionKeys b..n read %+v", all)
 	}
 }
+
+// TestChangeFeedRetention: records older than the table's retention are removed in the
+// background; a continuation from before them gets 410 ChangeFeedContinuationExpired,
+// never a silent gap, and "beginning" starts at the oldest record retained.
+func TestChangeFeedRetention(t *testing.T) {
+	srv := startOwnServer(t, withArgs("--expiry-interval", "300ms"))
+	c := bulkClient(t, srv)
+	name := tableName(t)
+	if err := c.CreateTable(ctx(t), name, &client.TableSettings{ChangeFeedRetention: 1}); err != nil {
+		t.Fatal(err)
+	}
+	tc := newServiceClient(t, srv).NewClient(name)
+	start, err := c.ReadChanges(ctx(t), name, client.ChangesOptions{From: client.FromNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.AddEntity(ctx(t), marshal(t, map[string]any{"PartitionKey": "p", "RowKey": "old"}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := readAllChanges(t, c, name, start.Continuation, 10); len(got) != 1 {
+		t.Fatalf("before the retention passed: %d records", len(got))
+	}
+	var e *client.Error
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := c.ReadChanges(ctx(t), name, client.ChangesOptions{From: start.Continuation})
+		if errors.As(err, &e) && e.Status == http.StatusGone && e.Code == client.ErrChangesExpired {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("reading from before a removed record: %v, want 410 %s", err, client.ErrChangesExpired)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := tc.AddEntity(ctx(t), marshal(t, map[string]any{"PartitionKey": "p", "RowKey": "new"}), nil); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := readAllChanges(t, c, name, client.FromBeginning, 10)
+	if len(got) != 1 || got[0].RowKey != "new" {
+		t.Fatalf("from the beginning after the retention: %+v", got)
+	}
+}
