@@ -154,8 +154,10 @@ func (s *Service) ReadChanges(ctx context.Context, account, table string, q Chan
 		err = cf.WaitChanges(wctx, account, table, cur.FeedID, cur.After)
 		cancel()
 		if err != nil {
-			if wctx.Err() != nil && ctx.Err() == nil {
-				return page, sv, nil // waited its time: the empty page and where it ended
+			if wctx.Err() != nil {
+				// Waited its time (or the server is stopping, or the client went away,
+				// which is no failure of the read): the empty page and where it ended.
+				return page, sv, nil
 			}
 			return ChangesPage{}, Served{}, s.changesErr(err)
 		}
