@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sort"
 	"sync"
 	"time"
@@ -34,22 +33,7 @@ func (b *bench) runFeed(ctx context.Context) Result {
 	if err := c.CreateTable(ctx, name, &client.TableSettings{ChangeFeedRetention: 3600}); err != nil {
 		return skip("creating a table with a change feed: " + summarize(err))
 	}
-	defer func() {
-		if b.opts.Keep {
-			fmt.Fprintf(b.text, "table %s kept\n", name)
-			return
-		}
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		resp, err := c.Do(dctx, http.MethodDelete, "Tables('"+name+"')", nil, nil, nil)
-		if err == nil {
-			err = client.ResponseError(resp)
-			resp.Body.Close()
-		}
-		if err != nil {
-			fmt.Fprintf(b.text, "table %s not deleted: %s\n", name, summarize(err))
-		}
-	}()
+	defer b.dropTable(ctx, c, name)
 	start, err := c.ReadChanges(ctx, name, client.ChangesOptions{From: client.FromNow})
 	if err != nil {
 		return skip("reading the change feed: " + summarize(err))

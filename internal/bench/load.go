@@ -167,24 +167,7 @@ func (b *bench) runBulkLoad(ctx context.Context) Result {
 	if err := c.CreateTable(ctx, name, &client.TableSettings{Elastic: true}); err != nil {
 		return skip("creating an elastic table: " + summarize(err))
 	}
-	defer func() {
-		if b.opts.Keep {
-			fmt.Fprintf(b.text, "table %s kept\n", name)
-			return
-		}
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		resp, err := c.Do(dctx, http.MethodDelete, "Tables('"+name+"')", nil, nil, nil)
-		if err == nil {
-			err = client.ResponseError(resp)
-			resp.Body.Close()
-		}
-		if err == nil {
-			fmt.Fprintf(b.text, "table %s deleted\n", name)
-		} else {
-			fmt.Fprintf(b.text, "table %s not deleted: %s\n", name, summarize(err))
-		}
-	}()
+	defer b.dropTable(ctx, c, name)
 	if _, err := c.Bulk(ctx, name, nil); err != nil {
 		return skip("the server refused a bulk request: " + summarize(err))
 	}
@@ -218,6 +201,27 @@ func (b *bench) runBulkLoad(ctx context.Context) Result {
 	})
 	return b.result(WorkloadBulkLoad, st, secs, nil,
 		fmt.Sprintf("%s entities in bulk requests of %d, %d workers, elastic table %s", commas(float64(b.opts.Load)), size, workers, name))
+}
+
+// dropTable deletes a table a workload created for itself (unless --keep), even when ctx
+// is cancelled, and says so.
+func (b *bench) dropTable(ctx context.Context, c *client.Client, name string) {
+	if b.opts.Keep {
+		fmt.Fprintf(b.text, "table %s kept\n", name)
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	resp, err := c.Do(dctx, http.MethodDelete, "Tables('"+name+"')", nil, nil, nil)
+	if err == nil {
+		err = client.ResponseError(resp)
+		resp.Body.Close()
+	}
+	if err == nil {
+		fmt.Fprintf(b.text, "table %s deleted\n", name)
+	} else {
+		fmt.Fprintf(b.text, "table %s not deleted: %s\n", name, summarize(err))
+	}
 }
 
 // leanClient is a client package client for the connection string's account key.
