@@ -22,7 +22,7 @@ const (
 	MaxChangesWait = 60 * time.Second
 )
 
-// ErrNoChangeFeed means the table records no change feed (or the engine records none):
+// ErrNoChangeFeed means the table records no change feed:
 // the server answers a read of its feed as it answers an operation it does not know, so
 // a table without the feed shows nothing of the extension.
 var ErrNoChangeFeed = errors.New("the table has no change feed")
@@ -117,10 +117,7 @@ type ChangesPage struct {
 // records after From were removed by retention or From is not a continuation of this
 // table.
 func (s *Service) ReadChanges(ctx context.Context, account, table string, q ChangesQuery, rd Read) (ChangesPage, Served, error) {
-	cf, ok := s.eng.(storage.ChangeFeed)
-	if !ok {
-		return ChangesPage{}, Served{}, ErrNoChangeFeed
-	}
+	cf := s.eng
 	var deadline time.Time
 	if q.Wait > 0 {
 		deadline = time.Now().Add(q.Wait)
@@ -170,7 +167,7 @@ func (s *Service) ReadChanges(ctx context.Context, account, table string, q Chan
 }
 
 // readChanges reads one page of the feed after cur, filtered by q.
-func (s *Service) readChanges(ctx context.Context, cf storage.ChangeFeed, account, table string, cur Cursor, q ChangesQuery, rd Read) (ChangesPage, Served, error) {
+func (s *Service) readChanges(ctx context.Context, cf storage.ChangeReader, account, table string, cur Cursor, q ChangesQuery, rd Read) (ChangesPage, Served, error) {
 	v, err := s.view(ctx, rd, cur.Position, entityScope)
 	if err != nil {
 		return ChangesPage{}, Served{}, err
