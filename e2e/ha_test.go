@@ -15,6 +15,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/ceruleandb/cerulean/client"
 	"github.com/ceruleandb/cerulean/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -342,6 +343,17 @@ func TestHAFailoverPositions(t *testing.T) {
 	if _, err := client0.AddEntity(ctx(t), []byte(`{"PartitionKey":"p","RowKey":"r","N":1}`), nil); err != nil {
 		t.Fatal(err)
 	}
+	// A table with a change feed, written before the failover: its numbering must jump
+	// past what the old timeline could have handed out (docs/change-feed-design.md §5).
+	lean := bulkClient(t, fes[0].srv)
+	feed := tableName(t) + "feed"
+	if err := lean.CreateTable(ctx(t), feed, &client.TableSettings{ChangeFeedRetention: 3600}); err != nil {
+		t.Fatal(err)
+	}
+	feedClient := fes[0].svc.NewClient(feed)
+	if _, err := feedClient.AddEntity(ctx(t), []byte(`{"PartitionKey":"p","RowKey":"before"}`), nil); err != nil {
+		t.Fatal(err)
+	}
 	c.WaitHealthy(time.Minute) // the standbys have it
 
 	leader.PauseWALSenders()
@@ -416,6 +428,15 @@ func TestHAFailoverPositions(t *testing.T) {
 		if pos <= token {
 			t.Errorf("a write through front end %d after the failover has position %d, below the old primary's token %d: positions went back", i, pos, token)
 		}
+	}
+	if _, err := feedClient.AddEntity(ctx(t), []byte(`{"PartitionKey":"p","RowKey":"after"}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := readAllChanges(t, lean, feed, client.FromBeginning, 10)
+	if len(recs) != 2 || recs[0].RowKey != "before" || recs[1].RowKey != "after" || recs[1].Seq < recs[0].Seq+1<<23 {
+		t.Errorf("the change feed across the failover: %+v; want before, then after numbered at least 2^23 higher", recs)
+	} else {
+		t.Logf("change feed: Seq %d before the failover, %d after", recs[0].Seq, recs[1].Seq)
 	}
 }
 

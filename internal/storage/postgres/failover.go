@@ -88,6 +88,21 @@ const advanceLock int64 = 0x6365_7275_6c65_616e
 // maxAdvance bounds one advanceQuery's message.
 const maxAdvance = 64 << 20
 
+// feedFailoverGap is how far every change feed's counter jumps when a promoted standby
+// (or a primary restarted after a crash) first takes writes (docs/change-feed-design.md
+// §5). A reader of an asynchronous standby may have seen records of the old timeline that
+// the promoted standby never received; their numbers lie below the counter's value on
+// the old primary, which is at most the records in flight past the switch point above
+// the counter the new primary starts from. After the jump every record of the new
+// timeline is numbered above them, so a continuation from such a record reads on without
+// skipping a record of the new timeline (the lost records themselves are gone, as their
+// changes are). A reader of the primary or a synchronous standby never sees such records.
+const feedFailoverGap = 1 << 24
+
+// feedFailoverQuery moves every feed's counter past the numbers the old timeline may
+// have handed out.
+const feedFailoverQuery = `UPDATE cerulean_feeds SET next = next + $1`
+
 // checkPrimary runs on every new connection to the primary before it serves anything:
 // see above. It returns an error only when the connection failed (the pool then drops
 // it); a database that cannot answer the queries (not PostgreSQL's WAL functions, or a
@@ -133,6 +148,14 @@ func (e *Engine) checkPrimary(ctx context.Context, c *pgx.Conn) error {
 	if pos >= target {
 		e.observe(pos)
 		return nil
+	}
+	if replayed != 0 {
+		// Before any write of this timeline takes a number: the first connection past
+		// the switch point does it, under the lock, before it advances the position (so
+		// a later connection that finds the position advanced finds the counters moved).
+		if _, err := c.Exec(ctx, feedFailoverQuery, int64(feedFailoverGap)); err != nil {
+			return primaryCheckErr(err)
+		}
 	}
 	from := pos
 	for range 8 {
