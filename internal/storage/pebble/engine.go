@@ -30,8 +30,9 @@
 //     together and share WAL syncs (group commit), even when their rows share stripes.
 //   - Change feeds (changes.go): a table with the feed on gets one record per committed
 //     change in the change's own batch, numbered under the row locks and read only up to
-//     the horizon below the numbers still in flight; a table without it writes nothing
-//     more.
+//     the horizon below the numbers still in flight; a row's last write leaves its
+//     state to the row, which refers to its record, so an entity's bytes are written
+//     once (changes.go, leanRecord). A table without it writes nothing more.
 //   - Point reads go through a row cache of the values they read (rowcache.go), which
 //     every Apply and expiry purge invalidates under the row locks, so it is exact.
 //   - Values of 256 bytes or more live in blob files beside the LSM (Pebble's value

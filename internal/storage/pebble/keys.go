@@ -24,7 +24,8 @@ import (
 //	                                      that expires, in expiry order within a table
 //	0x07 table id (8 bytes BE) seq (8 bytes BE)
 //	                                    → a change feed record (changes.go); seq 0 is
-//	                                      the feed's mark (retention mark, owner)
+//	                                      the feed's mark (retention mark, owner); a
+//	                                      lean record's state is its row's (format 4)
 //	0x10 table id (8 bytes BE) esc(PK) esc(RK)
 //	                                    → entity value (see appendValue)
 //
