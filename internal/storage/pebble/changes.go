@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -124,6 +125,13 @@ func (f *feedState) waitPast(ctx context.Context, after uint64) error {
 	}
 }
 
+// removedNow is the retention mark as it stands.
+func (f *feedState) removedNow() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.removed
+}
+
 func (f *feedState) horizonNow() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -199,54 +207,132 @@ type change struct {
 	version int64
 	at      int64
 	expiry  int64
+	// lean: the record leaves its state to its row, which the same batch writes with
+	// the record's number (valueTagRef).
+	lean bool
 }
+
+// leanRecord marks, in a record's op byte, a record whose state is its row's.
+//
+// Lean records. A write's record carries the entity's whole state, and so did the row
+// it wrote: every byte of a feed table's write went through the WAL, the memtable and
+// the flush twice. So the last write of a row in an Apply that its feed records is
+// written lean (no properties) and its row with a reference to it (valueTagRef: the
+// record's number and op). Whenever such a row is written again or removed — by an
+// Apply, the feed on or off, by the expiry purge, or by the purge of its deleted table
+// — the same batch writes the record in full from the row's stored state first (a
+// fill), unless retention has already removed it. So in any snapshot a lean record's row
+// holds exactly its state (the row's version and reference say so), and a read of the
+// feed takes the properties from the row, in the same snapshot. A write costs its bytes
+// once; a change written over costs them again, as every change did before; a feed read
+// costs a point read per lean record.
+const leanRecord = 0x80
 
 // appendChange encodes a record:
 //
 //	op | version (8 BE) | at (8 BE) | expiry (8 BE) | esc(PK) | esc(RK) | props
 //
-// with the properties in entity.AppendProps form, as rows are stored.
+// with the properties in entity.AppendProps form, as rows are stored; a lean one has
+// leanRecord in its op byte and no properties.
 func appendChange(dst []byte, c *change, pk string) []byte {
-	dst = append(dst, byte(c.op))
+	op := byte(c.op)
+	if c.lean {
+		op |= leanRecord
+	}
+	dst = append(dst, op)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(c.version))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(c.at))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(c.expiry))
 	dst = appendEscaped(dst, pk)
 	dst = appendEscaped(dst, c.rk)
+	if c.lean {
+		return dst
+	}
 	return entity.AppendProps(dst, c.props)
 }
 
-// decodeChange decodes a record's value; its properties are decoded only if the
-// record passes keep.
-func decodeChange(seq uint64, v []byte, keep func(pk string) bool) (storage.Change, bool, error) {
-	if len(v) < 25 {
-		return storage.Change{}, false, fmt.Errorf("change record: %w", entity.ErrCorrupt)
+// appendFilled encodes in full the lean record whose state a row stores: the row's
+// value v (valueTagRef) and its keys, the properties copied as stored.
+func appendFilled(dst, v []byte, pk, rk string) ([]byte, error) {
+	version, expiry, enc, err := parseValue(v)
+	if err != nil {
+		return dst, err
 	}
-	c := storage.Change{
+	_, op := valueRef(v)
+	dst = append(dst, op&^leanRecord)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(version))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(version)) // a write's At is its version
+	dst = binary.BigEndian.AppendUint64(dst, uint64(expiry))
+	dst = appendEscaped(dst, pk)
+	dst = appendEscaped(dst, rk)
+	return append(dst, enc...), nil
+}
+
+// decodeChange decodes a record's value; its properties are decoded only if the
+// record passes keep. A lean record (lean true) comes without them: they are its row's.
+func decodeChange(seq uint64, v []byte, keep func(pk string) bool) (c storage.Change, ok, lean bool, err error) {
+	if len(v) < 25 {
+		return storage.Change{}, false, false, fmt.Errorf("change record: %w", entity.ErrCorrupt)
+	}
+	c = storage.Change{
 		Seq:     seq,
-		Op:      storage.ChangeOp(v[0]),
+		Op:      storage.ChangeOp(v[0] &^ leanRecord),
 		Version: int64(binary.BigEndian.Uint64(v[1:9])),
 		At:      int64(binary.BigEndian.Uint64(v[9:17])),
 		Expiry:  int64(binary.BigEndian.Uint64(v[17:25])),
 	}
 	pk, _, rest, err := decodeEscaped(v[25:])
 	if err != nil {
-		return storage.Change{}, false, fmt.Errorf("change record: %w", err)
+		return storage.Change{}, false, false, fmt.Errorf("change record: %w", err)
 	}
 	rk, _, rest, err := decodeEscaped(rest)
 	if err != nil {
-		return storage.Change{}, false, fmt.Errorf("change record: %w", err)
+		return storage.Change{}, false, false, fmt.Errorf("change record: %w", err)
 	}
 	c.PartitionKey, c.RowKey = pk, rk
 	if c.Op < storage.ChangeExpire && !keep(pk) {
-		return c, false, nil
+		return c, false, false, nil
+	}
+	if v[0]&leanRecord != 0 {
+		return c, true, true, nil
 	}
 	if props, err := entity.DecodeProps(rest); err != nil {
-		return storage.Change{}, false, fmt.Errorf("change record: %w", err)
+		return storage.Change{}, false, false, fmt.Errorf("change record: %w", err)
 	} else if len(props) > 0 {
 		c.Props = props
 	}
-	return c, true, nil
+	return c, true, false, nil
+}
+
+// leanProps reads the properties of lean record c of feed id from its row, through rows
+// (an iterator over the table's rows in the snapshot the record was read in).
+func leanProps(rows *pebbledb.Iterator, id uint64, c *storage.Change) error {
+	key := dataKey(id, c.PartitionKey, c.RowKey)
+	if !rows.SeekPrefixGE(key) || !bytes.Equal(rows.Key(), key) {
+		if err := rows.Error(); err != nil {
+			return err
+		}
+		return fmt.Errorf("change record %d: its row is gone: %w", c.Seq, entity.ErrCorrupt)
+	}
+	v, err := rows.ValueAndErr()
+	if err != nil {
+		return err
+	}
+	version, _, enc, err := parseValue(v)
+	if err != nil {
+		return err
+	}
+	if seq, _ := valueRef(v); seq != c.Seq || version != c.Version {
+		return fmt.Errorf("change record %d: its row holds another state: %w", c.Seq, entity.ErrCorrupt)
+	}
+	props, err := entity.DecodeProps(enc)
+	if err != nil {
+		return fmt.Errorf("change record %d: %w", c.Seq, err)
+	}
+	if len(props) > 0 {
+		c.Props = props
+	}
+	return nil
 }
 
 // putChanges numbers cs from the table's feed and puts them into b, keyed by number;
@@ -383,6 +469,12 @@ func (e *Engine) ReadChanges(ctx context.Context, account, table string, req sto
 	keep := func(pk string) bool {
 		return (req.StartPK == nil || pk >= *req.StartPK) && (req.EndPK == nil || pk < *req.EndPK)
 	}
+	var rows *pebbledb.Iterator // the table's rows in it's snapshot, for lean records
+	defer func() {
+		if rows != nil {
+			rows.Close()
+		}
+	}()
 	examined := 0
 	for valid := it.SeekGE(feedKey(f.id, after+1)); valid; valid = it.Next() {
 		_, seq, err := decodeFeedKey(it.Key())
@@ -398,9 +490,22 @@ func (e *Engine) ReadChanges(ctx context.Context, account, table string, req sto
 		if err != nil {
 			return storage.ChangesPage{}, fmt.Errorf("read changes: %w", err)
 		}
-		c, ok, err := decodeChange(seq, v, keep)
+		c, ok, lean, err := decodeChange(seq, v, keep)
 		if err != nil {
 			return storage.ChangesPage{}, fmt.Errorf("read changes: %w", err)
+		}
+		if lean {
+			if rows == nil {
+				if rows, err = it.Clone(pebbledb.CloneOptions{IterOptions: &pebbledb.IterOptions{
+					LowerBound: tablePrefix(f.id),
+					UpperBound: tablePrefix(f.id + 1),
+				}}); err != nil {
+					return storage.ChangesPage{}, fmt.Errorf("read changes: %w", err)
+				}
+			}
+			if err := leanProps(rows, f.id, &c); err != nil {
+				return storage.ChangesPage{}, fmt.Errorf("read changes: %w", err)
+			}
 		}
 		if ok {
 			page.Changes = append(page.Changes, c)
@@ -489,6 +594,22 @@ func (e *Engine) recordingFeeds(ids []uint64) (map[uint64]*feedState, func()) {
 	}
 }
 
+// feedsByID returns the registered feeds, on or off, of the tables ids.
+func (e *Engine) feedsByID(ids []uint64) map[uint64]*feedState {
+	var out map[uint64]*feedState
+	e.feedsMu.Lock()
+	defer e.feedsMu.Unlock()
+	for _, id := range ids {
+		if f := e.feeds[id]; f != nil {
+			if out == nil {
+				out = map[uint64]*feedState{}
+			}
+			out[id] = f
+		}
+	}
+	return out
+}
+
 // feedIDs is the table ids of the expiry index keys entries.
 func feedIDs(entries [][]byte) []uint64 {
 	var ids []uint64
@@ -572,7 +693,7 @@ func (e *Engine) trimFeed(ctx context.Context, f *feedState) (int, error) {
 			break
 		}
 		n, last = n+1, seq
-		ended = storage.ChangeOp(v[0]) == storage.ChangeTableDeleted
+		ended = storage.ChangeOp(v[0]&^leanRecord) == storage.ChangeTableDeleted
 	}
 	if err := it.Error(); err != nil {
 		return 0, err

@@ -30,8 +30,9 @@
 //     together and share WAL syncs (group commit), even when their rows share stripes.
 //   - Change feeds (changes.go): a table with the feed on gets one record per committed
 //     change in the change's own batch, numbered under the row locks and read only up to
-//     the horizon below the numbers still in flight; a table without it writes nothing
-//     more.
+//     the horizon below the numbers still in flight; a row's last write leaves its
+//     state to the row, which refers to its record, so an entity's bytes are written
+//     once (changes.go, leanRecord). A table without it writes nothing more.
 //   - Point reads go through a row cache of the values they read (rowcache.go), which
 //     every Apply and expiry purge invalidates under the row locks, so it is exact.
 //   - Values of 256 bytes or more live in blob files beside the LSM (Pebble's value
@@ -589,11 +590,16 @@ func (e *Engine) load() error {
 	}
 	// Writing the format (a new store's, or an upgrade of a format-1 store) in a synced
 	// batch also gives the committed position its start: the batch's sequence number is
-	// above that of every write before the restart.
+	// above that of every write before the restart. A store with feeds (format 3 or
+	// later) is marked with this build's format, which its feed tables' writes may now
+	// use (keys.go).
 	b := e.db.NewBatch()
 	mark := uint64(formatBase)
 	if ok && format > mark {
 		mark = format
+	}
+	if mark >= formatFeeds {
+		mark = formatVersion
 	}
 	_ = b.Set(metaFormat, binary.BigEndian.AppendUint64(nil, mark), nil)
 	err = b.Commit(pebbledb.Sync)
@@ -1044,6 +1050,14 @@ type row struct {
 	// expiredStored is a stored row found expired, until a mutation of the Apply writes
 	// over it: a feed records its expiry first (noteChange).
 	expiredStored bool
+	// ref is the number of the lean record whose state the stored row holds (0: none),
+	// and refValue the stored value then (a copy), from which a write of the row fills
+	// that record (changes.go, leanRecord).
+	ref      uint64
+	refValue []byte
+	// lastWrite is 1 + the index, among the Apply's records, of the write that left the
+	// row's state (0: none), which is then written lean with the row referring to it.
+	lastWrite int
 }
 
 // noteChange appends the records of mutation m, which has just succeeded on row r
@@ -1209,10 +1223,29 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 		dirty = true
 		if feed != nil {
 			changes = noteChange(changes, r, &muts[i], props, v, now)
+			r.lastWrite = 0
+			if muts[i].Op != storage.Delete && r.Exists {
+				r.lastWrite = len(changes) // the write's record is the last one noted
+			}
 		}
 	}
 	if !dirty {
 		return versions, 0, nil // ApplyEach with every mutation failed: nothing to commit
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err // nothing committed yet: the caller gave up while we waited
+	}
+	var first uint64 // the number of changes[0]
+	if len(changes) > 0 {
+		// Numbered under the row locks, retired once the batch is synced (or failed):
+		// commitReleasing returns only then.
+		first = feed.take(len(changes))
+		defer feed.finish(first)
+		for j := range rows {
+			if r := &rows[j]; r.Dirty && r.Exists && r.lastWrite > 0 {
+				changes[r.lastWrite-1].lean = true
+			}
+		}
 	}
 
 	b := e.db.NewBatch()
@@ -1221,12 +1254,28 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 	defer putBuf(&valuePool, vb)
 	buf := (*vb)[:0]
 	defer func() { *vb = buf }()
+	var key [17]byte
 	for j := range rows {
 		r := &rows[j]
 		if !r.Dirty {
 			continue
 		}
-		if r.Exists {
+		if r.ref != 0 {
+			// The stored row's lean record loses its state with this write: it gets
+			// it in full, unless retention has removed it.
+			if f := t.feed; f != nil && r.ref > f.removedNow() {
+				var err error
+				if buf, err = appendFilled(buf[:0], r.refValue, pk, r.rk); err != nil {
+					return nil, 0, fmt.Errorf("read entity: %w", err)
+				}
+				_ = b.Set(appendFeedKey(key[:0], f.id, r.ref), buf, nil)
+			}
+		}
+		if r.Exists && r.lastWrite > 0 && len(changes) > 0 {
+			c := &changes[r.lastWrite-1]
+			buf = appendValueRef(buf[:0], r.Version, r.expiry, first+uint64(r.lastWrite-1), byte(c.op), r.Props)
+			_ = b.Set(r.key, buf, nil)
+		} else if r.Exists {
 			buf = appendValue(buf[:0], r.Version, r.expiry, r.Props)
 			_ = b.Set(r.key, buf, nil) // copies
 		} else {
@@ -1243,15 +1292,9 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 			_ = b.Set(buf, nil, nil)
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, 0, err // nothing committed yet: the caller gave up while we waited
-	}
-	if len(changes) > 0 {
-		// Numbered under the row locks, retired once the batch is synced (or failed):
-		// commitReleasing returns only then.
-		var first uint64
-		first, buf = putChanges(b, feed, pk, changes, buf)
-		defer feed.finish(first)
+	for i := range changes {
+		buf = appendChange(buf[:0], &changes[i], pk)
+		_ = b.Set(appendFeedKey(key[:0], feed.id, first+uint64(i)), buf, nil)
 	}
 	// The row cache forgets the rows before the batch is visible and again once it is
 	// (rowCache), still under the row locks.
@@ -1448,6 +1491,9 @@ func loadRow(r *row, it *pebbledb.Iterator, needProps bool, now int64) error {
 	r.stored = true
 	r.Exists = !storage.Expired(r.storedExpiry, now)
 	r.expiredStored = !r.Exists
+	if r.ref, _ = valueRef(v); r.ref != 0 {
+		r.refValue = append(r.refValue[:0], v...)
+	}
 	if r.Exists && needProps {
 		// Decoded only if a merge needs it; the copy outlives the iterator.
 		r.Encoded = append([]byte(nil), enc...)

@@ -24,7 +24,8 @@ import (
 //	                                      that expires, in expiry order within a table
 //	0x07 table id (8 bytes BE) seq (8 bytes BE)
 //	                                    → a change feed record (changes.go); seq 0 is
-//	                                      the feed's mark (retention mark, owner)
+//	                                      the feed's mark (retention mark, owner); a
+//	                                      lean record's state is its row's (format 4)
 //	0x10 table id (8 bytes BE) esc(PK) esc(RK)
 //	                                    → entity value (see appendValue)
 //
@@ -68,10 +69,15 @@ var (
 // in a newer one. Format 3 added change feeds (kind 0x07); a store is marked 3 only when
 // a table's feed is first turned on (newFeed), so that a format-2 build, which would
 // write into a feed table without recording, refuses it, while stores without feeds stay
-// at formatBase and open in either build.
+// at formatBase and open in either build. Format 4 added rows that hold the state of
+// their change record (valueTagRef) and records that leave their state to the row
+// (changes.go); a store with feeds is marked 4 (newFeed, and Open for a format-3 store,
+// which then gets such rows), so that a format-3 build, which would misread them,
+// refuses it.
 const (
-	formatVersion = 3
+	formatVersion = 4
 	formatBase    = 2
+	formatFeeds   = 3 // the first format with change feeds
 )
 
 // The first byte of every entity value is a tag naming its layout, so rows written in an
@@ -79,18 +85,27 @@ const (
 //
 //	valueTag:       tag | version (8 bytes BE) | props
 //	valueTagExpiry: tag | version (8 bytes BE) | expiry (8 bytes BE) | props
+//	valueTagRef:    tag | version (8 bytes BE) | expiry (8 bytes BE) | seq (8 bytes BE) |
+//	                op | props
 //
 // A row that never expires is written with valueTag (the format-1 layout, 8 bytes
-// shorter); one with an expiry with valueTagExpiry.
+// shorter); one with an expiry with valueTagExpiry. A row of a feed table written by a
+// change that its feed recorded is written with valueTagRef (format 4): seq is the number
+// of that change's record in the table's feed and op its operation, and the record holds
+// no properties, the row's being its state (changes.go, "lean records"). Readers of the
+// row ignore seq and op.
 const (
 	valueTag       byte = 0x01
 	valueTagExpiry byte = 0x02
+	valueTagRef    byte = 0x03
 )
 
-// valueHeader is the length of the valueTag header; valueHeaderExpiry of valueTagExpiry's.
+// valueHeader is the length of the valueTag header; valueHeaderExpiry of valueTagExpiry's,
+// valueHeaderRef of valueTagRef's.
 const (
 	valueHeader       = 1 + 8
 	valueHeaderExpiry = 1 + 8 + 8
+	valueHeaderRef    = 1 + 8 + 8 + 8 + 1
 )
 
 var errCorruptKey = errors.New("corrupt key")
@@ -235,6 +250,17 @@ func appendValue(dst []byte, version, expiry int64, props []entity.Property) []b
 	return entity.AppendProps(dst, props)
 }
 
+// appendValueRef appends a valueTagRef entity value: the row's state is that of record
+// seq of its table's feed, a change of operation op.
+func appendValueRef(dst []byte, version, expiry int64, seq uint64, op byte, props []entity.Property) []byte {
+	dst = append(dst, valueTagRef)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(version))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(expiry))
+	dst = binary.BigEndian.AppendUint64(dst, seq)
+	dst = append(dst, op)
+	return entity.AppendProps(dst, props)
+}
+
 // parseValue splits an entity value into its version, expiry (0: never) and encoded
 // properties (a slice of v).
 func parseValue(v []byte) (version, expiry int64, props []byte, err error) {
@@ -243,8 +269,19 @@ func parseValue(v []byte) (version, expiry int64, props []byte, err error) {
 		return int64(binary.BigEndian.Uint64(v[1:9])), 0, v[valueHeader:], nil
 	case len(v) >= valueHeaderExpiry && v[0] == valueTagExpiry:
 		return int64(binary.BigEndian.Uint64(v[1:9])), int64(binary.BigEndian.Uint64(v[9:17])), v[valueHeaderExpiry:], nil
+	case len(v) >= valueHeaderRef && v[0] == valueTagRef:
+		return int64(binary.BigEndian.Uint64(v[1:9])), int64(binary.BigEndian.Uint64(v[9:17])), v[valueHeaderRef:], nil
 	}
 	return 0, 0, nil, fmt.Errorf("value: %w", entity.ErrCorrupt)
+}
+
+// valueRef returns the feed record whose state a valueTagRef value holds, its number
+// and operation; seq is 0 for the other layouts.
+func valueRef(v []byte) (seq uint64, op byte) {
+	if len(v) >= valueHeaderRef && v[0] == valueTagRef {
+		return binary.BigEndian.Uint64(v[17:25]), v[25]
+	}
+	return 0, 0
 }
 
 // decodeValue returns an entity value's version, expiry and properties (copied out of v).

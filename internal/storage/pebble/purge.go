@@ -2,13 +2,16 @@ package pebble
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"time"
 
+	"github.com/ceruleandb/cerulean/internal/entity"
 	"github.com/ceruleandb/cerulean/internal/storage"
 	pebbledb "github.com/cockroachdb/pebble/v2"
 )
@@ -158,9 +161,15 @@ func (e *Engine) expireBatch(ctx context.Context, from []byte, now int64) (int, 
 // Rows of a table whose change feed is on get an expire record each in the same batch,
 // which is then synced: a record a reader has seen must survive a crash. The tables of
 // such feeds are held (recordingFeeds) before the row locks, as Apply holds its table.
+//
+// Rows of a table with a feed (on or off, the table deleted or not) are read: a row that
+// holds the state of a lean record has that record filled in the same batch
+// (putFills).
 func (e *Engine) deleteExpired(entries [][]byte, rows []row) (int, error) {
-	feeds, release := e.recordingFeeds(feedIDs(entries))
+	ids := feedIDs(entries)
+	feeds, release := e.recordingFeeds(ids)
 	defer release()
+	withFeed := e.feedsByID(ids)
 	locks := e.lockRows(rows)
 	defer locks.unlock()
 	// Created under the locks: its snapshot holds the index keys' latest state. The
@@ -177,6 +186,7 @@ func (e *Engine) deleteExpired(entries [][]byte, rows []row) (int, error) {
 	if len(feeds) > 0 {
 		expired = map[*feedState][][]byte{}
 	}
+	var fills []leanFill
 	for i, k := range entries {
 		e.expiryVisited.Add(1)
 		if !it.SeekPrefixGE(k) || !bytes.Equal(it.Key(), k) {
@@ -185,17 +195,31 @@ func (e *Engine) deleteExpired(entries [][]byte, rows []row) (int, error) {
 			}
 			continue
 		}
+		id := binary.BigEndian.Uint64(k[1:9])
+		if f := withFeed[id]; f != nil {
+			fill, err := readLeanFill(it, f, rows[i].key, k)
+			if err != nil {
+				return 0, err
+			}
+			if fill.seq != 0 {
+				fills = append(fills, fill)
+			}
+		}
 		_ = b.Delete(rows[i].key, nil)
 		_ = b.Delete(k, nil)
 		n++
 		if len(feeds) > 0 {
-			if f := feeds[binary.BigEndian.Uint64(k[1:9])]; f != nil {
+			if f := feeds[id]; f != nil {
 				expired[f] = append(expired[f], k)
 			}
 		}
 	}
 	if n == 0 {
 		return 0, nil
+	}
+	if len(fills) > 0 {
+		unlock := e.putFills(b, fills)
+		defer unlock()
 	}
 	sync := pebbledb.NoSync
 	if len(expired) > 0 {
@@ -280,6 +304,19 @@ func (e *Engine) purgePending(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// Lean records of the table's feed get their state before the rows go; the
+		// feed's mark is held until they have gone, so that no fill (putFills) races
+		// with the trim.
+		e.feedsMu.Lock()
+		f := e.feeds[id]
+		e.feedsMu.Unlock()
+		if f != nil {
+			f.markMu.Lock()
+			if err := e.fillLean(ctx, f); err != nil {
+				f.markMu.Unlock()
+				return fmt.Errorf("purge table %d: %w", id, err)
+			}
+		}
 		b := e.db.NewBatch()
 		_ = b.DeleteRange(tablePrefix(id), tablePrefix(id+1), nil)
 		_ = b.DeleteRange(expiryPrefix(id), expiryPrefix(id+1), nil)
@@ -288,6 +325,9 @@ func (e *Engine) purgePending(ctx context.Context) error {
 		_ = b.Delete(purgeKey(id), nil)
 		err := e.commit(b)
 		b.Close()
+		if f != nil {
+			f.markMu.Unlock()
+		}
 		if err != nil {
 			return fmt.Errorf("purge table %d: %w", id, err)
 		}
@@ -315,4 +355,148 @@ func (e *Engine) pendingPurges(ctx context.Context) ([]uint64, error) {
 		return nil, fmt.Errorf("list purges: %w", err)
 	}
 	return ids, nil
+}
+
+// leanFill is a lean record to write in full: record seq of feed f, as value.
+type leanFill struct {
+	f     *feedState
+	seq   uint64
+	value []byte
+}
+
+// readLeanFill reads, through it, the stored row key of feed f's table (whose expiry index
+// key is k) and, if it holds the state of a lean record, returns that record in full.
+func readLeanFill(it *pebbledb.Iterator, f *feedState, key, k []byte) (leanFill, error) {
+	if !it.SeekPrefixGE(key) || !bytes.Equal(it.Key(), key) {
+		return leanFill{}, it.Error()
+	}
+	v, err := it.ValueAndErr()
+	if err != nil {
+		return leanFill{}, err
+	}
+	seq, _ := valueRef(v)
+	if seq == 0 {
+		return leanFill{}, nil
+	}
+	_, _, pk, rk, err := decodeExpiryKey(k)
+	if err != nil {
+		return leanFill{}, err
+	}
+	full, err := appendFilled(nil, v, pk, rk)
+	if err != nil {
+		return leanFill{}, err
+	}
+	return leanFill{f: f, seq: seq, value: full}, nil
+}
+
+// putFills puts into b the fills of records that retention has not removed, holding
+// the marks of their feeds (in id order) so that no trim removes one in between, and
+// returns the function that lets the marks go once b is committed. A feed removed whole
+// (its table deleted, its last record gone) gets none.
+func (e *Engine) putFills(b *pebbledb.Batch, fills []leanFill) func() {
+	slices.SortFunc(fills, func(x, y leanFill) int { return cmp.Compare(x.f.id, y.f.id) })
+	var held []*feedState
+	var key [17]byte
+	for i, fl := range fills {
+		f := fl.f
+		if i == 0 || fills[i-1].f != f {
+			f.markMu.Lock()
+			held = append(held, f)
+		}
+		e.feedsMu.Lock()
+		registered := e.feeds[f.id] == f
+		e.feedsMu.Unlock()
+		if registered && fl.seq > f.removedNow() {
+			_ = b.Set(appendFeedKey(key[:0], f.id, fl.seq), fl.value, nil)
+		}
+	}
+	return func() {
+		for _, f := range held {
+			f.markMu.Unlock()
+		}
+	}
+}
+
+// fillLean writes in full every lean record of f that retention has kept, from the rows
+// of its deleted table, before the purge removes them; the caller holds f.markMu. Its
+// cost is that of the feed's records (one point read per lean one), in synced batches
+// of expiryBatch records.
+func (e *Engine) fillLean(ctx context.Context, f *feedState) error {
+	it, err := e.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
+		LowerBound: feedKey(f.id, f.removedNow()+1),
+		UpperBound: feedPrefix(f.id + 1),
+	})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	var rows *pebbledb.Iterator
+	defer func() {
+		if rows != nil {
+			rows.Close()
+		}
+	}()
+	b := e.db.NewBatch()
+	defer func() { b.Close() }()
+	var buf []byte
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		if len(v) == 0 || v[0]&leanRecord == 0 {
+			continue
+		}
+		_, seq, err := decodeFeedKey(it.Key())
+		if err != nil {
+			return err
+		}
+		c, _, _, err := decodeChange(seq, v, func(string) bool { return true })
+		if err != nil {
+			return err
+		}
+		if rows == nil {
+			if rows, err = it.Clone(pebbledb.CloneOptions{IterOptions: &pebbledb.IterOptions{
+				LowerBound: tablePrefix(f.id),
+				UpperBound: tablePrefix(f.id + 1),
+			}}); err != nil {
+				return err
+			}
+		}
+		key := dataKey(f.id, c.PartitionKey, c.RowKey)
+		if !rows.SeekPrefixGE(key) || !bytes.Equal(rows.Key(), key) {
+			if err := rows.Error(); err != nil {
+				return err
+			}
+			return fmt.Errorf("change record %d: its row is gone: %w", seq, entity.ErrCorrupt)
+		}
+		rv, err := rows.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		if ref, _ := valueRef(rv); ref != seq {
+			return fmt.Errorf("change record %d: its row holds another state: %w", seq, entity.ErrCorrupt)
+		}
+		if buf, err = appendFilled(buf[:0], rv, c.PartitionKey, c.RowKey); err != nil {
+			return err
+		}
+		_ = b.Set(it.Key(), buf, nil)
+		if b.Count() == expiryBatch {
+			if err := e.commit(b); err != nil {
+				return err
+			}
+			b.Close()
+			b = e.db.NewBatch()
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := it.Error(); err != nil {
+		return err
+	}
+	if b.Count() == 0 {
+		return nil
+	}
+	return e.commit(b)
 }
