@@ -611,3 +611,30 @@ func testChangesWait(t *testing.T, x *env) {
 		t.Fatalf("WaitChanges on a table without the feed = %v, want ErrFeedOff", err)
 	}
 }
+
+// testChangesOffThenDeleted: a table whose feed was turned off and which is then
+// deleted still ends its feed with table-deleted (after feed-off), and retention then
+// removes the whole feed: nothing is kept forever.
+func testChangesOffThenDeleted(t *testing.T, x *env) {
+	f := x.feed()
+	t.Parallel()
+	tbl := x.createWith("OffDeleted", storage.TableSettings{ChangeFeed: 1})
+	id := x.feedID(tbl)
+	v := x.apply(tbl, "p", mut(storage.Insert, "a", str("S", "1")))
+	if err := x.e.SetTableSettings(x.ctx, x.acct, tbl, storage.TableSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.e.DeleteTable(x.ctx, x.acct, tbl); err != nil {
+		t.Fatal(err)
+	}
+	end, _ := x.readFeed(tbl, id, 0, 10)
+	x.wantChanges("the feed turned off, then its table deleted", end, []wantChange{
+		w(storage.Insert, "p", "a", v[0], str("S", "1")), {op: storage.ChangeFeedOff}, {op: storage.ChangeTableDeleted}})
+	x.waitPast(entity.TicksToTime(end[2].At).Add(time.Second))
+	if _, err := f.TrimChanges(x.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ReadChanges(x.ctx, x.acct, tbl, storage.ChangesRequest{FeedID: id, Limit: 10}); !errors.Is(err, storage.ErrChangesExpired) {
+		t.Fatalf("ReadChanges of the feed past its retention = %v, want ErrChangesExpired (the feed removed)", err)
+	}
+}

@@ -156,6 +156,7 @@ func Run(t *testing.T, h Harness) {
 		{"Changes/Concurrent", testChangesConcurrent},
 		{"Changes/Retention", testChangesRetention},
 		{"Changes/Wait", testChangesWait},
+		{"Changes/OffThenDeleted", testChangesOffThenDeleted},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -923,8 +923,10 @@ func (e *Engine) DeleteTable(ctx context.Context, account, name string) error {
 	_ = b.Delete(aclKey(t.id), nil)
 	_ = b.Delete(settingsKey(t.id), nil)
 	_ = b.Set(purgeKey(t.id), nil, nil)
-	if f := t.feed; f != nil && f.on {
-		// The feed's last record; the feed itself stays, readable by its id.
+	if f := t.feed; f != nil {
+		// The feed's last record, also when the feed is off (after its feed-off record),
+		// so that retention removes the feed once this record passes; the feed itself
+		// stays until then, readable by its id.
 		first, _ := putChanges(b, f, "", []change{{op: storage.ChangeTableDeleted, at: e.clock.Now()}}, nil)
 		defer f.finish(first)
 	}
