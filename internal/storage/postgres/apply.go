@@ -148,15 +148,15 @@ func (e *Engine) settings(ctx context.Context, a *applyArgs) ([]int64, error) {
 
 func (e *Engine) applyOnce(ctx context.Context, a *applyArgs) (storage.Applied, error) {
 	// A table whose change feed is on (as cached: a stale entry fails the statements'
-	// generation check and is refreshed) takes the read-modify-write path, which knows
-	// every change it makes and records them (changes.go).
-	if ent, err := e.entry(ctx, a.acct, a.key); err != nil {
+	// generation check and is refreshed) takes the same paths, with statements that
+	// record their changes (changes.go), but for explicit expiries: the
+	// read-modify-write path records those (and an expiry already past).
+	ent, err := e.entry(ctx, a.acct, a.key)
+	if err != nil {
 		return storage.Applied{}, err
-	} else if ent.settings.ChangeFeedOn() {
-		return e.applyRMW(ctx, a)
 	}
 	if explicitExpiry(a.muts) {
-		if manyAt(a.muts) {
+		if manyAt(a.muts) && !e.feedOn(ent.settings) {
 			return e.applyManyAt(ctx, a)
 		}
 		return e.applyRMW(ctx, a)
@@ -288,6 +288,11 @@ func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutat
 	at, err := e.singles.do(ctx, &st, a.ent.id, pk, rk)
 	pos := at.hi
 	if err != nil {
+		if st.feed != nil && isRaised(err) {
+			// The seal refused: the feed was turned off meanwhile. The write runs again
+			// and fails its generation check, which refreshes the settings.
+			err = errConflict
+		}
 		return storage.Applied{}, false, err
 	}
 	switch st.rows {
@@ -305,8 +310,18 @@ func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutat
 
 // singleStmt is applySingle's statement for m (no SQL for an op it does not make), of
 // the row pk, rk, on the table id and generation in a.ent, answering the new version (the
-// old one for a delete) into ver.
+// old one for a delete) into ver. On a table whose feed is on (a.ent's settings) it is
+// the statement's variant that records its changes (recording).
 func (e *Engine) singleStmt(a *applyArgs, m *storage.Mutation, pk, rk []byte, ttl int64, ver *int64) stmt {
+	st := e.plainStmt(a, m, pk, rk, ttl, ver)
+	if st.sql != "" && e.feedOn(a.ent.settings) {
+		st = e.recording(st, m.Op, a.ent.id, false, 0)
+	}
+	return st
+}
+
+// plainStmt is singleStmt without recording.
+func (e *Engine) plainStmt(a *applyArgs, m *storage.Mutation, pk, rk []byte, ttl int64, ver *int64) stmt {
 	st := stmt{dest: []any{ver}}
 	switch m.Op {
 	case storage.Insert:
@@ -331,11 +346,21 @@ func (e *Engine) singleStmt(a *applyArgs, m *storage.Mutation, pk, rk []byte, tt
 func (e *Engine) mergeSingles(group []*single) (stmt, bool) {
 	one := group[0].st.sql
 	var sql string
+	nargs := 8
 	switch one {
 	case e.q.insert1:
 		sql = e.q.insertGroup
 	case e.q.upsert1:
 		sql = e.q.upsertGroup
+	case e.q.feedInsert1, e.q.feedUpsert1:
+		// One feed table's: the group's records are numbered as one statement's.
+		sql, nargs = e.q.feedInsertGroup, 9
+		if one == e.q.feedUpsert1 {
+			sql = e.q.feedUpsertGroup
+		}
+		if group[0].tid != group[len(group)-1].tid {
+			return stmt{}, false
+		}
 	default:
 		return stmt{}, false
 	}
@@ -347,7 +372,7 @@ func (e *Engine) mergeSingles(group []*single) (stmt, bool) {
 	}
 	for i, s := range group {
 		a := s.st.args
-		if s.st.sql != one || len(a) != 8 || len(s.st.dest) != 1 {
+		if s.st.sql != one || len(a) != nargs || len(s.st.dest) != 1 {
 			return stmt{}, false
 		}
 		if i > 0 && s.tid == group[i-1].tid && bytes.Equal(s.pk, group[i-1].pk) && bytes.Equal(s.rk, group[i-1].rk) {
@@ -392,7 +417,16 @@ func (e *Engine) mergeSingles(group []*single) (stmt, bool) {
 		st.rows++
 		return scanColumns(m, fds[3:], vals[3:], st.dest)
 	}
-	return stmt{sql: sql, args: []any{ids, bs[0], bs[1], bs[2], bs[3], bs[4], gens, ttls}, each: each}, true
+	st := stmt{sql: sql, args: []any{ids, bs[0], bs[1], bs[2], bs[3], bs[4], gens, ttls}, each: each}
+	if nargs == 9 {
+		pos := make([]int32, n)
+		for i := range pos {
+			pos[i] = int32(i)
+		}
+		st.args = append(st.args, int64(0), pos)
+		st.feed = &feedNote{tid: ids[0], n: 2 * n, ordArg: 8}
+	}
+	return st, true
 }
 
 // isRaised reports the error raise() produces for a statement that changed no row.
@@ -424,10 +458,17 @@ func (e *Engine) applyBatch(ctx context.Context, a *applyArgs) (storage.Applied,
 	}
 	stmts := make([]stmt, len(order))
 	got := make([]int64, len(order))
+	feed := e.feedOn(a.ent.settings)
 	for j, i := range order {
 		m := &a.muts[i]
 		rk := []byte(m.RowKey)
 		st := &stmts[j]
+		if feed {
+			// The single statements that record, raising as the B statements do; the
+			// records go in the mutations' order.
+			*st = e.recording(e.plainStmt(a, m, pk, rk, ttls[i], &got[j]), m.Op, a.ent.id, true, i)
+			continue
+		}
 		st.dest = []any{&got[j]}
 		switch m.Op {
 		case storage.Insert:
@@ -494,6 +535,20 @@ func (e *Engine) applyManyWith(ctx context.Context, a *applyArgs, order []int, t
 	)
 	stmts := []stmt{{sql: q, args: []any{a.acct, a.key, []byte(a.pk), rks, props, int64(len(rks)), rowTTLs, a.ent.gen},
 		dest: []any{&gotRKs, &gotVs, &one}}}
+	if !at && e.feedOn(a.ent.settings) {
+		// The records go in the mutations' order.
+		st := &stmts[0]
+		st.sql = e.q.feedInsertMany
+		if a.muts[0].Op == storage.InsertOrReplace {
+			st.sql = e.q.feedUpsertMany
+		}
+		places := make([]int32, len(order))
+		for j, i := range order {
+			places[j] = int32(i)
+		}
+		st.feed = &feedNote{tid: a.ent.id, n: 2 * len(order), ordArg: 9}
+		st.args = append(st.args, a.ent.id, int64(0), places)
+	}
 	pos, err := e.exec(ctx, stmts)
 	if isRaised(err) {
 		return storage.Applied{}, e.diagnose(ctx, a)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,13 +37,21 @@ import (
 // record's number is base + ord; a read joins the two. Ords of records that were not
 // written (a compare-and-swap that lost) leave holes, which numbers may have.
 //
-// Every write of a table whose feed is on takes the read-modify-write path (apply.go),
-// where Go knows each mutation's outcome, new state, version and expiry, and whether it
-// wrote over a stored expired row (which records its expiry first), exactly as the
-// Pebble engine records them. The seal checks that the feed is still on and its table
-// not deleted, and raises otherwise, so a write that decided to record from settings
-// that have since turned the feed off runs again. A table without the feed sends none
-// of this: its statements and round trips are what they were.
+// A write of a table whose feed is on takes the path it would take without the feed,
+// with statements that record what they wrote:
+//
+//   - Inserts, upserts, replaces and deletes (single, coalesced into groups, batches,
+//     ApplyEach) send their plain statement's variant that records in a CTE of its own
+//     (feedWriteSQL), with the records the Pebble engine makes for them: the expiry of
+//     a stored expired row an insert or upsert writes over, then the write's own.
+//   - Merges and writes with an explicit expiry take the read-modify-write path
+//     (apply.go), where Go knows each mutation's outcome, new state, version and expiry,
+//     and builds the records (noteChange) that its compare-and-swap statements write.
+//
+// The seal checks that the feed is still on and its table not deleted, and raises
+// otherwise, so a write that decided to record from settings that have since turned
+// the feed off runs again. A table without the feed sends none of this: its statements
+// and round trips are what they were.
 
 // maxFeedExamined bounds the numbers a read examines for one page, so a read with a
 // narrow PartitionKey range over a busy feed costs a bounded read per page.
@@ -99,6 +108,42 @@ type feedNote struct {
 	n      int
 	maxAt  int64
 	ordArg int
+	// pos orders the statements' records within their transaction where it differs
+	// from the statements' order (a batch's statements run in RowKey order, its records
+	// go in the mutations' order); statements of equal pos keep their order.
+	pos int
+}
+
+// feedOn reports whether writes to a table of settings s record its changes.
+func (e *Engine) feedOn(s storage.TableSettings) bool {
+	return s.ChangeFeedOn() && e.dialect == dialectPostgres
+}
+
+// recording makes st, the plain single statement of a mutation op on table tid
+// (plainStmt), its variant that records its changes (feedWriteSQL), raising as the B
+// statements do if raise; its records take place pos among the transaction's.
+func (e *Engine) recording(st stmt, op storage.Op, tid int64, raise bool, pos int) stmt {
+	var sql [2]string
+	n := 2 // an insert or upsert may record the expiry of a row it writes over
+	switch op {
+	case storage.Insert:
+		sql = [2]string{e.q.feedInsert1, e.q.feedInsertB}
+	case storage.InsertOrReplace:
+		sql = [2]string{e.q.feedUpsert1, e.q.feedUpsertB}
+	case storage.Replace:
+		sql, n = [2]string{e.q.feedReplace1, e.q.feedReplaceB}, 1
+	case storage.Delete:
+		sql, n = [2]string{e.q.feedDelete1, e.q.feedDeleteB}, 1
+	default:
+		panic(fmt.Sprintf("recording: %v", op))
+	}
+	st.sql = sql[0]
+	if raise {
+		st.sql = sql[1]
+	}
+	st.feed = &feedNote{tid: tid, n: n, ordArg: len(st.args), pos: pos}
+	st.args = append(st.args, int64(0))
+	return st
 }
 
 // withChanges makes st (one of the compare-and-swap statements, sql its feed variant
@@ -146,11 +191,15 @@ func (e *Engine) sealFeeds(stmts []stmt) []stmt {
 		maxAt int64
 	}
 	var accs []acc
+	var noted []int
 	for i := range stmts {
-		f := stmts[i].feed
-		if f == nil {
-			continue
+		if stmts[i].feed != nil {
+			noted = append(noted, i)
 		}
+	}
+	slices.SortStableFunc(noted, func(i, j int) int { return cmp.Compare(stmts[i].feed.pos, stmts[j].feed.pos) })
+	for _, i := range noted {
+		f := stmts[i].feed
 		k := slices.IndexFunc(accs, func(a acc) bool { return a.tid == f.tid })
 		if k < 0 {
 			accs = append(accs, acc{tid: f.tid})
@@ -195,13 +244,15 @@ func feedSQL(q *queries) {
 	q.feedCasInsert = cas(q.casInsert, 10)
 	// $1 table id, $2 the first ord, $3 PartitionKey, then the arrays.
 	q.feedRecords = recordsFrom(2, 4, "$1::BIGINT", "$3::BYTEA", "")
-	// The seal: $1 table id, $2 how many numbers, $3 the latest At. It raises
+	// The seal: $1 table id, $2 how many numbers, $3 the latest At of the records Go
+	// made (0 for those the statements make in SQL: the seal's clock, read after theirs,
+	// stands for them). It raises
 	// (division_by_zero) when the feed is off or its table deleted, which rolls the
 	// transaction back.
 	q.feedSeal = `WITH s AS (UPDATE cerulean_feeds SET next = next + $2::BIGINT
 				WHERE table_id = $1::BIGINT AND on_ AND NOT dropped RETURNING next - $2::BIGINT AS base),
 			c AS (INSERT INTO cerulean_feed_txns (table_id, last, base, txn, at)
-				SELECT $1::BIGINT, base + $2::BIGINT - 1, base, txid_current(), $3::BIGINT FROM s)
+				SELECT $1::BIGINT, base + $2::BIGINT - 1, base, txid_current(), GREATEST($3::BIGINT, {now}) FROM s)
 		SELECT 1 / count(*)::INT FROM s`
 
 	// One record made by SQL (table-deleted, feed-off) for the feed rows in CTE f
@@ -641,4 +692,145 @@ func (e *Engine) purgeExpiredFeeds(ctx context.Context) (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// feedWriteSQL builds the plain writes of a feed table (queries.feedInsert1 …): each is
+// its plain statement (queries.go; setInsert and setUpsert its ON CONFLICT updates,
+// atIDGen its catalogue check) with the records of what it wrote in a CTE of its own,
+// so a write that writes nothing records nothing, and the statement answers as the
+// plain one does. The records are numbered by the seal as every record is (sealFeeds):
+// a statement reserves two ords per row it may write, 2·pos for the expiry of a stored
+// expired row written over and 2·pos+1 for the write's own record.
+//
+// An insert or insert-or-replace can write over a stored row that has expired: its
+// expiry is recorded first (noteChange's rule). Which row it wrote over is known from
+// CTE o, the row as the statement's snapshot holds it, and the ON CONFLICT update only
+// writes over that very row (the same version: every write of a row gives it a new
+// one, so its expiry is the one o read). A row that changed after the snapshot (written
+// by a transaction that committed meanwhile) therefore writes nothing, and the write
+// runs again (diagnose finds nothing failing), as a compare-and-swap that lost does.
+// The single statements lock o's row (FOR UPDATE) before they write, so a concurrent
+// write of the row makes them wait and then read its latest version, rather than lose:
+// each locks one row, in the group's order, so the groups' lock order is kept. The
+// statements over arrays (groups, batches) do not lock: locking every row of the
+// arrays first and then writing them would take the locks of rows created meanwhile
+// out of order.
+//
+// A write's record holds the properties it was given (the whole new state: none of
+// these merges), its new version (At too), and the row's stored expiry after it; a
+// delete's At is the clock the statement reads.
+func feedWriteSQL(q *queries, setInsert, setUpsert, atIDGen string) {
+	ins, ups := int(storage.Insert), int(storage.InsertOrReplace)
+	const cols = `INSERT INTO cerulean_changes (table_id, txn, ord, op, pk, rk, version, at, expiry, props)`
+	// recs are the records of the rows w wrote: x.k 0 the expiry of the row o read if
+	// it had expired at n.v, 1 the write's own (op, its properties props).
+	recs := func(op int, props string) string {
+		return fmt.Sprintf(`CROSS JOIN n CROSS JOIN LATERAL (VALUES
+				(0, %d::SMALLINT, 0::BIGINT, n.v, 0::BIGINT, NULL::BYTEA),
+				(1, %d::SMALLINT, w.version, w.version, COALESCE(w.expiry, 0), %s))
+				AS x (k, op, version, at, expiry, props)`, int(storage.ChangeExpire), op, props)
+	}
+	const clockCTE = `n AS MATERIALIZED (SELECT {now} AS v)`
+	answer := `SELECT version FROM w`
+	raised := `SELECT COALESCE((SELECT version FROM w), 0) / (SELECT count(*) FROM w)`
+
+	// One row: $1 table id, $2 account, $3 table key, $4 PartitionKey, $5 RowKey, $6
+	// properties, $7 generation, $8 time-to-live, $9 the first ord.
+	one := func(set string, op int, final string) string {
+		return `WITH ` + clockCTE + `,
+		o AS MATERIALIZED (SELECT e.version, e.expiry FROM cerulean_entities e
+			WHERE e.table_id = $1::BIGINT AND e.pk = $4::BYTEA AND e.rk = $5::BYTEA FOR UPDATE),
+		w AS (INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
+			SELECT $1::BIGINT, $4::BYTEA, $5::BYTEA, n.v, $6::BYTEA, n.v + NULLIF($8::BIGINT, 0)
+			FROM n, (SELECT count(*) FROM o) l WHERE ` + atIDGen + `
+			ON CONFLICT (table_id, pk, rk) DO UPDATE SET ` + set + ` e.version = (SELECT version FROM o)
+			RETURNING e.version, e.expiry),
+		r AS (` + cols + `
+			SELECT $1::BIGINT, txid_current(), ($9::BIGINT + x.k)::INT, x.op, $4::BYTEA, $5::BYTEA, x.version, x.at, x.expiry, x.props
+			FROM w ` + recs(op, "$6::BYTEA") + `
+			WHERE x.k = 1 OR EXISTS (SELECT 1 FROM o WHERE o.expiry <= n.v))
+		` + final
+	}
+	setIns, setUps := setInsert+` AND`, setUpsert+` WHERE`
+	q.feedInsert1, q.feedInsertB = one(setIns, ins, answer), one(setIns, ins, raised)
+	q.feedUpsert1, q.feedUpsertB = one(setUps, ups, answer), one(setUps, ups, raised)
+
+	// Replace: replace1 ($9 the expected version, $10 the ord); it never writes over an
+	// expired row.
+	rep, ok := strings.CutSuffix(q.replace1, `RETURNING e.version`)
+	if !ok {
+		panic("feedWriteSQL: replace1 changed")
+	}
+	replace := func(final string) string {
+		return `WITH w AS (` + rep + `RETURNING e.version, e.expiry),
+		r AS (` + cols + `
+			SELECT $1::BIGINT, txid_current(), $10::INT, ` + fmt.Sprint(int(storage.Replace)) + `, $4::BYTEA, $5::BYTEA,
+				w.version, w.version, COALESCE(w.expiry, 0), $6::BYTEA FROM w)
+		` + final
+	}
+	q.feedReplace1, q.feedReplaceB = replace(answer), replace(raised)
+	// Delete: delete1's parameters ($6 the expected version, $7 the generation), $8 the
+	// ord.
+	del := func(final string) string {
+		return `WITH ` + clockCTE + `,
+		w AS (DELETE FROM cerulean_entities AS e USING n
+			WHERE e.table_id = $1::BIGINT AND e.pk = $4::BYTEA AND e.rk = $5::BYTEA
+			AND ($6::BIGINT = 0 OR e.version = $6::BIGINT) AND (e.expiry IS NULL OR e.expiry > n.v) AND ` + atIDGen + `
+			RETURNING e.version, n.v AS at),
+		r AS (` + cols + `
+			SELECT $1::BIGINT, txid_current(), $8::INT, ` + fmt.Sprint(int(storage.Delete)) + `, $4::BYTEA, $5::BYTEA,
+				0, w.at, 0, NULL FROM w)
+		` + final
+	}
+	q.feedDelete1, q.feedDeleteB = del(answer), del(raised)
+
+	// The statements over arrays look up the row as the snapshot holds it only for the
+	// rows they write over (old, in the ON CONFLICT update's condition and in RETURNING:
+	// the statement's own writes are not in its snapshot), rather than in a CTE of every
+	// row: a CTE of index probes over the arrays made the planner prefer a custom plan,
+	// planned again at every run, to the generic plan it costs at 100 rows.
+	old := func(col string) string {
+		return `(SELECT x.` + col + ` FROM cerulean_entities x WHERE x.table_id = e.table_id AND x.pk = e.pk AND x.rk = e.rk)`
+	}
+	// A group of single writes of one table (mergeSingles, ApplyEach): insertGroup's
+	// arrays $1 … $8, $9 the first ord, $10 each row's place (pos) among the records.
+	group := func(set string, op int) string {
+		return `WITH ` + clockCTE + `,
+		w AS (INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
+			SELECT u.id, u.pk, u.rk, n.v, u.props, n.v + NULLIF(u.ttl, 0)
+			FROM n, unnest($1::BIGINT[], $2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BIGINT[], $8::BIGINT[])
+				WITH ORDINALITY AS u (id, account, key, pk, rk, props, gen, ttl, ord)
+			WHERE EXISTS (SELECT 1 FROM cerulean_tables t WHERE t.account = u.account AND t.key = u.key AND t.id = u.id AND COALESCE(t.gen, 0) = u.gen)
+			ORDER BY u.ord
+			ON CONFLICT (table_id, pk, rk) DO UPDATE SET ` + set + ` e.version = ` + old("version") + `
+			RETURNING e.table_id, e.pk, e.rk, e.version, e.expiry, ` + old("expiry") + ` AS old),
+		r AS (` + cols + `
+			SELECT w.table_id, txid_current(), ($9::BIGINT + 2 * u.pos + x.k)::INT, x.op, w.pk, w.rk, x.version, x.at, x.expiry, x.props
+			FROM w JOIN unnest($1::BIGINT[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $10::INT[]) AS u (id, pk, rk, props, pos)
+				ON u.id = w.table_id AND u.pk = w.pk AND u.rk = w.rk
+			` + recs(op, "u.props") + `
+			WHERE x.k = 1 OR w.old <= n.v)
+		SELECT table_id, pk, rk, version FROM w`
+	}
+	q.feedInsertGroup, q.feedUpsertGroup = group(setIns, ins), group(setUps, ups)
+
+	// A batch of inserts or insert-or-replaces (applyMany): insertMany's parameters, $9
+	// the table id, $10 the first ord, $11 each row's place among the records.
+	many := func(set string, op int) string {
+		return `WITH ` + clockCTE + `,
+		w AS (INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
+			SELECT t.id, $3::BYTEA, u.rk, n.v, u.props, n.v + NULLIF(u.ttl, 0)
+			FROM cerulean_tables t, n, unnest($4::BYTEA[], $5::BYTEA[], $7::BIGINT[]) WITH ORDINALITY AS u (rk, props, ttl, ord)
+			WHERE t.account = $1 AND t.key = $2 AND COALESCE(t.gen, 0) = $8::BIGINT AND t.id = $9::BIGINT
+			ORDER BY u.ord
+			ON CONFLICT (table_id, pk, rk) DO UPDATE SET ` + set + ` e.version = ` + old("version") + `
+			RETURNING e.rk, e.version, e.expiry, ` + old("expiry") + ` AS old),
+		r AS (` + cols + `
+			SELECT $9::BIGINT, txid_current(), ($10::BIGINT + 2 * u.pos + x.k)::INT, x.op, $3::BYTEA, w.rk, x.version, x.at, x.expiry, x.props
+			FROM w JOIN unnest($4::BYTEA[], $5::BYTEA[], $11::INT[]) AS u (rk, props, pos) ON u.rk = w.rk
+			` + recs(op, "u.props") + `
+			WHERE x.k = 1 OR w.old <= n.v)
+		SELECT array_agg(w.rk), array_agg(w.version), 1 / (CASE WHEN count(*) = $6::BIGINT THEN 1 ELSE 0 END) FROM w`
+	}
+	q.feedInsertMany, q.feedUpsertMany = many(setIns, ins), many(setUps, ups)
 }

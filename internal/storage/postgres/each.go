@@ -38,7 +38,8 @@ import (
 // now) or found the cached table settings stale; rounds back off as retry does, and after
 // maxAttempts what is left fails as contention. Every statement takes its row lock in
 // RowKey order, the order of every batch of the engine, so concurrent writes of the same
-// rows do not deadlock.
+// rows do not deadlock. On a table whose change feed is on, the same statements record
+// what they write (their variants of changes.go), in the mutations' order.
 func (e *Engine) ApplyEach(ctx context.Context, account, tableName, pk string, muts []storage.Mutation) (storage.Each, error) {
 	if e.closed.Load() {
 		return storage.Each{}, ErrClosed
@@ -121,9 +122,9 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 	}
 	a.ent = ent
 	// A table whose change feed is on (as cached; a stale entry fails the statements'
-	// generation check) reads every row first, so that it knows each change it records.
-	feedOn := ent.settings.ChangeFeedOn()
-	readFirst := func(m *storage.Mutation) bool { return feedOn || readFirst(m) }
+	// generation check) sends the statements that record their changes, the records in
+	// the mutations' order.
+	feed := e.feedOn(ent.settings)
 
 	// The merges' rows, read under their locks, which are held until the writes answered.
 	var st *readState
@@ -146,6 +147,7 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 	}
 	record := st != nil && st.settings.ChangeFeedOn() && e.dialect == dialectPostgres
 	var noRow []change // changes of mutations that write no row
+	noRowAt := 0       // the first of them
 
 	pk := []byte(a.pk)
 	var (
@@ -200,8 +202,14 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 				}
 			default:
 				wroteNothing = append(wroteNothing, i) // expired at once, and nothing stored
+				if len(noRow) == 0 {
+					noRowAt = i
+				}
 				noRow = append(noRow, cs...)
 				continue
+			}
+			if s.feed != nil {
+				s.feed.pos = i
 			}
 			stmts, of = append(stmts, s), append(of, i)
 			merges++
@@ -213,7 +221,11 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 					continue
 				}
 			}
-			stmts, of = append(stmts, e.singleStmt(a, m, pk, rk, ttl, &vers[i])), append(of, i)
+			s := e.plainStmt(a, m, pk, rk, ttl, &vers[i])
+			if feed {
+				s = e.recording(s, m.Op, ent.id, false, i)
+			}
+			stmts, of = append(stmts, s), append(of, i)
 			plain = append(plain, i)
 			kinds[m.Op]++
 		}
@@ -222,11 +234,13 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 	var group map[string]int // RowKey → mutation, of the group statement's rows
 	if merges == 0 && len(plain) > 1 && len(kinds) == 1 && (kinds[storage.Insert] > 0 || kinds[storage.InsertOrReplace] > 0) {
 		group = make(map[string]int, len(plain))
-		stmts = []stmt{e.eachGroup(a, muts, plain, stmts, vers, group)}
+		stmts = []stmt{e.eachGroup(a, muts, plain, stmts, vers, group, feed)}
 	}
 
 	if len(noRow) > 0 {
-		stmts = append(stmts, e.recordsStmt(st.tableID, pk, noRow))
+		rs := e.recordsStmt(st.tableID, pk, noRow)
+		rs.feed.pos = noRowAt
+		stmts = append(stmts, rs)
 	}
 	var pos storage.Position
 	if len(stmts) > 0 {
@@ -326,7 +340,10 @@ func readFirst(m *storage.Mutation) bool {
 // or all insert-or-replaces, in RowKey order) one insertGroup or upsertGroup statement.
 // Each row it answers is taken out of group (filled here with every RowKey) and its
 // version put in vers, so that what is left in group wrote nothing.
-func (e *Engine) eachGroup(a *applyArgs, muts []storage.Mutation, plain []int, stmts []stmt, vers []int64, group map[string]int) stmt {
+//
+// On a feed table (feed) it is feedInsertGroup or feedUpsertGroup, the records in the
+// mutations' order.
+func (e *Engine) eachGroup(a *applyArgs, muts []storage.Mutation, plain []int, stmts []stmt, vers []int64, group map[string]int, feed bool) stmt {
 	n := len(plain)
 	ids, gens, ttls := make([]int64, n), make([]int64, n), make([]int64, n)
 	accts, keys, pks, rks, props := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
@@ -360,5 +377,18 @@ func (e *Engine) eachGroup(a *applyArgs, muts []storage.Mutation, plain []int, s
 		vers[i] = ver
 		return nil
 	}
-	return stmt{sql: sql, args: []any{ids, accts, keys, pks, rks, props, gens, ttls}, each: each}
+	st := stmt{sql: sql, args: []any{ids, accts, keys, pks, rks, props, gens, ttls}, each: each}
+	if feed {
+		st.sql = e.q.feedInsertGroup
+		if sql == e.q.upsertGroup {
+			st.sql = e.q.feedUpsertGroup
+		}
+		places := make([]int32, n)
+		for k, i := range plain {
+			places[k] = int32(i)
+		}
+		st.args = append(st.args, int64(0), places)
+		st.feed = &feedNote{tid: a.ent.id, n: 2 * len(muts), ordArg: 8}
+	}
+	return st
 }

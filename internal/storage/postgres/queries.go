@@ -78,11 +78,21 @@ type queries struct {
 	// the expiry purge of feed tables.
 	feedCasUpdate, feedCasDelete, feedCasInsert string
 	feedRecords, feedSeal                       string
-	createTableFeed, setSettingsFeed            string
-	deleteTableFeed                             string
-	readChanges, feedHorizon                    string
-	feedList, feedTrimBound, feedTrim, feedDrop string
-	purgeExpiredFeed, feedsOn                   string
+	// The plain writes of a feed table, recording their changes in their own CTEs
+	// (changes.go, feedWriteSQL): feedInsert1 … feedDelete1 take their plain statement's
+	// parameters and then the ord of their first record, answering as their plain
+	// statement does; the B variants take the same and raise as insertB … deleteB do.
+	// feedInsertGroup and feedUpsertGroup are insertGroup and upsertGroup for one feed
+	// table, feedInsertMany and feedUpsertMany insertMany and upsertMany.
+	feedInsert1, feedUpsert1, feedReplace1, feedDelete1 string
+	feedInsertB, feedUpsertB, feedReplaceB, feedDeleteB string
+	feedInsertGroup, feedUpsertGroup                    string
+	feedInsertMany, feedUpsertMany                      string
+	createTableFeed, setSettingsFeed                    string
+	deleteTableFeed                                     string
+	readChanges, feedHorizon                            string
+	feedList, feedTrimBound, feedTrim, feedDrop         string
+	purgeExpiredFeed, feedsOn                           string
 
 	// Stored access policies and service properties: one statement each, no cache.
 	getACL, setACL           string
@@ -358,6 +368,7 @@ func buildQueries(d dialect) queries {
 	q.position = d.positionQuery()
 	q.mark = d.markQuery()
 	feedSQL(&q)
+	feedWriteSQL(&q, setInsert, setUpsert, atIDGen)
 
 	q.getACL = `SELECT acl FROM cerulean_tables WHERE account = $1 AND key = $2`
 	// $3 the ACL, NULL to clear. The update locks the catalogue row, so it orders with a
@@ -372,7 +383,9 @@ func buildQueries(d dialect) queries {
 	for _, p := range []*string{&q.insert1, &q.upsert1, &q.insertGroup, &q.upsertGroup, &q.replace1, &q.delete1, &q.insertB, &q.upsertB, &q.replaceB,
 		&q.deleteB, &q.insertMany, &q.upsertMany, &q.insertManyAt, &q.upsertManyAt, &q.readRows, &q.readRowsProps, &q.readRow, &q.readRowProps, &q.get, &q.getMany, &q.scan, &q.scanTo,
 		&q.scanCapped, &q.scanToCapped, &q.purgeExpired, &q.position,
-		&q.setSettingsFeed, &q.deleteTableFeed, &q.feedTrimBound, &q.purgeExpiredFeed} {
+		&q.setSettingsFeed, &q.deleteTableFeed, &q.feedSeal, &q.feedTrimBound, &q.purgeExpiredFeed,
+		&q.feedInsert1, &q.feedUpsert1, &q.feedReplace1, &q.feedDelete1, &q.feedInsertB, &q.feedUpsertB, &q.feedReplaceB,
+		&q.feedDeleteB, &q.feedInsertGroup, &q.feedUpsertGroup, &q.feedInsertMany, &q.feedUpsertMany} {
 		*p = d.sql(*p)
 	}
 	return q
