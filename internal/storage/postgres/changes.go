@@ -280,13 +280,14 @@ func feedSQL(q *queries) {
 		` + fmt.Sprintf(one, storage.ChangeFeedOff) + `
 		SELECT id, gen FROM t`
 	// DeleteTable: the catalogue row out, the purge entry in, and the feed (if the table
-	// has one) marked deleted, with its table-deleted record if it is on.
+	// has one) marked deleted, with its table-deleted record (also after the feed was
+	// turned off: the feed then ends like any other, and retention removes it).
 	q.deleteTableFeed = `WITH d AS (DELETE FROM cerulean_tables WHERE account = $1 AND key = $2 RETURNING id),
 		p AS (INSERT INTO cerulean_purges (table_id) SELECT id FROM d),
 		n AS MATERIALIZED (SELECT {now} AS v),
-		g AS (UPDATE cerulean_feeds SET dropped = TRUE, next = next + CASE WHEN on_ THEN 1 ELSE 0 END
-			WHERE table_id IN (SELECT id FROM d) RETURNING table_id, on_, next - 1 AS seq),
-		f AS (SELECT table_id, seq FROM g WHERE on_),
+		g AS (UPDATE cerulean_feeds SET dropped = TRUE, next = next + 1
+			WHERE table_id IN (SELECT id FROM d) RETURNING table_id, next - 1 AS seq),
+		f AS (SELECT table_id, seq FROM g),
 		` + fmt.Sprintf(one, storage.ChangeTableDeleted) + `
 		SELECT count(*) FROM d`
 

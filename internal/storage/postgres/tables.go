@@ -139,8 +139,8 @@ func (r reads) ListTables(ctx context.Context, account, from string, limit int) 
 // one statement. Every later statement, from any front end, resolves the name to
 // nothing, and a table created under the name gets a new id, so the old rows are
 // unreachable at once; the purger removes them in the background. A table's change
-// feed is marked deleted in the same statement, with its table-deleted record if it is
-// on; it stays readable by its id until retention removes it (changes.go).
+// feed is marked deleted in the same statement, with its table-deleted record (also
+// after the feed was turned off); it stays readable by its id until retention removes it (changes.go).
 func (e *Engine) DeleteTable(ctx context.Context, account, name string) error {
 	err := e.retry(ctx, "delete table", func() error {
 		var n int64
