@@ -122,6 +122,9 @@ type applyArgs struct {
 	// write records a change is a setting, the table's change feed).
 	ent     tableEntry
 	needGen bool
+	// upsertFirst marks the plain insert an InsertOrMerge tries first (applyUpsert): its
+	// change record names the write as asked, InsertOrMerge, not Insert.
+	upsertFirst bool
 }
 
 func (a *applyArgs) ref() tableRef { return tableRef{string(a.acct), string(a.key)} }
@@ -223,7 +226,7 @@ func (e *Engine) applyUpsert(ctx context.Context, a *applyArgs) (storage.Applied
 		return e.swapRows(ctx, a, st)
 	}
 	ins := storage.Mutation{Op: storage.Insert, RowKey: m.RowKey, Props: m.Props}
-	b := applyArgs{acct: a.acct, key: a.key, pk: a.pk, muts: []storage.Mutation{ins}}
+	b := applyArgs{acct: a.acct, key: a.key, pk: a.pk, muts: []storage.Mutation{ins}, upsertFirst: true}
 	ttls, err := e.settings(ctx, &b)
 	var az *azerr.Error
 	if errors.As(err, &az) {
@@ -315,7 +318,11 @@ func (e *Engine) applySingle(ctx context.Context, a *applyArgs, m *storage.Mutat
 func (e *Engine) singleStmt(a *applyArgs, m *storage.Mutation, pk, rk []byte, ttl int64, ver *int64) stmt {
 	st := e.plainStmt(a, m, pk, rk, ttl, ver)
 	if st.sql != "" && e.feedOn(a.ent.settings) {
-		st = e.recording(st, m.Op, a.ent.id, false, 0)
+		op := m.Op
+		if a.upsertFirst {
+			op = storage.InsertOrMerge
+		}
+		st = e.recording(st, op, a.ent.id, false, 0)
 	}
 	return st
 }

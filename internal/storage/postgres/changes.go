@@ -128,6 +128,9 @@ func (e *Engine) recording(st stmt, op storage.Op, tid int64, raise bool, pos in
 	switch op {
 	case storage.Insert:
 		sql = [2]string{e.q.feedInsert1, e.q.feedInsertB}
+	case storage.InsertOrMerge:
+		// The plain insert an InsertOrMerge tries first (applyUpsert).
+		sql = [2]string{e.q.feedUpsertFirst1, e.q.feedUpsertFirstB}
 	case storage.InsertOrReplace:
 		sql = [2]string{e.q.feedUpsert1, e.q.feedUpsertB}
 	case storage.Replace:
@@ -754,6 +757,8 @@ func feedWriteSQL(q *queries, setInsert, setUpsert, atIDGen string) {
 	}
 	setIns, setUps := setInsert+` AND`, setUpsert+` WHERE`
 	q.feedInsert1, q.feedInsertB = one(setIns, ins, answer), one(setIns, ins, raised)
+	um := int(storage.InsertOrMerge)
+	q.feedUpsertFirst1, q.feedUpsertFirstB = one(setIns, um, answer), one(setIns, um, raised)
 	q.feedUpsert1, q.feedUpsertB = one(setUps, ups, answer), one(setUps, ups, raised)
 
 	// Replace: replace1 ($9 the expected version, $10 the ord); it never writes over an

@@ -514,3 +514,51 @@ func BenchmarkApplyChangeFeed(b *testing.B) {
 		}
 	}
 }
+
+// TestChangeFeedUpsertFirstInsert: once a front end's InsertOrMerges mostly create their
+// entities it tries a plain insert first (applyUpsert); on a feed table that insert's
+// record still names the write as asked, InsertOrMerge, alone and when the coalescer
+// groups such inserts.
+func TestChangeFeedUpsertFirstInsert(t *testing.T) {
+	ctx := t.Context()
+	e := open(t, postgres.Options{DisablePurger: true})
+	acct := newAccount()
+	if err := e.CreateTable(ctx, acct, "UpsertFirst", storage.TableSettings{ChangeFeed: 3600}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 64
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		if i == n/2 {
+			wg.Wait() // the first half one after the other: the front end leans to insert first
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := e.Apply(ctx, acct, "UpsertFirst", "p", []storage.Mutation{mut(storage.InsertOrMerge, fmt.Sprintf("r%03d", i), i64("N", int64(i)))})
+			errs <- err
+		}()
+		if i < n/2 {
+			wg.Wait()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := followFeed(t, func(r storage.ChangesRequest) (storage.ChangesPage, error) {
+		return e.ReadChanges(ctx, acct, "UpsertFirst", r)
+	}, 0)
+	if len(got) != n {
+		t.Fatalf("%d records, want %d", len(got), n)
+	}
+	for _, c := range got {
+		if c.Op != storage.ChangeOp(storage.InsertOrMerge) {
+			t.Fatalf("record %d of %s: op %v, want %v (the write as asked)", c.Seq, c.RowKey, c.Op, storage.ChangeOp(storage.InsertOrMerge))
+		}
+	}
+}

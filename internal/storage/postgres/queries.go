@@ -86,6 +86,10 @@ type queries struct {
 	// table, feedInsertMany and feedUpsertMany insertMany and upsertMany.
 	feedInsert1, feedUpsert1, feedReplace1, feedDelete1 string
 	feedInsertB, feedUpsertB, feedReplaceB, feedDeleteB string
+	// feedUpsertFirst1 and feedUpsertFirstB are feedInsert1 and feedInsertB for the plain
+	// insert an InsertOrMerge tries first (applyUpsert): their record names the write as
+	// asked, InsertOrMerge.
+	feedUpsertFirst1, feedUpsertFirstB string
 	feedInsertGroup, feedUpsertGroup                    string
 	feedInsertMany, feedUpsertMany                      string
 	createTableFeed, setSettingsFeed                    string
@@ -385,7 +389,7 @@ func buildQueries(d dialect) queries {
 		&q.scanCapped, &q.scanToCapped, &q.purgeExpired, &q.position,
 		&q.setSettingsFeed, &q.deleteTableFeed, &q.feedSeal, &q.feedTrimBound, &q.purgeExpiredFeed,
 		&q.feedInsert1, &q.feedUpsert1, &q.feedReplace1, &q.feedDelete1, &q.feedInsertB, &q.feedUpsertB, &q.feedReplaceB,
-		&q.feedDeleteB, &q.feedInsertGroup, &q.feedUpsertGroup, &q.feedInsertMany, &q.feedUpsertMany} {
+		&q.feedDeleteB, &q.feedInsertGroup, &q.feedUpsertGroup, &q.feedInsertMany, &q.feedUpsertMany, &q.feedUpsertFirst1, &q.feedUpsertFirstB} {
 		*p = d.sql(*p)
 	}
 	return q
