@@ -89,14 +89,14 @@ type queries struct {
 	// feedUpsertFirst1 and feedUpsertFirstB are feedInsert1 and feedInsertB for the plain
 	// insert an InsertOrMerge tries first (applyUpsert): their record names the write as
 	// asked, InsertOrMerge.
-	feedUpsertFirst1, feedUpsertFirstB string
-	feedInsertGroup, feedUpsertGroup                    string
-	feedInsertMany, feedUpsertMany                      string
-	createTableFeed, setSettingsFeed                    string
-	deleteTableFeed                                     string
-	readChanges, feedHorizon                            string
-	feedList, feedTrimBound, feedTrim, feedDrop         string
-	purgeExpiredFeed, feedsOn                           string
+	feedUpsertFirst1, feedUpsertFirstB          string
+	feedInsertGroup, feedUpsertGroup            string
+	feedInsertMany, feedUpsertMany              string
+	createTableFeed, setSettingsFeed            string
+	deleteTableFeed                             string
+	readChanges, feedHorizon                    string
+	feedList, feedTrimBound, feedTrim, feedDrop string
+	purgeExpiredFeed, feedsOn                   string
 
 	// Stored access policies and service properties: one statement each, no cache.
 	getACL, setACL           string
