@@ -623,15 +623,21 @@ func (e *Engine) TrimChanges(ctx context.Context) (int, error) {
 	return n, e.mapErr(ctx, "trim change feeds", err)
 }
 
-func (e *Engine) trimChanges(ctx context.Context) (int, error) {
+// tableIDs runs a query answering table ids (the feeds to trim, the tables whose feed is
+// on) on PostgreSQL itself; none on the other dialects, which record no feeds.
+func (e *Engine) tableIDs(ctx context.Context, query string) ([]int64, error) {
 	if e.dialect != dialectPostgres {
-		return 0, nil
+		return nil, nil
 	}
-	rows, err := e.pool.Query(ctx, e.q.feedList)
+	rows, err := e.pool.Query(ctx, query)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+func (e *Engine) trimChanges(ctx context.Context) (int, error) {
+	ids, err := e.tableIDs(ctx, e.q.feedList)
 	if err != nil {
 		return 0, err
 	}
@@ -664,14 +670,7 @@ func (e *Engine) trimChanges(ctx context.Context) (int, error) {
 // purgeExpiredFeeds removes the expired rows of the tables whose feed is on, recording
 // an expire for each in the removal's transaction; chunks of ExpiryChunk rows per table.
 func (e *Engine) purgeExpiredFeeds(ctx context.Context) (int, error) {
-	if e.dialect != dialectPostgres {
-		return 0, nil
-	}
-	rows, err := e.pool.Query(ctx, e.q.feedsOn)
-	if err != nil {
-		return 0, err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	ids, err := e.tableIDs(ctx, e.q.feedsOn)
 	if err != nil {
 		return 0, err
 	}
