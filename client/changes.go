@@ -73,9 +73,9 @@ type ChangesOptions struct {
 	Header http.Header
 }
 
-// ErrChangesExpired is the error (an *Error with this code, 410) of a read whose
+// CodeChangesExpired is the error code (Error.Code, status 410) of a read whose
 // continuation fell out of the feed's retention: read again from the beginning or now.
-const ErrChangesExpired = "ChangeFeedContinuationExpired"
+const CodeChangesExpired = "ChangeFeedContinuationExpired"
 
 // ReadChanges reads one page of the table's change feed (GET /{table}?comp=changes).
 // A page without records means the feed's end (after waiting o.Wait): records filtered

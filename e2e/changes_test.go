@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,16 +66,7 @@ func changeLine(t testing.TB, c client.Change) string {
 		}
 		props = append(props, fmt.Sprintf("%s=%v", k, v))
 	}
-	return s + " " + strings.Join(sortedStrings(props), ",")
-}
-
-func sortedStrings(s []string) []string {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
-	return s
+	return s + " " + strings.Join(slices.Sorted(slices.Values(props)), ",")
 }
 
 // TestChangeFeedRecords: every kind of write through the Go SDK appears once, in order,
@@ -301,11 +293,11 @@ func TestChangeFeedRetention(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, err := c.ReadChanges(ctx(t), name, client.ChangesOptions{From: start.Continuation})
-		if errors.As(err, &e) && e.Status == http.StatusGone && e.Code == client.ErrChangesExpired {
+		if errors.As(err, &e) && e.Status == http.StatusGone && e.Code == client.CodeChangesExpired {
 			break
 		}
 		if err != nil || time.Now().After(deadline) {
-			t.Fatalf("reading from before a removed record: %v, want 410 %s", err, client.ErrChangesExpired)
+			t.Fatalf("reading from before a removed record: %v, want 410 %s", err, client.CodeChangesExpired)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

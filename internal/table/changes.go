@@ -117,14 +117,13 @@ type ChangesPage struct {
 // records after From were removed by retention or From is not a continuation of this
 // table.
 func (s *Service) ReadChanges(ctx context.Context, account, table string, q ChangesQuery, rd Read) (ChangesPage, Served, error) {
-	cf := s.eng
 	var deadline time.Time
 	if q.Wait > 0 {
 		deadline = time.Now().Add(q.Wait)
 	}
 	cur := q.From
 	for {
-		page, sv, err := s.readChanges(ctx, cf, account, table, cur, q, rd)
+		page, sv, err := s.readChanges(ctx, account, table, cur, q, rd)
 		if err != nil || len(page.Changes) > 0 || page.Ended {
 			return page, sv, err
 		}
@@ -148,7 +147,7 @@ func (s *Service) ReadChanges(ctx context.Context, account, table string, q Chan
 				}
 			}()
 		}
-		err = cf.WaitChanges(wctx, account, table, cur.FeedID, cur.After)
+		err = s.eng.WaitChanges(wctx, account, table, cur.FeedID, cur.After)
 		cancel()
 		if err != nil {
 			if wctx.Err() != nil {
@@ -167,12 +166,12 @@ func (s *Service) ReadChanges(ctx context.Context, account, table string, q Chan
 }
 
 // readChanges reads one page of the feed after cur, filtered by q.
-func (s *Service) readChanges(ctx context.Context, cf storage.ChangeReader, account, table string, cur Cursor, q ChangesQuery, rd Read) (ChangesPage, Served, error) {
+func (s *Service) readChanges(ctx context.Context, account, table string, cur Cursor, q ChangesQuery, rd Read) (ChangesPage, Served, error) {
 	v, err := s.view(ctx, rd, cur.Position, entityScope)
 	if err != nil {
 		return ChangesPage{}, Served{}, err
 	}
-	var r storage.ChangeReader = cf
+	var r storage.ChangeReader = s.eng
 	if vr, ok := v.(storage.ChangeReader); ok {
 		r = vr
 	}

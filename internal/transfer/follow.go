@@ -123,7 +123,7 @@ func followTable(ctx context.Context, src, dst *client.Client, ts *TableState, t
 				return ErrInterrupted
 			}
 			var e *client.Error
-			if errors.As(err, &e) && e.Code == client.ErrChangesExpired {
+			if errors.As(err, &e) && e.Code == client.CodeChangesExpired {
 				return fmt.Errorf("table %s: the source's change feed no longer holds the changes after this copy's position (its retention passed while the copy was stopped or behind): copy the table again: %w", ts.Name, err)
 			}
 			return fmt.Errorf("table %s: read its change feed: %w", ts.Name, err)
@@ -171,8 +171,8 @@ func applyChanges(ctx context.Context, dst *client.Client, table, target string,
 		}
 		last[k] = i
 	}
-	workers := max(1, o.Workers)
-	if o.Workers <= 0 {
+	workers := o.Workers
+	if workers <= 0 {
 		workers = 8
 	}
 	sem := make(chan struct{}, workers)
