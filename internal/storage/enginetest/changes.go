@@ -638,3 +638,76 @@ func testChangesOffThenDeleted(t *testing.T, x *env) {
 		t.Fatalf("ReadChanges of the feed past its retention = %v, want ErrChangesExpired (the feed removed)", err)
 	}
 }
+
+// testChangesOverwritten: a record keeps the state its write left whatever changes or
+// removes the row later — each kind of write over it, alone, in a batch and in an
+// ApplyEach, the expiry purge, a write over the expired row, and writes made after the
+// feed was turned off. (An engine may keep a record's state in the row until the row
+// changes; this is where it must hand the state over.)
+func testChangesOverwritten(t *testing.T, x *env) {
+	x.feed()
+	x.purgeHooks()
+	t.Parallel()
+	tbl := x.feedTable("Overwritten", elastic(-1))
+	id := x.feedID(tbl)
+	var want []wantChange
+	// The first states: single writes, a batch and an ApplyEach.
+	for _, rk := range []string{"r1", "r2", "r3", "r4", "r9"} {
+		v := x.apply(tbl, "p", mut(storage.Insert, rk, str("S", rk+"-1")))
+		want = append(want, w(storage.Insert, "p", rk, v[0], str("S", rk+"-1")))
+	}
+	v := x.apply(tbl, "p", mut(storage.Insert, "b1", str("S", "b1-1")), mut(storage.Insert, "b2", str("S", "b2-1")),
+		mut(storage.InsertOrReplace, "b3", str("S", "b3-1")), mut(storage.InsertOrReplace, "b4", str("S", "b4-1")))
+	want = append(want, w(storage.Insert, "p", "b1", v[0], str("S", "b1-1")), w(storage.Insert, "p", "b2", v[1], str("S", "b2-1")),
+		w(storage.InsertOrReplace, "p", "b3", v[2], str("S", "b3-1")), w(storage.InsertOrReplace, "p", "b4", v[3], str("S", "b4-1")))
+	each := x.applyEach(tbl, "p", mut(storage.InsertOrReplace, "e1", str("S", "e1-1")), mut(storage.Insert, "e2", str("S", "e2-1")))
+	want = append(want, w(storage.InsertOrReplace, "p", "e1", each.Versions[0], str("S", "e1-1")),
+		w(storage.Insert, "p", "e2", each.Versions[1], str("S", "e2-1")))
+	x1 := x.apply(tbl, "p", mut(storage.Insert, "x1", str("S", "x1-1"), ttl(1)), mut(storage.Insert, "x2", str("S", "x2-1"), ttl(1)))
+	want = append(want, w(storage.Insert, "p", "x1", x1[0], str("S", "x1-1"), ttl(1)), w(storage.Insert, "p", "x2", x1[1], str("S", "x2-1"), ttl(1)))
+
+	// Each written over or removed, each way.
+	v = x.apply(tbl, "p", mut(storage.Replace, "r1", str("S", "r1-2")))
+	want = append(want, w(storage.Replace, "p", "r1", v[0], str("S", "r1-2")))
+	v = x.apply(tbl, "p", mut(storage.InsertOrReplace, "r2", str("S", "r2-2")))
+	want = append(want, w(storage.InsertOrReplace, "p", "r2", v[0], str("S", "r2-2")))
+	v = x.apply(tbl, "p", mut(storage.Merge, "r3", str("T", "r3-2")))
+	want = append(want, w(storage.Merge, "p", "r3", v[0], str("S", "r3-1"), str("T", "r3-2")))
+	x.apply(tbl, "p", mut(storage.Delete, "r4"))
+	want = append(want, w(storage.Delete, "p", "r4", 0))
+	v = x.apply(tbl, "p", mut(storage.Merge, "b1", str("T", "b1-2")), mut(storage.Delete, "b2"))
+	want = append(want, w(storage.Merge, "p", "b1", v[0], str("S", "b1-1"), str("T", "b1-2")), w(storage.Delete, "p", "b2", 0))
+	v = x.apply(tbl, "p", mut(storage.InsertOrReplace, "b3", str("S", "b3-2")), mut(storage.InsertOrReplace, "b4", str("S", "b4-2")))
+	want = append(want, w(storage.InsertOrReplace, "p", "b3", v[0], str("S", "b3-2")), w(storage.InsertOrReplace, "p", "b4", v[1], str("S", "b4-2")))
+	each = x.applyEach(tbl, "p", mut(storage.InsertOrReplace, "e1", str("S", "e1-2")), mut(storage.Merge, "e2", str("T", "e2-2")))
+	want = append(want, w(storage.InsertOrReplace, "p", "e1", each.Versions[0], str("S", "e1-2")),
+		w(storage.Merge, "p", "e2", each.Versions[1], str("S", "e2-1"), str("T", "e2-2")))
+	x.waitPast(expiryAt(x1[1], 1))
+	v = x.apply(tbl, "p", mut(storage.Insert, "x2", str("S", "x2-2")))
+	want = append(want, wantChange{op: storage.ChangeExpire, pk: "p", rk: "x2"}, w(storage.Insert, "p", "x2", v[0], str("S", "x2-2")))
+	x.h.PurgeExpired(t, x.e)
+	want = append(want, wantChange{op: storage.ChangeExpire, pk: "p", rk: "x1"})
+
+	// The feed off: writes no longer recorded change rows whose records are the last.
+	if err := x.e.SetTableSettings(x.ctx, x.acct, tbl, elastic(-1)); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, wantChange{op: storage.ChangeFeedOff})
+	x.apply(tbl, "p", mut(storage.Replace, "r9", str("S", "r9-2")))
+	x.apply(tbl, "p", mut(storage.Delete, "r2"))
+	x.apply(tbl, "p", mut(storage.InsertOrReplace, "b3", str("S", "b3-3")), mut(storage.Merge, "b4", str("T", "b4-3")))
+	x.applyEach(tbl, "p", mut(storage.InsertOrReplace, "e1", str("S", "e1-3")))
+	x.apply(tbl, "p", mut(storage.InsertOrReplace, "x2", str("S", "x2-3")))
+
+	got, _ := x.readFeed(tbl, id, 0, 7)
+	x.wantChanges("records of rows changed since", got, want)
+	// And on again: the rows written while it was off are written over again.
+	if err := x.e.SetTableSettings(x.ctx, x.acct, tbl, storage.TableSettings{Elastic: true, DefaultTTL: -1, ChangeFeed: 3600}); err != nil {
+		t.Fatal(err)
+	}
+	v = x.apply(tbl, "p", mut(storage.InsertOrReplace, "r9", str("S", "r9-4")))
+	v2 := x.apply(tbl, "p", mut(storage.Replace, "r9", str("S", "r9-5")))
+	want = append(want, w(storage.InsertOrReplace, "p", "r9", v[0], str("S", "r9-4")), w(storage.Replace, "p", "r9", v2[0], str("S", "r9-5")))
+	got, _ = x.readFeed(tbl, id, 0, 1000)
+	x.wantChanges("records after the feed was on again", got, want)
+}

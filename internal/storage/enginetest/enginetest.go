@@ -157,6 +157,7 @@ func Run(t *testing.T, h Harness) {
 		{"Changes/Retention", testChangesRetention},
 		{"Changes/Wait", testChangesWait},
 		{"Changes/OffThenDeleted", testChangesOffThenDeleted},
+		{"Changes/Overwritten", testChangesOverwritten},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -874,15 +874,21 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 		}
 		return many
 	}
+	// Several swaps of a feed table fill the lean records of the rows they write over
+	// (a single one takes the feed's statement, below, which does).
+	updateB, deleteB := e.q.casUpdateB, e.q.casDeleteB
+	if feed {
+		updateB, deleteB = e.q.fillCasUpdateB, e.q.fillCasDeleteB
+	}
 	stmts := make([]stmt, len(writes))
 	for i := range writes {
 		w, rk := &writes[i], []byte(writes[i].rk)
 		switch {
 		case w.r.stored && w.r.Exists:
-			stmts[i] = stmt{sql: pick(e.q.casUpdate, e.q.casUpdateB),
+			stmts[i] = stmt{sql: pick(e.q.casUpdate, updateB),
 				args: []any{st.tableID, pk, rk, w.r.storedV, w.r.Version, entity.AppendProps(nil, w.r.Props), w.r.expiry}}
 		case w.r.stored:
-			stmts[i] = stmt{sql: pick(e.q.casDelete, e.q.casDeleteB), args: []any{st.tableID, pk, rk, w.r.storedV}}
+			stmts[i] = stmt{sql: pick(e.q.casDelete, deleteB), args: []any{st.tableID, pk, rk, w.r.storedV}}
 		default:
 			stmts[i] = stmt{sql: pick(e.q.casInsert, e.q.casInsertB),
 				args: []any{st.tableID, pk, rk, int64(0), w.r.Version, entity.AppendProps(nil, w.r.Props), w.r.expiry, a.acct, a.key}}

@@ -52,6 +52,35 @@ import (
 // otherwise, so a write that decided to record from settings that have since turned
 // the feed off runs again. A table without the feed sends none of this: its statements
 // and round trips are what they were.
+//
+// Lean records. The record of a plain statement's write (not the read-modify-write
+// path's) carries no properties: the row it writes names it (ref_txn, ref_ord), and
+// the row's properties at the record's version are its state. A read takes them from
+// the row (readChanges: COALESCE of the record's and the row's at that version). So an
+// insert writes its entity's bytes once, not twice. Whatever changes or removes such a
+// row first copies its properties into its record, in the same statement (fillFrom),
+// from the version it replaces as the statement's snapshot holds it (the record is in
+// that snapshot; one committed later would not be, so these statements write only over
+// the snapshot's version and otherwise run again: snapshotVersion):
+//
+//   - the feed's writes: inserts and upserts (CTE o), replaces, deletes (RETURNING),
+//     groups and batches (the snapshot's row, x), the compare-and-swaps of merges and
+//     explicit expiries (x at the version they swap), which leave a row without a
+//     reference since their records carry the state;
+//   - the expiry purge of a feed table (purgeExpiredFeed), and the purge of a deleted
+//     table that had a feed (purgeChunkFeed, purgeRestFeed);
+//   - turning the feed off (feedOffFill, after the settings statement took the feed's
+//     counter): every record gets its state and the rows lose their references, since
+//     the table's plain statements that follow do not fill. They do not write over a
+//     row with a reference either (noRef in queries.go): such a row is a feed table's,
+//     so a plain write that finds one has stale settings (it started before the feed
+//     was turned on) and runs again with the feed's statements rather than take the
+//     record's state away.
+//
+// So in every snapshot, on the primary and on a replica, a lean record whose row still
+// holds its version reads its state from the row, and one whose row has moved on holds
+// it itself; a read that finds neither fails rather than answer a record without its
+// state.
 
 // maxFeedExamined bounds the numbers a read examines for one page, so a read with a
 // narrow PartitionKey range over a busy feed costs a bounded read per page.
@@ -238,13 +267,34 @@ func feedSQL(q *queries) {
 				WITH ORDINALITY AS u (op, rk, version, at, expiry, props, i)`,
 			p, tid, pk, from, a, a+1, a+2, a+3, a+4, a+5)
 	}
-	// A compare-and-swap that records its changes only if it wrote.
-	cas := func(dml string, p int) string {
-		return `WITH w AS (` + dml + `), r AS (` + recordsFrom(p, p+1, "$1::BIGINT", "$2::BYTEA", "w, ") + `) SELECT version FROM w`
+	// The compare-and-swaps of a feed table copy the state of the row they write over
+	// into its lean record (fillFrom): an update reads it from the snapshot at the
+	// version it swaps (the swap fails if the row has changed since), a delete from its
+	// RETURNING. The row they leave refers to no record: theirs carry the state.
+	updateDML := strings.Replace(q.casUpdate, `expiry = NULLIF($7::BIGINT, 0)`, `expiry = NULLIF($7::BIGINT, 0), ref_txn = NULL, ref_ord = NULL`, 1)
+	deleteDML, ok := strings.CutSuffix(q.casDelete, `RETURNING version`)
+	if !ok || !strings.Contains(updateDML, `ref_txn = NULL`) {
+		panic("feedSQL: casUpdate or casDelete changed")
 	}
-	q.feedCasUpdate = cas(q.casUpdate, 8)
-	q.feedCasDelete = cas(q.casDelete, 5)
-	q.feedCasInsert = cas(q.casInsert, 10)
+	deleteDML += `RETURNING version, props, ref_txn, ref_ord`
+	updateFill := fillFrom(`w JOIN cerulean_entities x ON x.table_id = $1::BIGINT AND x.pk = $2::BYTEA AND x.rk = $3::BYTEA
+			AND x.version = $4::BIGINT`, "$1::BIGINT", "x")
+	deleteFill := fillFrom("w", "$1::BIGINT", "w")
+	const raised = ` SELECT COALESCE((SELECT version FROM w), 0) / (SELECT count(*) FROM w)`
+	// The swaps of a transaction of several (applyRMW), whose records go in a statement
+	// of their own; they raise when they lose.
+	q.fillCasUpdateB = `WITH w AS (` + updateDML + `), ` + updateFill + raised
+	q.fillCasDeleteB = `WITH w AS (` + deleteDML + `), ` + deleteFill + raised
+	// A compare-and-swap that records its changes only if it wrote.
+	cas := func(dml, fill string, p int) string {
+		if fill != "" {
+			fill += ", "
+		}
+		return `WITH w AS (` + dml + `), ` + fill + `r AS (` + recordsFrom(p, p+1, "$1::BIGINT", "$2::BYTEA", "w, ") + `) SELECT version FROM w`
+	}
+	q.feedCasUpdate = cas(updateDML, updateFill, 8)
+	q.feedCasDelete = cas(deleteDML, deleteFill, 5)
+	q.feedCasInsert = cas(q.casInsert, "", 10)
 	// $1 table id, $2 the first ord, $3 PartitionKey, then the arrays.
 	q.feedRecords = recordsFrom(2, 4, "$1::BIGINT", "$3::BYTEA", "")
 	// The seal: $1 table id, $2 how many numbers, $3 the latest At of the records Go
@@ -281,7 +331,7 @@ func feedSQL(q *queries) {
 		f AS (UPDATE cerulean_feeds SET on_ = FALSE, next = next + 1
 			WHERE $4::INT = 0 AND table_id IN (SELECT id FROM t) AND on_ RETURNING table_id, next - 1 AS seq),
 		` + fmt.Sprintf(one, storage.ChangeFeedOff) + `
-		SELECT id, gen FROM t`
+		SELECT id, gen, EXISTS (SELECT 1 FROM f) FROM t`
 	// DeleteTable: the catalogue row out, the purge entry in, and the feed (if the table
 	// has one) marked deleted, with its table-deleted record (also after the feed was
 	// turned off: the feed then ends like any other, and retention removes it).
@@ -305,7 +355,9 @@ func feedSQL(q *queries) {
 		SELECT (SELECT id FROM t), m.table_id, m.account, m.key, m.on_, m.dropped, m.next, m.removed,
 			x.seq, x.op, x.pk, x.rk, x.version, x.at, x.expiry, x.props
 		FROM (SELECT 1) o LEFT JOIN m ON TRUE LEFT JOIN LATERAL (
-			SELECT c.base + r.ord AS seq, r.op, r.pk, r.rk, r.version, r.at, r.expiry, r.props
+			SELECT c.base + r.ord AS seq, r.op, r.pk, r.rk, r.version, r.at, r.expiry,
+				COALESCE(r.props, (SELECT e.props FROM cerulean_entities e
+					WHERE e.table_id = r.table_id AND e.pk = r.pk AND e.rk = r.rk AND e.version = r.version)) AS props
 			FROM cerulean_feed_txns c JOIN cerulean_changes r ON r.table_id = c.table_id AND r.txn = c.txn
 			WHERE c.table_id = m.table_id AND c.last > GREATEST($4::BIGINT, m.removed)
 				AND c.base <= GREATEST($4::BIGINT, m.removed) + $5::BIGINT
@@ -338,7 +390,10 @@ func feedSQL(q *queries) {
 			WHERE expiry IS NOT NULL AND expiry <= (SELECT v FROM n) AND table_id = $2
 			ORDER BY expiry LIMIT $1 FOR UPDATE SKIP LOCKED),
 		d AS (DELETE FROM cerulean_entities e USING c
-			WHERE e.table_id = $2 AND e.pk = c.pk AND e.rk = c.rk AND e.expiry <= (SELECT v FROM n) RETURNING e.pk, e.rk),
+			WHERE e.table_id = $2 AND e.pk = c.pk AND e.rk = c.rk AND e.expiry <= (SELECT v FROM n)
+			AND e.version = ` + snapshotVersion("$2::BIGINT", "c.pk", "c.rk") + `
+			RETURNING e.pk, e.rk, e.props, e.ref_txn, e.ref_ord),
+		` + fillFrom("d", "$2::BIGINT", "d") + `,
 		k AS (SELECT count(*) AS n FROM d),
 		s AS (UPDATE cerulean_feeds f SET next = f.next + k.n FROM k
 			WHERE f.table_id = $2 AND f.on_ AND NOT f.dropped AND k.n > 0 RETURNING f.next - k.n AS base),
@@ -349,6 +404,23 @@ func feedSQL(q *queries) {
 				d.pk, d.rk, 0, n.v, 0, NULL FROM d, n WHERE EXISTS (SELECT 1 FROM s))
 		SELECT count(*) FROM d`
 	q.feedsOn = `SELECT table_id FROM cerulean_feeds WHERE on_ AND NOT dropped ORDER BY table_id`
+
+	// Lean records of a table whose rows go without a statement of the feed's: the
+	// chunks of a deleted table's purge ($1 the table; purgeChunk's bound $2, $3), and
+	// turning the feed off, after which the table's writes are plain statements that
+	// leave rows with a reference alone (noRef). Each fills the records from the rows
+	// and, for the feed turned off, clears the references.
+	rowsFill := func(where string) string {
+		f := fillFrom(`cerulean_entities x`, "$1::BIGINT", "x")
+		return f[:len(f)-1] + ` AND x.table_id = $1::BIGINT AND x.ref_txn IS NOT NULL` + where + `)`
+	}
+	q.purgeChunkFeed = `WITH ` + rowsFill(` AND (x.pk, x.rk) < ($2::BYTEA, $3::BYTEA)`) + `
+		DELETE FROM cerulean_entities WHERE table_id = $1 AND (pk, rk) < ($2::BYTEA, $3::BYTEA)`
+	q.purgeRestFeed = `WITH ` + rowsFill("") + `
+		DELETE FROM cerulean_entities WHERE table_id = $1`
+	q.feedOffFill = `WITH ` + rowsFill("") + `
+		UPDATE cerulean_entities SET ref_txn = NULL, ref_ord = NULL WHERE table_id = $1 AND ref_txn IS NOT NULL`
+	q.hasFeed = `SELECT EXISTS (SELECT 1 FROM cerulean_feeds WHERE table_id = $1)`
 }
 
 // ReadChanges reads a page of a table's feed from the primary (storage.ChangeReader).
@@ -442,6 +514,11 @@ func (r reads) readChanges(ctx context.Context, account, table string, req stora
 		}
 		c := storage.Change{Seq: uint64(*seq), Op: storage.ChangeOp(*op), PartitionKey: string(pk), RowKey: string(rk),
 			Version: *ver, At: *at, Expiry: *exp}
+		if props == nil && c.Op < storage.ChangeExpire && c.Op != storage.ChangeOp(storage.Delete) {
+			// A lean record whose row no longer holds its version, and which no
+			// statement filled: a broken invariant, never a record without its state.
+			return storage.ChangesPage{}, fmt.Errorf("change record %d of %s/%s: its state is missing", c.Seq, c.PartitionKey, c.RowKey)
+		}
 		if len(props) > 0 {
 			if c.Props, err = entity.DecodeProps(props); err != nil {
 				return storage.ChangesPage{}, fmt.Errorf("change record: %w", err)
@@ -698,12 +775,16 @@ func (e *Engine) purgeExpiredFeeds(ctx context.Context) (int, error) {
 }
 
 // feedWriteSQL builds the plain writes of a feed table (queries.feedInsert1 …): each is
-// its plain statement (queries.go; setInsert and setUpsert its ON CONFLICT updates,
-// atIDGen its catalogue check) with the records of what it wrote in a CTE of its own,
-// so a write that writes nothing records nothing, and the statement answers as the
-// plain one does. The records are numbered by the seal as every record is (sealFeeds):
-// a statement reserves two ords per row it may write, 2·pos for the expiry of a stored
+// its plain statement (queries.go; setList the ON CONFLICT update's assignments, atIDGen
+// its catalogue check) with the records of what it wrote in a CTE of its own, so a
+// write that writes nothing records nothing, and the statement answers as the plain one
+// does. The records are numbered by the seal as every record is (sealFeeds): a
+// statement reserves two ords per row it may write, 2·pos for the expiry of a stored
 // expired row written over and 2·pos+1 for the write's own record.
+//
+// A write's record is lean ("Lean records" below): the row it writes refers to it
+// (ref_txn, ref_ord), and a fill CTE copies the state of the row it writes over into
+// that row's own lean record, if it has one.
 //
 // An insert or insert-or-replace can write over a stored row that has expired: its
 // expiry is recorded first (noteChange's rule). Which row it wrote over is known from
@@ -719,69 +800,82 @@ func (e *Engine) purgeExpiredFeeds(ctx context.Context) (int, error) {
 // arrays first and then writing them would take the locks of rows created meanwhile
 // out of order.
 //
-// A write's record holds the properties it was given (the whole new state: none of
-// these merges), its new version (At too), and the row's stored expiry after it; a
-// delete's At is the clock the statement reads.
-func feedWriteSQL(q *queries, setInsert, setUpsert, atIDGen string) {
+// A write's record holds its new version (At too) and the row's stored expiry after
+// it; a delete's At is the clock the statement reads.
+func feedWriteSQL(q *queries, setList, atIDGen string) {
 	ins, ups := int(storage.Insert), int(storage.InsertOrReplace)
 	const cols = `INSERT INTO cerulean_changes (table_id, txn, ord, op, pk, rk, version, at, expiry, props)`
+	// The ON CONFLICT update also points the row at its new lean record.
+	setRef := setList + `, ref_txn = excluded.ref_txn, ref_ord = excluded.ref_ord WHERE `
 	// recs are the records of the rows w wrote: x.k 0 the expiry of the row o read if
-	// it had expired at n.v, 1 the write's own (op, its properties props).
-	recs := func(op int, props string) string {
+	// it had expired at n.v, 1 the write's own (op, lean).
+	recs := func(op int) string {
 		return fmt.Sprintf(`CROSS JOIN n CROSS JOIN LATERAL (VALUES
-				(0, %d::SMALLINT, 0::BIGINT, n.v, 0::BIGINT, NULL::BYTEA),
-				(1, %d::SMALLINT, w.version, w.version, COALESCE(w.expiry, 0), %s))
-				AS x (k, op, version, at, expiry, props)`, int(storage.ChangeExpire), op, props)
+				(0, %d::SMALLINT, 0::BIGINT, n.v, 0::BIGINT),
+				(1, %d::SMALLINT, w.version, w.version, COALESCE(w.expiry, 0)))
+				AS x (k, op, version, at, expiry)`, int(storage.ChangeExpire), op)
 	}
 	const clockCTE = `n AS MATERIALIZED (SELECT {now} AS v)`
 	answer := `SELECT version FROM w`
 	raised := `SELECT COALESCE((SELECT version FROM w), 0) / (SELECT count(*) FROM w)`
 
 	// One row: $1 table id, $2 account, $3 table key, $4 PartitionKey, $5 RowKey, $6
-	// properties, $7 generation, $8 time-to-live, $9 the first ord.
-	one := func(set string, op int, final string) string {
+	// properties, $7 generation, $8 time-to-live, $9 the first ord. o, the row locked,
+	// is the version the write replaces, so it is what the fill copies.
+	one := func(cond string, op int, final string) string {
 		return `WITH ` + clockCTE + `,
-		o AS MATERIALIZED (SELECT e.version, e.expiry FROM cerulean_entities e
-			WHERE e.table_id = $1::BIGINT AND e.pk = $4::BYTEA AND e.rk = $5::BYTEA FOR UPDATE),
-		w AS (INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
-			SELECT $1::BIGINT, $4::BYTEA, $5::BYTEA, n.v, $6::BYTEA, n.v + NULLIF($8::BIGINT, 0)
+		o AS MATERIALIZED (SELECT e.version, e.expiry, e.props, e.ref_txn, e.ref_ord FROM cerulean_entities e
+			WHERE e.table_id = $1::BIGINT AND e.pk = $4::BYTEA AND e.rk = $5::BYTEA),
+		w AS (INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry, ref_txn, ref_ord)
+			SELECT $1::BIGINT, $4::BYTEA, $5::BYTEA, n.v, $6::BYTEA, n.v + NULLIF($8::BIGINT, 0), txid_current(), ($9::BIGINT + 1)::INT
 			FROM n, (SELECT count(*) FROM o) l WHERE ` + atIDGen + `
-			ON CONFLICT (table_id, pk, rk) DO UPDATE SET ` + set + ` e.version = (SELECT version FROM o)
+			ON CONFLICT (table_id, pk, rk) DO UPDATE SET ` + setRef + cond + ` e.version = (SELECT version FROM o)
 			RETURNING e.version, e.expiry),
+		` + fillFrom("o, w", "$1::BIGINT", "o") + `,
 		r AS (` + cols + `
-			SELECT $1::BIGINT, txid_current(), ($9::BIGINT + x.k)::INT, x.op, $4::BYTEA, $5::BYTEA, x.version, x.at, x.expiry, x.props
-			FROM w ` + recs(op, "$6::BYTEA") + `
+			SELECT $1::BIGINT, txid_current(), ($9::BIGINT + x.k)::INT, x.op, $4::BYTEA, $5::BYTEA, x.version, x.at, x.expiry, NULL
+			FROM w ` + recs(op) + `
 			WHERE x.k = 1 OR EXISTS (SELECT 1 FROM o WHERE o.expiry <= n.v))
 		` + final
 	}
-	setIns, setUps := setInsert+` AND`, setUpsert+` WHERE`
-	q.feedInsert1, q.feedInsertB = one(setIns, ins, answer), one(setIns, ins, raised)
+	const expiredOnly = `e.expiry <= excluded.version AND`
+	q.feedInsert1, q.feedInsertB = one(expiredOnly, ins, answer), one(expiredOnly, ins, raised)
 	um := int(storage.InsertOrMerge)
-	q.feedUpsertFirst1, q.feedUpsertFirstB = one(setIns, um, answer), one(setIns, um, raised)
-	q.feedUpsert1, q.feedUpsertB = one(setUps, ups, answer), one(setUps, ups, raised)
+	q.feedUpsertFirst1, q.feedUpsertFirstB = one(expiredOnly, um, answer), one(expiredOnly, um, raised)
+	q.feedUpsert1, q.feedUpsertB = one("", ups, answer), one("", ups, raised)
 
-	// Replace: replace1 ($9 the expected version, $10 the ord); it never writes over an
-	// expired row.
-	rep, ok := strings.CutSuffix(q.replace1, `RETURNING e.version`)
-	if !ok {
-		panic("feedWriteSQL: replace1 changed")
-	}
+	// Replace: replace1's parameters ($9 the expected version, 0 for any), $10 the ord;
+	// it never writes over an expired row. It locks the row first (o), as the inserts
+	// do, so that the version it replaces is the one it copies into that version's
+	// record.
 	replace := func(final string) string {
-		return `WITH w AS (` + rep + `RETURNING e.version, e.expiry),
+		return `WITH ` + clockCTE + `,
+		o AS MATERIALIZED (SELECT e.version, e.props, e.ref_txn, e.ref_ord FROM cerulean_entities e
+			WHERE e.table_id = $1::BIGINT AND e.pk = $4::BYTEA AND e.rk = $5::BYTEA),
+		w AS (UPDATE cerulean_entities AS e SET version = GREATEST(n.v, e.version + 1), props = $6::BYTEA,
+				expiry = GREATEST(n.v, e.version + 1) + NULLIF($8::BIGINT, 0), ref_txn = txid_current(), ref_ord = $10::INT
+			FROM n
+			WHERE e.table_id = $1::BIGINT AND e.pk = $4::BYTEA AND e.rk = $5::BYTEA
+			AND ($9::BIGINT = 0 OR e.version = $9::BIGINT) AND (e.expiry IS NULL OR e.expiry > n.v) AND ` + atIDGen + `
+			AND e.version = (SELECT version FROM o)
+			RETURNING e.version, e.expiry),
+		` + fillFrom("o, w", "$1::BIGINT", "o") + `,
 		r AS (` + cols + `
 			SELECT $1::BIGINT, txid_current(), $10::INT, ` + fmt.Sprint(int(storage.Replace)) + `, $4::BYTEA, $5::BYTEA,
-				w.version, w.version, COALESCE(w.expiry, 0), $6::BYTEA FROM w)
+				w.version, w.version, COALESCE(w.expiry, 0), NULL FROM w)
 		` + final
 	}
 	q.feedReplace1, q.feedReplaceB = replace(answer), replace(raised)
 	// Delete: delete1's parameters ($6 the expected version, $7 the generation), $8 the
-	// ord.
+	// ord. What it removed is in its RETURNING.
 	del := func(final string) string {
 		return `WITH ` + clockCTE + `,
 		w AS (DELETE FROM cerulean_entities AS e USING n
 			WHERE e.table_id = $1::BIGINT AND e.pk = $4::BYTEA AND e.rk = $5::BYTEA
 			AND ($6::BIGINT = 0 OR e.version = $6::BIGINT) AND (e.expiry IS NULL OR e.expiry > n.v) AND ` + atIDGen + `
-			RETURNING e.version, n.v AS at),
+			AND e.version = ` + snapshotVersion("$1::BIGINT", "$4::BYTEA", "$5::BYTEA") + `
+			RETURNING e.version, n.v AS at, e.props, e.ref_txn, e.ref_ord),
+		` + fillFrom("w", "$1::BIGINT", "w") + `,
 		r AS (` + cols + `
 			SELECT $1::BIGINT, txid_current(), $8::INT, ` + fmt.Sprint(int(storage.Delete)) + `, $4::BYTEA, $5::BYTEA,
 				0, w.at, 0, NULL FROM w)
@@ -793,49 +887,69 @@ func feedWriteSQL(q *queries, setInsert, setUpsert, atIDGen string) {
 	// rows they write over (old, in the ON CONFLICT update's condition and in RETURNING:
 	// the statement's own writes are not in its snapshot), rather than in a CTE of every
 	// row: a CTE of index probes over the arrays made the planner prefer a custom plan,
-	// planned again at every run, to the generic plan it costs at 100 rows.
+	// planned again at every run, to the generic plan it costs at 100 rows. The fill
+	// reads the rows written over from the snapshot too (x): that is the version the
+	// update's condition matched.
 	old := func(col string) string {
 		return `(SELECT x.` + col + ` FROM cerulean_entities x WHERE x.table_id = e.table_id AND x.pk = e.pk AND x.rk = e.rk)`
 	}
+	snapshotFill := fillFrom(`w JOIN cerulean_entities x ON x.table_id = w.table_id AND x.pk = w.pk AND x.rk = w.rk`, "w.table_id", "x")
 	// A group of single writes of one table (mergeSingles, ApplyEach): insertGroup's
 	// arrays $1 … $8, $9 the first ord, $10 each row's place (pos) among the records.
-	group := func(set string, op int) string {
+	group := func(cond string, op int) string {
 		return `WITH ` + clockCTE + `,
-		w AS (INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
-			SELECT u.id, u.pk, u.rk, n.v, u.props, n.v + NULLIF(u.ttl, 0)
-			FROM n, unnest($1::BIGINT[], $2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BIGINT[], $8::BIGINT[])
-				WITH ORDINALITY AS u (id, account, key, pk, rk, props, gen, ttl, ord)
+		w AS (INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry, ref_txn, ref_ord)
+			SELECT u.id, u.pk, u.rk, n.v, u.props, n.v + NULLIF(u.ttl, 0), txid_current(), ($9::BIGINT + 2 * u.pos + 1)::INT
+			FROM n, unnest($1::BIGINT[], $2::BYTEA[], $3::BYTEA[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $7::BIGINT[], $8::BIGINT[], $10::INT[])
+				WITH ORDINALITY AS u (id, account, key, pk, rk, props, gen, ttl, pos, ord)
 			WHERE EXISTS (SELECT 1 FROM cerulean_tables t WHERE t.account = u.account AND t.key = u.key AND t.id = u.id AND COALESCE(t.gen, 0) = u.gen)
 			ORDER BY u.ord
-			ON CONFLICT (table_id, pk, rk) DO UPDATE SET ` + set + ` e.version = ` + old("version") + `
-			RETURNING e.table_id, e.pk, e.rk, e.version, e.expiry, ` + old("expiry") + ` AS old),
+			ON CONFLICT (table_id, pk, rk) DO UPDATE SET ` + setRef + cond + ` e.version = ` + old("version") + `
+			RETURNING e.table_id, e.pk, e.rk, e.version, e.expiry, e.ref_ord, ` + old("expiry") + ` AS old),
+		` + snapshotFill + `,
 		r AS (` + cols + `
-			SELECT w.table_id, txid_current(), ($9::BIGINT + 2 * u.pos + x.k)::INT, x.op, w.pk, w.rk, x.version, x.at, x.expiry, x.props
-			FROM w JOIN unnest($1::BIGINT[], $4::BYTEA[], $5::BYTEA[], $6::BYTEA[], $10::INT[]) AS u (id, pk, rk, props, pos)
-				ON u.id = w.table_id AND u.pk = w.pk AND u.rk = w.rk
-			` + recs(op, "u.props") + `
+			SELECT w.table_id, txid_current(), w.ref_ord - 1 + x.k, x.op, w.pk, w.rk, x.version, x.at, x.expiry, NULL
+			FROM w ` + recs(op) + `
 			WHERE x.k = 1 OR w.old <= n.v)
 		SELECT table_id, pk, rk, version FROM w`
 	}
-	q.feedInsertGroup, q.feedUpsertGroup = group(setIns, ins), group(setUps, ups)
+	q.feedInsertGroup, q.feedUpsertGroup = group(expiredOnly, ins), group("", ups)
 
 	// A batch of inserts or insert-or-replaces (applyMany): insertMany's parameters, $9
 	// the table id, $10 the first ord, $11 each row's place among the records.
-	many := func(set string, op int) string {
+	many := func(cond string, op int) string {
 		return `WITH ` + clockCTE + `,
-		w AS (INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
-			SELECT t.id, $3::BYTEA, u.rk, n.v, u.props, n.v + NULLIF(u.ttl, 0)
-			FROM cerulean_tables t, n, unnest($4::BYTEA[], $5::BYTEA[], $7::BIGINT[]) WITH ORDINALITY AS u (rk, props, ttl, ord)
+		w AS (INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry, ref_txn, ref_ord)
+			SELECT t.id, $3::BYTEA, u.rk, n.v, u.props, n.v + NULLIF(u.ttl, 0), txid_current(), ($10::BIGINT + 2 * u.pos + 1)::INT
+			FROM cerulean_tables t, n, unnest($4::BYTEA[], $5::BYTEA[], $7::BIGINT[], $11::INT[]) WITH ORDINALITY AS u (rk, props, ttl, pos, ord)
 			WHERE t.account = $1 AND t.key = $2 AND COALESCE(t.gen, 0) = $8::BIGINT AND t.id = $9::BIGINT
 			ORDER BY u.ord
-			ON CONFLICT (table_id, pk, rk) DO UPDATE SET ` + set + ` e.version = ` + old("version") + `
-			RETURNING e.rk, e.version, e.expiry, ` + old("expiry") + ` AS old),
+			ON CONFLICT (table_id, pk, rk) DO UPDATE SET ` + setRef + cond + ` e.version = ` + old("version") + `
+			RETURNING e.table_id, e.pk, e.rk, e.version, e.expiry, e.ref_ord, ` + old("expiry") + ` AS old),
+		` + snapshotFill + `,
 		r AS (` + cols + `
-			SELECT $9::BIGINT, txid_current(), ($10::BIGINT + 2 * u.pos + x.k)::INT, x.op, $3::BYTEA, w.rk, x.version, x.at, x.expiry, x.props
-			FROM w JOIN unnest($4::BYTEA[], $5::BYTEA[], $11::INT[]) AS u (rk, props, pos) ON u.rk = w.rk
-			` + recs(op, "u.props") + `
+			SELECT $9::BIGINT, txid_current(), w.ref_ord - 1 + x.k, x.op, $3::BYTEA, w.rk, x.version, x.at, x.expiry, NULL
+			FROM w ` + recs(op) + `
 			WHERE x.k = 1 OR w.old <= n.v)
 		SELECT array_agg(w.rk), array_agg(w.version), 1 / (CASE WHEN count(*) = $6::BIGINT THEN 1 ELSE 0 END) FROM w`
 	}
-	q.feedInsertMany, q.feedUpsertMany = many(setIns, ins), many(setUps, ups)
+	q.feedInsertMany, q.feedUpsertMany = many(expiredOnly, ins), many("", ups)
+}
+
+// snapshotVersion is the version of a row in the statement's snapshot. A statement
+// that fills the lean record of a row it removes or writes over must do so only over
+// that version: the record of a version committed after the snapshot (which an update
+// or delete in READ COMMITTED goes on to when the row changed while it waited for its
+// lock) is not in the snapshot, so no update of the statement finds it. A statement
+// whose row changed so writes nothing and runs again.
+func snapshotVersion(tid, pk, rk string) string {
+	return `(SELECT x.version FROM cerulean_entities x WHERE x.table_id = ` + tid + ` AND x.pk = ` + pk + ` AND x.rk = ` + rk + `)`
+}
+
+// fillFrom is the CTE f of a statement that changes or removes rows which may refer to
+// lean records: it copies each such row's properties into its record. from names the
+// rows' old versions (columns props, ref_txn, ref_ord of alias src) for feed table tid.
+func fillFrom(from, tid, src string) string {
+	return `f AS (UPDATE cerulean_changes c SET props = ` + src + `.props FROM ` + from + `
+			WHERE c.table_id = ` + tid + ` AND c.txn = ` + src + `.ref_txn AND c.ord = ` + src + `.ref_ord AND c.props IS NULL)`
 }

@@ -484,7 +484,7 @@ func BenchmarkApplyChangeFeed(b *testing.B) {
 	}{{"single/writers=32", 32, 1}, {"batch100/writers=8", 8, 100}} {
 		for _, feed := range []int32{0, 3600} {
 			b.Run(fmt.Sprintf("%s/feed=%v", shape.name, map[bool]string{false: "off", true: "on"}[feed > 0]), func(b *testing.B) {
-				e := open(b, postgres.Options{})
+				e := open(b, postgres.Options{DisablePurger: true}) // the purge of the previous runs' tables would write meanwhile
 				ctx := context.Background()
 				acct := newAccount()
 				if err := e.CreateTable(ctx, acct, "F", storage.TableSettings{ChangeFeed: feed}); err != nil {
@@ -493,6 +493,7 @@ func BenchmarkApplyChangeFeed(b *testing.B) {
 				b.Cleanup(func() { _ = e.DeleteTable(context.Background(), acct, "F") })
 				var writer atomic.Int64
 				b.SetParallelism(max(1, shape.writers/runtime.GOMAXPROCS(0)))
+				wal0 := walBytes(b)
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					w := writer.Add(1)
@@ -510,9 +511,25 @@ func BenchmarkApplyChangeFeed(b *testing.B) {
 					}
 				})
 				b.ReportMetric(float64(b.N*shape.batch)/b.Elapsed().Seconds(), "entities/s")
+				b.ReportMetric(float64(walBytes(b)-wal0)/float64(b.N*shape.batch), "WAL-B/entity")
 			})
 		}
 	}
+}
+
+// walBytes is the database's WAL position in bytes: the WAL a benchmark's writes made is
+// its difference (the test database serves nothing else meanwhile).
+func walBytes(b *testing.B) int64 {
+	conn, err := pgx.Connect(context.Background(), testURL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	if err := conn.QueryRow(context.Background(), `SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::BIGINT`).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
 
 // TestChangeFeedUpsertFirstInsert: once a front end's InsertOrMerges mostly create their
@@ -559,6 +576,54 @@ func TestChangeFeedUpsertFirstInsert(t *testing.T) {
 	for _, c := range got {
 		if c.Op != storage.ChangeOp(storage.InsertOrMerge) {
 			t.Fatalf("record %d of %s: op %v, want %v (the write as asked)", c.Seq, c.RowKey, c.Op, storage.ChangeOp(storage.InsertOrMerge))
+		}
+	}
+}
+
+// TestChangeFeedPurgedTable: a deleted table's rows are purged after its feed's
+// records that hold their state by reference (lean records) got it: the old feed, read
+// by its id, still holds every write's state after the purge.
+func TestChangeFeedPurgedTable(t *testing.T) {
+	ctx := t.Context()
+	e := open(t, postgres.Options{DisablePurger: true})
+	acct := newAccount()
+	if err := e.CreateTable(ctx, acct, "Purged", storage.TableSettings{ChangeFeed: 3600}); err != nil {
+		t.Fatal(err)
+	}
+	var muts []storage.Mutation
+	for i := range 50 {
+		muts = append(muts, mut(storage.Insert, fmt.Sprintf("r%03d", i), i64("N", int64(i))))
+	}
+	if _, err := e.Apply(ctx, acct, "Purged", "p", muts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Apply(ctx, acct, "Purged", "p", []storage.Mutation{mut(storage.InsertOrReplace, "r000", i64("N", 100))}); err != nil {
+		t.Fatal(err)
+	}
+	start, err := e.ReadChanges(ctx, acct, "Purged", storage.ChangesRequest{After: storage.AfterNow, Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DeleteTable(ctx, acct, "Purged"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := followFeed(t, func(req storage.ChangesRequest) (storage.ChangesPage, error) {
+		req.FeedID = start.FeedID
+		return e.ReadChanges(ctx, acct, "Purged", req)
+	}, 0)
+	if len(got) != 52 || got[51].Op != storage.ChangeTableDeleted {
+		t.Fatalf("the purged table's feed holds %d records, want 50 inserts, an upsert and table-deleted", len(got))
+	}
+	for i, c := range got[:51] {
+		want := int64(i)
+		if i == 50 {
+			want = 100
+		}
+		if len(c.Props) != 1 || c.Props[0].Value.Int != want {
+			t.Fatalf("record %d (%v %s) holds %v, want N=%d", i, c.Op, c.RowKey, c.Props, want)
 		}
 	}
 }

@@ -77,7 +77,14 @@ type queries struct {
 	// in the transaction), the catalogue statements of feed tables, reads, retention and
 	// the expiry purge of feed tables.
 	feedCasUpdate, feedCasDelete, feedCasInsert string
-	feedRecords, feedSeal                       string
+	// fillCasUpdateB and fillCasDeleteB are casUpdateB and casDeleteB for a feed table
+	// (they fill the lean record of the row they write over).
+	fillCasUpdateB, fillCasDeleteB string
+	// purgeChunkFeed and purgeRestFeed are purgeChunk and purgeRest for a table that had
+	// a feed; feedOffFill fills a table's lean records and clears its rows' references;
+	// hasFeed tells whether a table has or had a feed.
+	purgeChunkFeed, purgeRestFeed, feedOffFill, hasFeed string
+	feedRecords, feedSeal                               string
 	// The plain writes of a feed table, recording their changes in their own CTEs
 	// (changes.go, feedWriteSQL): feedInsert1 … feedDelete1 take their plain statement's
 	// parameters and then the ord of their first record, answering as their plain
@@ -137,6 +144,10 @@ func entityAt(pk, rk, where string) string {
 // once (an InitPlan), not per row.
 const live = `(e.expiry IS NULL OR e.expiry > (SELECT {now}))`
 
+// noRef is true of a row that refers to no lean change record (changes.go, "Lean
+// records"): the only rows the statements of tables without the feed write over.
+const noRef = `e.ref_txn IS NULL`
+
 // raise wraps a data-modifying statement that RETURNs version so that it fails with
 // division_by_zero when it changed no row. The COALESCE keeps the division from being
 // NULL / 0, which is NULL and not an error; neither operand is a constant, so no planner
@@ -153,13 +164,18 @@ func buildQueries(d dialect) queries {
 	// An ON CONFLICT update takes excluded.version, the clock read for the row it
 	// failed to insert, and excluded.expiry - excluded.version, the time-to-live.
 	const (
-		clock     = `(SELECT {now} AS v) n`
-		setUpsert = `version = GREATEST(excluded.version, e.version + 1), props = excluded.props,
+		clock   = `(SELECT {now} AS v) n`
+		setList = `version = GREATEST(excluded.version, e.version + 1), props = excluded.props,
 			expiry = GREATEST(excluded.version, e.version + 1) + (excluded.expiry - excluded.version)`
+		// These statements write only over rows that hold no lean change record
+		// (changes.go, "Lean records"): a row that does belongs to a table whose feed is
+		// on, whose writes take the feed's statements, so a write that finds one has
+		// stale settings and runs again (diagnose) rather than lose the record's state.
+		setUpsert = setList + ` WHERE ` + noRef
 		// An insert over an expired row replaces it, as over a missing one. The version
 		// still exceeds the old one, and the clock that decides expiry is the one the
 		// insert took its version from.
-		setInsert = setUpsert + ` WHERE e.expiry <= excluded.version`
+		setInsert = setList + ` WHERE e.expiry <= excluded.version AND ` + noRef
 
 		insertHead = `INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
 			SELECT t.id, $3::BYTEA, $4::BYTEA, n.v, $5::BYTEA, n.v + NULLIF($7::BIGINT, 0) FROM cerulean_tables t, ` + clock + `
@@ -172,7 +188,7 @@ func buildQueries(d dialect) queries {
 			expiry = GREATEST(n.v, e.version + 1) + NULLIF($7::BIGINT, 0)
 			FROM ` + clock + `
 			WHERE e.table_id = ` + tableIDAtGen + ` AND e.pk = $3::BYTEA AND e.rk = $4::BYTEA
-			AND ($8::BIGINT = 0 OR e.version = $8::BIGINT) AND (e.expiry IS NULL OR e.expiry > n.v)
+			AND ($8::BIGINT = 0 OR e.version = $8::BIGINT) AND (e.expiry IS NULL OR e.expiry > n.v) AND ` + noRef + `
 			RETURNING e.version`
 		// $5 is the expected version, 0 for any; $6 the settings generation, checked
 		// although a delete computes no expiry: whether it records a change (the
@@ -180,7 +196,7 @@ func buildQueries(d dialect) queries {
 		// removes it.
 		deleteDML = `DELETE FROM cerulean_entities AS e
 			WHERE e.table_id = ` + tableIDAtGen + ` AND e.pk = $3::BYTEA AND e.rk = $4::BYTEA
-			AND ($5::BIGINT = 0 OR e.version = $5::BIGINT) AND ` + live + `
+			AND ($5::BIGINT = 0 OR e.version = $5::BIGINT) AND ` + live + ` AND ` + noRef + `
 			RETURNING e.version`
 	)
 	// The single statements. The catalogue check is an uncorrelated EXISTS: the
@@ -216,13 +232,13 @@ func buildQueries(d dialect) queries {
 			expiry = GREATEST(n.v, e.version + 1) + NULLIF($8::BIGINT, 0)
 			FROM ` + clock + `
 			WHERE e.table_id = $1::BIGINT AND e.pk = $4::BYTEA AND e.rk = $5::BYTEA
-			AND ($9::BIGINT = 0 OR e.version = $9::BIGINT) AND (e.expiry IS NULL OR e.expiry > n.v) AND ` + atIDGen + `
+			AND ($9::BIGINT = 0 OR e.version = $9::BIGINT) AND (e.expiry IS NULL OR e.expiry > n.v) AND ` + noRef + ` AND ` + atIDGen + `
 			RETURNING e.version`
 	// A delete checks the settings generation ($7) too, although it computes no
 	// expiry: whether it records a change (the table's change feed) is a setting.
 	q.delete1 = `DELETE FROM cerulean_entities AS e
 			WHERE e.table_id = $1::BIGINT AND e.pk = $4::BYTEA AND e.rk = $5::BYTEA
-			AND ($6::BIGINT = 0 OR e.version = $6::BIGINT) AND ` + live + ` AND ` + atIDGen + `
+			AND ($6::BIGINT = 0 OR e.version = $6::BIGINT) AND ` + live + ` AND ` + noRef + ` AND ` + atIDGen + `
 			RETURNING e.version`
 	// The rows go in the arrays' order (applyMany's, by RowKey), as groupHd's do.
 	const many = `WITH w AS (INSERT INTO cerulean_entities AS e (table_id, pk, rk, version, props, expiry)
@@ -250,8 +266,8 @@ func buildQueries(d dialect) queries {
 		SELECT array_agg(w.rk), array_agg(w.version), 1 / (CASE WHEN count(*) = $6::BIGINT THEN 1 ELSE 0 END) FROM w`
 		setUpsertAt = `version = GREATEST(excluded.version, e.version + 1), props = excluded.props, expiry = excluded.expiry`
 	)
-	q.insertManyAt = fmt.Sprintf(manyAt, setUpsertAt+` WHERE e.expiry <= excluded.version`)
-	q.upsertManyAt = fmt.Sprintf(manyAt, setUpsertAt)
+	q.insertManyAt = fmt.Sprintf(manyAt, setUpsertAt+` WHERE e.expiry <= excluded.version AND `+noRef)
+	q.upsertManyAt = fmt.Sprintf(manyAt, setUpsertAt+` WHERE `+noRef)
 	q.insertB = raise(insertDML)
 	q.upsertB = raise(upsertDML)
 	q.replaceB = raise(replaceDML)
@@ -363,6 +379,11 @@ func buildQueries(d dialect) queries {
 	// filtered out of the index walk, which keeps its order and stops at the chunk's
 	// limit. (An anti-join with cerulean_feeds was planned as a hash join under a sort,
 	// which read every expired row for each chunk.)
+	//
+	// It needs no noRef: a row with a lean record is a feed table's, whose feed was on
+	// when the row was written, so a purge that takes the table for one without the
+	// feed started before the row's write, and the row (whose expiry is at least a
+	// second after that write's clock) has not expired at the purge's clock.
 	q.purgeExpired = `WITH c AS (SELECT table_id, pk, rk FROM cerulean_entities
 			WHERE expiry IS NOT NULL AND expiry <= (SELECT {now})
 			AND table_id <> ALL (COALESCE((SELECT array_agg(table_id) FROM cerulean_feeds WHERE on_ AND NOT dropped), '{}'::BIGINT[]))
@@ -372,7 +393,7 @@ func buildQueries(d dialect) queries {
 	q.position = d.positionQuery()
 	q.mark = d.markQuery()
 	feedSQL(&q)
-	feedWriteSQL(&q, setInsert, setUpsert, atIDGen)
+	feedWriteSQL(&q, setList, atIDGen)
 
 	q.getACL = `SELECT acl FROM cerulean_tables WHERE account = $1 AND key = $2`
 	// $3 the ACL, NULL to clear. The update locks the catalogue row, so it orders with a

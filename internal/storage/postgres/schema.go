@@ -57,7 +57,15 @@ import (
 //	                     numbers base … last it took from the counter as its last
 //	                     statement, the transaction's id and when (for retention)
 //	cerulean_changes     (version 5) (table id, txn, ord) → the record: number
-//	                     base + ord of its transaction's row in cerulean_feed_txns
+//	                     base + ord of its transaction's row in cerulean_feed_txns;
+//	                     props NULL on a write's record makes it lean: its state is
+//	                     the row's (version 6)
+//	cerulean_entities.ref_txn, ref_ord
+//	                     (version 6) the lean record (txn, ord) holding this version of
+//	                     the row by reference, NULL for none; a statement that changes
+//	                     or removes the row first copies its properties into that
+//	                     record (changes.go, "Lean records"), and the writes of tables
+//	                     without the feed leave a row with a reference alone
 
 // migration is one step of the schema; steps run in order, each once, in a transaction
 // together with the row that records it.
@@ -144,6 +152,13 @@ var migrations = []migration{
 				expiry BIGINT NOT NULL,
 				props BYTEA,
 				PRIMARY KEY (table_id, txn, ord))`,
+		}
+	}},
+	{6, func(d dialect) []string {
+		return []string{
+			// Nullable without defaults: no rewrite of the entities.
+			`ALTER TABLE cerulean_entities ADD COLUMN ref_txn BIGINT`,
+			`ALTER TABLE cerulean_entities ADD COLUMN ref_ord INT`,
 		}
 	}},
 }

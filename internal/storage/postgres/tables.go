@@ -74,8 +74,21 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 		var id, gen int64
 		err := e.onPrimary(ctx, func(c *pgxpool.Conn) error {
 			if e.dialect == dialectPostgres {
-				return c.QueryRow(ctx, e.q.setSettingsFeed, acct, key, storage.MarshalSettings(settings),
-					settings.ChangeFeed).Scan(&id, &gen)
+				return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+					var off bool
+					if err := tx.QueryRow(ctx, e.q.setSettingsFeed, acct, key, storage.MarshalSettings(settings),
+						settings.ChangeFeed).Scan(&id, &gen, &off); err != nil || !off {
+						return err
+					}
+					// The feed was on and is off now: the table's writes become plain
+					// statements, which leave rows that refer to a lean record alone, so
+					// the records get their state and the rows lose their references
+					// here. The statement above holds the feed's counter, so every write
+					// that recorded has committed, and this statement's snapshot sees it,
+					// or it waits for the counter and fails its seal (changes.go).
+					_, err := tx.Exec(ctx, e.q.feedOffFill, id)
+					return err
+				})
 			}
 			return c.QueryRow(ctx, e.q.setSettings, acct, key, storage.MarshalSettings(settings)).Scan(&id, &gen)
 		})
@@ -330,6 +343,18 @@ func (e *Engine) purgePending(ctx context.Context) error {
 	}
 	e.pendingPurges.Store(int64(len(entries)))
 	for _, en := range entries {
+		// A table that had a change feed may have rows its lean records refer to: each
+		// chunk fills them before it removes the rows (changes.go, "Lean records").
+		chunk, rest := e.q.purgeChunk, e.q.purgeRest
+		if e.dialect == dialectPostgres {
+			var feed bool
+			if err := e.pool.QueryRow(ctx, e.q.hasFeed, en.id).Scan(&feed); err != nil {
+				return fmt.Errorf("purge table %d: %w", en.id, err)
+			}
+			if feed {
+				chunk, rest = e.q.purgeChunkFeed, e.q.purgeRestFeed
+			}
+		}
 		for {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -338,9 +363,9 @@ func (e *Engine) purgePending(ctx context.Context) error {
 			err := e.pool.QueryRow(ctx, e.q.purgeBound, en.id, PurgeChunk).Scan(&pk, &rk)
 			last := errors.Is(err, pgx.ErrNoRows)
 			if last {
-				_, err = e.pool.Exec(ctx, e.q.purgeRest, en.id)
+				_, err = e.pool.Exec(ctx, rest, en.id)
 			} else if err == nil {
-				_, err = e.pool.Exec(ctx, e.q.purgeChunk, en.id, pk, rk)
+				_, err = e.pool.Exec(ctx, chunk, en.id, pk, rk)
 			}
 			if err != nil {
 				if retryable(err) {
