@@ -18,18 +18,20 @@ import (
 func TestCompatJS(t *testing.T) { compatJS(t, false, false) }
 
 // TestHTTPSCompatJS runs the same suite over HTTPS (--tls-self-signed), the certificate
-// trusted the way Node users trust one: NODE_EXTRA_CA_CERTS.
+// trusted the way Node users trust one: NODE_EXTRA_CA_CERTS; the change feed helper's
+// suite too, since its long polls are its own requests.
 func TestHTTPSCompatJS(t *testing.T) { compatJS(t, true, false) }
 
 // TestCompatJSChanges runs the suite of the change feed helper (compat/js/changes.mjs,
-// changes.test.mjs) on its own, so that it runs alone in seconds; the two tests above
-// leave it out.
+// changes.test.mjs) on its own, so that it runs alone in seconds; TestCompatJS leaves it
+// out.
 func TestCompatJSChanges(t *testing.T) { compatJS(t, false, true) }
 
 // jsChangesSuite is the file of compat/js that TestCompatJSChanges runs on its own.
 const jsChangesSuite = "changes.test.mjs"
 
-// compatJS runs jsChangesSuite, or with changes false every other *.test.mjs of compat/js.
+// compatJS runs jsChangesSuite, or with changes false every other *.test.mjs of compat/js
+// (over HTTPS, every one).
 func compatJS(t *testing.T, https, changes bool) {
 	root := compatRepoRoot(t)
 	suiteDir := filepath.Join(root, "compat", "js")
@@ -43,7 +45,7 @@ func compatJS(t *testing.T, https, changes bool) {
 		unavailable("%s is missing (run: cd compat/js && npm ci --no-audit --no-fund): %v", sdk, err)
 	}
 	files, err := filepath.Glob(filepath.Join(suiteDir, "*.test.mjs"))
-	files = slices.DeleteFunc(files, func(f string) bool { return (filepath.Base(f) == jsChangesSuite) != changes })
+	files = slices.DeleteFunc(files, func(f string) bool { return !https && (filepath.Base(f) == jsChangesSuite) != changes })
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no compat/js/*.test.mjs files found (err %v)", err)
 	}
