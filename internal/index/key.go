@@ -1,0 +1,116 @@
+// Package index encodes property values as the keys of secondary indexes
+// (docs/indexes-design.md): byte strings whose order is the $filter evaluator's order of
+// the values (internal/odata/eval.go), so that an index answers a comparison with a few
+// ranges of keys.
+//
+// A key is a type tag and the value's bytes. Values the evaluator cannot compare (a
+// String and a DateTime, say) have different tags and never share a range. Int32, Int64
+// and Double, which it compares by value, share one tag and are keyed as float64: an
+// Int64 beyond 2^53 rounds to the nearest float64, which keeps their order weakly (a < b
+// gives key(a) ≤ key(b)), so a range of keys holds every match and perhaps a few values
+// at its ends that round alike; the evaluator, the final judge of every entity a plan
+// reads, removes those. Every other type is keyed exactly.
+//
+// Keys are prefix-free, so the key of a compound index is the concatenation of its
+// values' keys, and it orders by the first value, then the next.
+package index
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/ceruleandb/cerulean/internal/entity"
+)
+
+// Type tags, in the order the keys of different types sort (which has no meaning: no
+// comparison spans two tags but the numbers' and NaN's).
+const (
+	tagBool byte = 0x10
+	tagNum  byte = 0x20 // Int32, Int64, Double but NaN
+	tagNaN  byte = 0x21 // Double NaN: ordered against nothing
+	tagDate byte = 0x30
+	tagGUID byte = 0x40
+	tagStr  byte = 0x50
+	tagBin  byte = 0x60
+)
+
+// AppendValue appends the key of v to b. A value of an unknown type gets no key: the
+// caller keeps such a value out of its index (entity values are always of a known type).
+func AppendValue(b []byte, v entity.Value) []byte {
+	switch v.Type {
+	case entity.Boolean:
+		if v.Int != 0 {
+			return append(b, tagBool, 1)
+		}
+		return append(b, tagBool, 0)
+	case entity.Int32, entity.Int64:
+		return appendFloat(b, float64(v.Int))
+	case entity.Double:
+		if v.Float != v.Float {
+			return append(b, tagNaN)
+		}
+		return appendFloat(b, v.Float)
+	case entity.DateTime:
+		b = append(b, tagDate)
+		return binary.BigEndian.AppendUint64(b, uint64(v.Int)^(1<<63))
+	case entity.GUID:
+		return appendEscaped(append(b, tagGUID), v.Bytes)
+	case entity.String:
+		return appendEscaped(append(b, tagStr), []byte(v.Str))
+	case entity.Binary:
+		return appendEscaped(append(b, tagBin), v.Bytes)
+	}
+	return b
+}
+
+// Known reports whether values of type t have keys.
+func Known(t entity.Type) bool {
+	switch t {
+	case entity.Boolean, entity.Int32, entity.Int64, entity.Double, entity.DateTime, entity.GUID, entity.String, entity.Binary:
+		return true
+	}
+	return false
+}
+
+// appendFloat keys a number: its float64 bits, the sign bit flipped for positives and all
+// bits for negatives, so that byte order is numeric order; −0 is keyed as +0, which the
+// evaluator holds equal.
+func appendFloat(b []byte, f float64) []byte {
+	if f == 0 {
+		f = 0
+	}
+	bits := math.Float64bits(f)
+	if bits&(1<<63) != 0 {
+		bits = ^bits
+	} else {
+		bits |= 1 << 63
+	}
+	return binary.BigEndian.AppendUint64(append(b, tagNum), bits)
+}
+
+// appendEscaped appends p so that byte order of the results is byte order of the inputs
+// and no result is a prefix of another: 0x00 becomes 0x00 0xFF, and 0x00 0x01 ends it.
+func appendEscaped(b, p []byte) []byte {
+	for _, c := range p {
+		if c == 0 {
+			b = append(b, 0, 0xFF)
+		} else {
+			b = append(b, c)
+		}
+	}
+	return append(b, 0, 1)
+}
+
+// PrefixEnd is the least key greater than every key that starts with k (nil if there is
+// none: k is empty or all 0xFF), so [k, PrefixEnd(k)) holds exactly the keys that start
+// with k.
+func PrefixEnd(k []byte) []byte {
+	end := append([]byte(nil), k...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xFF {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
