@@ -67,7 +67,7 @@ func TestDecodeTable(t *testing.T) {
 			}
 			continue
 		}
-		if got.Name != tc.want || !got.HasName || got.Settings != tc.settings || got.HasSettings != tc.has {
+		if got.Name != tc.want || !got.HasName || !got.Settings.Equal(tc.settings) || got.HasSettings != tc.has {
 			t.Errorf("DecodeTable(%s) = %+v; want name %q, settings %+v, has %v", tc.body, got, tc.want, tc.settings, tc.has)
 		}
 	}
@@ -105,7 +105,7 @@ func TestDecodeTableSettings(t *testing.T) {
 			}
 			continue
 		}
-		if got.Name != tc.name || got.HasName != (tc.name != "") || got.Settings != tc.settings {
+		if got.Name != tc.name || got.HasName != (tc.name != "") || !got.Settings.Equal(tc.settings) {
 			t.Errorf("DecodeTableSettings(%s) = %+v; want name %q, settings %+v", tc.body, got, tc.name, tc.settings)
 		}
 	}
@@ -173,7 +173,7 @@ func TestAppendTableSettings(t *testing.T) {
 		if want.TTLProperty == "" && want.Elastic {
 			want.TTLProperty = storage.DefaultTTLProperty
 		}
-		if err != nil || back.Name != "T1" || back.Settings != want {
+		if err != nil || back.Name != "T1" || !back.Settings.Equal(want) {
 			t.Errorf("DecodeTableSettings(%s) = %+v, %v; want %+v", got, back, err, want)
 		}
 	}

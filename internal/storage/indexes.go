@@ -1,0 +1,122 @@
+package storage
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/ceruleandb/cerulean/internal/azerr"
+	"github.com/ceruleandb/cerulean/internal/entity"
+)
+
+// Secondary indexes of elastic tables (docs/indexes-design.md): declared in the table's
+// settings, maintained by the engine with the entities.
+
+// Limits of index declarations.
+const (
+	// MaxIndexes is the most indexes a table declares.
+	MaxIndexes = 8
+	// MaxIndexProperties is the most properties one index orders by.
+	MaxIndexProperties = 4
+	// MaxIndexNameLen is the longest index name.
+	MaxIndexNameLen = 63
+)
+
+// IndexState is where an index stands: only a ready index answers queries.
+type IndexState string
+
+// The states of an index.
+const (
+	// IndexBuilding: declared on a table that may hold entities it has no entries for
+	// yet; writes maintain it, a builder adds the rest.
+	IndexBuilding IndexState = "building"
+	// IndexReady: every entity with the index's properties has its entry.
+	IndexReady IndexState = "ready"
+	// IndexFailed: a unique index whose build found two entities with one value; never
+	// used, kept so that its state (and why) shows until it is dropped.
+	IndexFailed IndexState = "failed"
+)
+
+// IndexDef is one declared index.
+type IndexDef struct {
+	// Name is the index's name: 1–MaxIndexNameLen ASCII letters and digits starting with
+	// a letter, unique in the table without regard to case.
+	Name string `json:"name"`
+	// Properties are the properties the index orders by, the first first: 1 to
+	// MaxIndexProperties distinct valid property names, none of them PartitionKey, RowKey
+	// or Timestamp.
+	Properties []string `json:"properties"`
+	// Unique: no two entities of the table hold equal values in all of Properties.
+	Unique bool `json:"unique,omitempty"`
+	// ID is the engine's number of the index, never reused in its table; 0 until the
+	// engine assigns it (SetTableSettings, CreateTable).
+	ID uint32 `json:"id,omitempty"`
+	// State is the engine's: IndexBuilding, IndexReady or IndexFailed ("" until assigned).
+	State IndexState `json:"state,omitempty"`
+}
+
+// SameDefinition reports whether d and o declare the same index (name, properties and
+// uniqueness), whatever their ids and states.
+func (d IndexDef) SameDefinition(o IndexDef) bool {
+	return strings.EqualFold(d.Name, o.Name) && d.Unique == o.Unique && slices.Equal(d.Properties, o.Properties)
+}
+
+// validIndexName reports whether name is an index name (see IndexDef.Name).
+func validIndexName(name string) bool {
+	if name == "" || len(name) > MaxIndexNameLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// validateIndexes checks the declarations of a table of settings s: elastic tables only,
+// at most MaxIndexes, each well formed, names unique. Errors are *azerr.Error (400
+// InvalidInput) naming the index and what is wrong.
+func validateIndexes(s TableSettings) error {
+	if len(s.Indexes) == 0 {
+		return nil
+	}
+	if !s.Elastic {
+		return azerr.Newf(azerr.InvalidInput, "Secondary indexes are available on elastic tables only.")
+	}
+	if len(s.Indexes) > MaxIndexes {
+		return azerr.Newf(azerr.InvalidInput, "A table has at most %d indexes; %d are declared.", MaxIndexes, len(s.Indexes))
+	}
+	for i, d := range s.Indexes {
+		if !validIndexName(d.Name) {
+			return azerr.Newf(azerr.InvalidInput, "The index name '%s' is not valid: it must be 1 to %d letters and digits, starting with a letter.", d.Name, MaxIndexNameLen)
+		}
+		for _, o := range s.Indexes[:i] {
+			if strings.EqualFold(o.Name, d.Name) {
+				return azerr.Newf(azerr.InvalidInput, "The index name '%s' is declared twice.", d.Name)
+			}
+		}
+		if len(d.Properties) == 0 || len(d.Properties) > MaxIndexProperties {
+			return azerr.Newf(azerr.InvalidInput, "The index '%s' must name 1 to %d properties; it names %d.", d.Name, MaxIndexProperties, len(d.Properties))
+		}
+		for j, p := range d.Properties {
+			switch p {
+			case "PartitionKey", "RowKey", "Timestamp":
+				return azerr.Newf(azerr.InvalidInput, "The index '%s' names '%s', which is not an indexable property: entities are ordered by PartitionKey and RowKey already.", d.Name, p)
+			}
+			if entity.ValidatePropertyName(p) != nil {
+				return azerr.Newf(azerr.InvalidInput, "The index '%s' names '%s', which is not a valid property name.", d.Name, p)
+			}
+			if slices.Contains(d.Properties[:j], p) {
+				return azerr.Newf(azerr.InvalidInput, "The index '%s' names the property '%s' twice.", d.Name, p)
+			}
+		}
+		switch d.State {
+		case "", IndexBuilding, IndexReady, IndexFailed:
+		default:
+			return azerr.Newf(azerr.InvalidInput, "The index '%s' has the state '%s', which is none of building, ready and failed.", d.Name, d.State)
+		}
+	}
+	return nil
+}
