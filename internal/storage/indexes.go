@@ -120,3 +120,38 @@ func validateIndexes(s TableSettings) error {
 	}
 	return nil
 }
+
+// AssignIndexIDs returns next, settings replacing stored, with the engine's part of its
+// index declarations filled in: an index whose definition (SameDefinition) stored has
+// keeps that one's id and state; any other gets the next id above the table's
+// high-water mark (IndexIDs, carried over from stored and advanced) and starts building,
+// or ready when empty reports the table holds no entities yet. Ids and states next
+// carries are ignored: only the engine assigns them. Engines call it under the lock that
+// orders the table's settings changes, so ids are never handed out twice.
+func AssignIndexIDs(stored, next TableSettings, empty bool) TableSettings {
+	next.IndexIDs = max(stored.IndexIDs, next.IndexIDs)
+	if len(next.Indexes) == 0 {
+		return next
+	}
+	out := make([]IndexDef, len(next.Indexes))
+	for i, d := range next.Indexes {
+		d.Properties = slices.Clone(d.Properties)
+		d.ID, d.State = 0, ""
+		for _, s := range stored.Indexes {
+			if s.SameDefinition(d) && s.ID != 0 {
+				d.ID, d.State = s.ID, s.State
+				break
+			}
+		}
+		if d.ID == 0 {
+			next.IndexIDs++
+			d.ID, d.State = next.IndexIDs, IndexBuilding
+			if empty {
+				d.State = IndexReady
+			}
+		}
+		out[i] = d
+	}
+	next.Indexes = out
+	return next
+}

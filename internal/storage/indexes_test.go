@@ -79,3 +79,36 @@ func TestIndexSettingsRoundTrip(t *testing.T) {
 		t.Fatal("Equal ignores an index's state")
 	}
 }
+
+// TestAssignIndexIDs: kept definitions keep their ids and states, new ones take ids
+// above every id ever handed out, and nothing the caller says about ids counts.
+func TestAssignIndexIDs(t *testing.T) {
+	a := IndexDef{Name: "A", Properties: []string{"P"}}
+	b := IndexDef{Name: "B", Properties: []string{"Q", "R"}, Unique: true}
+	s1 := AssignIndexIDs(TableSettings{}, TableSettings{Elastic: true, Indexes: []IndexDef{a, b}}, true)
+	if s1.IndexIDs != 2 || s1.Indexes[0].ID != 1 || s1.Indexes[1].ID != 2 || s1.Indexes[0].State != IndexReady {
+		t.Fatalf("on an empty table: %+v", s1)
+	}
+	// Drop A, keep B, add C: C takes 3, B keeps 2 and its state.
+	c := IndexDef{Name: "C", Properties: []string{"P"}, ID: 99, State: IndexReady}
+	s2 := AssignIndexIDs(s1, TableSettings{Elastic: true, Indexes: []IndexDef{b, c}}, false)
+	if s2.IndexIDs != 3 || s2.Indexes[0].ID != 2 || s2.Indexes[0].State != IndexReady || s2.Indexes[1].ID != 3 || s2.Indexes[1].State != IndexBuilding {
+		t.Fatalf("after drop and add: %+v", s2)
+	}
+	// A again is a new index: it never gets its old id back.
+	s3 := AssignIndexIDs(s2, TableSettings{Elastic: true, Indexes: []IndexDef{a}}, false)
+	if s3.IndexIDs != 4 || s3.Indexes[0].ID != 4 {
+		t.Fatalf("an index declared again: %+v", s3)
+	}
+	// B with another definition (not unique) is a new index too.
+	b2 := b
+	b2.Unique = false
+	s4 := AssignIndexIDs(s2, TableSettings{Elastic: true, Indexes: []IndexDef{b2}}, false)
+	if s4.Indexes[0].ID != 4 {
+		t.Fatalf("a redefined index: %+v", s4)
+	}
+	// Without indexes the mark stays.
+	if s5 := AssignIndexIDs(s4, TableSettings{Elastic: true}, false); s5.IndexIDs != 4 || len(s5.Indexes) != 0 {
+		t.Fatalf("indexes all dropped: %+v", s5)
+	}
+}

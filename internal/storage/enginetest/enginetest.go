@@ -158,6 +158,7 @@ func Run(t *testing.T, h Harness) {
 		{"Changes/Wait", testChangesWait},
 		{"Changes/OffThenDeleted", testChangesOffThenDeleted},
 		{"Changes/Overwritten", testChangesOverwritten},
+		{"Indexes/Declarations", testIndexDeclarations},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

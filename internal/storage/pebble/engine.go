@@ -803,6 +803,7 @@ func (e *Engine) CreateTable(ctx context.Context, account, name string, settings
 	}
 	id := e.nextID
 	e.nextID++ // even if the commit fails: an id is never handed out twice
+	settings = storage.AssignIndexIDs(storage.TableSettings{}, settings, true)
 	b := e.db.NewBatch()
 	defer b.Close()
 	_ = b.Set(catalogKey(account, ref.key), catalogValue(id, name), nil)
@@ -1781,6 +1782,7 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 	// commit: a change of the feed is ordered with every write of the table.
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	settings = storage.AssignIndexIDs(*t.settings.Load(), settings, false)
 	b := e.db.NewBatch()
 	defer b.Close()
 	if v := storage.MarshalSettings(settings); v == nil {

@@ -84,7 +84,9 @@ type queries struct {
 	// a feed; feedOffFill fills a table's lean records and clears its rows' references;
 	// hasFeed tells whether a table has or had a feed.
 	purgeChunkFeed, purgeRestFeed, feedOffFill, hasFeed string
-	feedRecords, feedSeal                               string
+	// lockSettings reads a table's stored settings and locks its catalogue row.
+	lockSettings          string
+	feedRecords, feedSeal string
 	// The plain writes of a feed table, recording their changes in their own CTEs
 	// (changes.go, feedWriteSQL): feedInsert1 … feedDelete1 take their plain statement's
 	// parameters and then the ord of their first record, answering as their plain
@@ -396,6 +398,7 @@ func buildQueries(d dialect) queries {
 	feedWriteSQL(&q, setList, atIDGen)
 
 	q.getACL = `SELECT acl FROM cerulean_tables WHERE account = $1 AND key = $2`
+	q.lockSettings = `SELECT settings FROM cerulean_tables WHERE account = $1 AND key = $2 FOR UPDATE`
 	// $3 the ACL, NULL to clear. The update locks the catalogue row, so it orders with a
 	// concurrent DeleteTable: either it lands first and leaves with the row, or it finds
 	// no row (ErrTableNotFound); a table created again is a new row without an ACL.
