@@ -1061,6 +1061,10 @@ type row struct {
 	// lastWrite is 1 + the index, among the Apply's records, of the write that left the
 	// row's state (0: none), which is then written lean with the row referring to it.
 	lastWrite int
+	// keepStored asks loadRow for the stored row's encoded properties (storedEnc),
+	// expired or not: a table with indexes replaces the stored row's entries.
+	keepStored bool
+	storedEnc  []byte
 }
 
 // noteChange appends the records of mutation m, which has just succeeded on row r
@@ -1190,6 +1194,10 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 	if settings.ChangeFeedOn() && t.feed != nil && t.feed.on {
 		feed = t.feed
 	}
+	indexes := settings.Indexes
+	for j := range rows {
+		rows[j].keepStored = len(indexes) > 0
+	}
 	locks := e.lockRows(rows)
 	defer locks.unlock()
 
@@ -1285,6 +1293,20 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 			// Also when nothing is stored (inserted and deleted in this Apply): the
 			// tombstone costs little and gives the batch a sequence number.
 			_ = b.Delete(r.key, nil)
+		}
+		if len(indexes) > 0 {
+			var old, new [][]byte
+			if r.stored {
+				props, err := entity.DecodeProps(r.storedEnc)
+				if err != nil {
+					return nil, 0, fmt.Errorf("read entity: %w", err)
+				}
+				old = appendIndexEntries(nil, t.id, indexes, pk, r.rk, props)
+			}
+			if r.Exists {
+				new = appendIndexEntries(nil, t.id, indexes, pk, r.rk, r.Props)
+			}
+			putIndexChanges(b, old, new)
 		}
 		if r.storedExpiry != 0 {
 			buf = appendExpiryKey(buf[:0], t.id, r.storedExpiry, pk, r.rk)
@@ -1500,6 +1522,9 @@ func loadRow(r *row, it *pebbledb.Iterator, needProps bool, now int64) error {
 	if r.Exists && needProps {
 		// Decoded only if a merge needs it; the copy outlives the iterator.
 		r.Encoded = append([]byte(nil), enc...)
+	}
+	if r.keepStored {
+		r.storedEnc = append(r.storedEnc[:0], enc...)
 	}
 	return nil
 }

@@ -1,0 +1,124 @@
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/ceruleandb/cerulean/internal/entity"
+	"github.com/ceruleandb/cerulean/internal/storage"
+)
+
+// storedIndexEntries lists the index entry keys the store holds for table id.
+func storedIndexEntries(t *testing.T, e *Engine, id uint64) [][]byte {
+	t.Helper()
+	lo := appendIndexPrefix(nil, id, 0)[:9]
+	hi := append([]byte{kindIndex}, binaryInc(lo[1:9])...)
+	it, err := e.db.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var out [][]byte
+	for ok := it.SeekGE(lo); ok && bytes.Compare(it.Key(), hi) < 0; ok = it.Next() {
+		out = append(out, slices.Clone(it.Key()))
+	}
+	return out
+}
+
+// binaryInc is the big-endian successor of b (same length; b not all 0xFF).
+func binaryInc(b []byte) []byte {
+	out := slices.Clone(b)
+	for i := len(out) - 1; i >= 0; i-- {
+		if out[i]++; out[i] != 0 {
+			break
+		}
+	}
+	return out
+}
+
+// TestIndexMaintenance: after random writes of every kind (single, batches with
+// merges, ApplyEach, deletes, rows without the properties, values of every type), the
+// index entries the store holds are exactly those its stored rows call for.
+func TestIndexMaintenance(t *testing.T) {
+	ctx := context.Background()
+	e := openTest(t, t.TempDir(), Options{})
+	const acct = "ix"
+	defs := []storage.IndexDef{
+		{Name: "ByA", Properties: []string{"A"}},
+		{Name: "ByAB", Properties: []string{"A", "B"}},
+	}
+	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{Elastic: true, Indexes: defs}); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := e.GetTable(ctx, acct, "T")
+	defs = info.Settings.Indexes
+	tb, err := e.lookup(acct, "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(46, 3))
+	value := func() entity.Property {
+		name := []string{"A", "B", "C"}[r.IntN(3)]
+		vals := []entity.Value{entity.StringValue(fmt.Sprint(r.IntN(5))), entity.Int32Value(int32(r.IntN(5))),
+			entity.Int64Value(int64(r.IntN(5))), entity.DoubleValue(float64(r.IntN(5)) / 2), entity.BoolValue(r.IntN(2) == 0)}
+		return entity.Property{Name: name, Value: vals[r.IntN(len(vals))]}
+	}
+	props := func() []entity.Property {
+		var ps []entity.Property
+		for range r.IntN(4) {
+			p := value()
+			if !slices.ContainsFunc(ps, func(q entity.Property) bool { return q.Name == p.Name }) {
+				ps = append(ps, p)
+			}
+		}
+		return ps
+	}
+	ops := []storage.Op{storage.Insert, storage.Replace, storage.Merge, storage.InsertOrReplace, storage.InsertOrMerge, storage.Delete}
+	for i := range 600 {
+		pk := fmt.Sprintf("p%d", r.IntN(3))
+		var muts []storage.Mutation
+		seen := map[string]bool{}
+		for range 1 + r.IntN(4) {
+			rk := fmt.Sprintf("r%d", r.IntN(12))
+			if seen[rk] {
+				continue
+			}
+			seen[rk] = true
+			muts = append(muts, storage.Mutation{Op: ops[r.IntN(len(ops))], RowKey: rk, Props: props()})
+		}
+		if i%3 == 0 {
+			if _, err := e.ApplyEach(ctx, acct, "T", pk, muts); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			_, _ = e.Apply(ctx, acct, "T", pk, muts) // a batch may fail (not found, exists): nothing of it is written
+		}
+	}
+	// What the rows call for.
+	var want [][]byte
+	res, err := e.Scan(ctx, acct, "T", storage.ScanRequest{Limit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range res.Records {
+		ps := rec.Entity.Props
+		if rec.Encoded != nil {
+			if ps, err = entity.DecodeProps(rec.Encoded); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want = appendIndexEntries(want, tb.id, defs, rec.Entity.PartitionKey, rec.Entity.RowKey, ps)
+	}
+	slices.SortFunc(want, bytes.Compare)
+	got := storedIndexEntries(t, e, tb.id)
+	if len(res.Records) == 0 || len(want) == 0 {
+		t.Fatalf("the random writes left %d rows and %d entries: the test tests nothing", len(res.Records), len(want))
+	}
+	if !slices.EqualFunc(got, want, bytes.Equal) {
+		t.Fatalf("the store holds %d index entries, the rows call for %d", len(got), len(want))
+	}
+}
