@@ -304,9 +304,13 @@ type Engine struct {
 	ddlMu  sync.Mutex
 	nextID uint64
 
-	// catMu guards tables, the in-memory copy of the catalogue.
+	// catMu guards tables, the in-memory copy of the catalogue, and byID, the same
+	// tables by id.
 	catMu  sync.RWMutex
 	tables map[tableRef]*table
+	byID   map[uint64]*table
+	// format is the store's format mark as committed (keys.go); ddlMu guards raising it.
+	format atomic.Uint64
 
 	purgeMu   sync.Mutex // serialises purge passes
 	expiryMu  sync.Mutex // serialises expiry passes
@@ -456,6 +460,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		stalls:    stalls,
 		seed:      maphash.MakeSeed(),
 		tables:    make(map[tableRef]*table),
+		byID:      make(map[uint64]*table),
 		feeds:     make(map[uint64]*feedState),
 		purgeWake: make(chan struct{}, 1),
 		purgeStop: make(chan struct{}),
@@ -599,10 +604,11 @@ func (e *Engine) load() error {
 		mark = format
 	}
 	if mark >= formatFeeds {
-		mark = formatVersion
+		mark = max(mark, formatLean)
 	}
 	_ = b.Set(metaFormat, binary.BigEndian.AppendUint64(nil, mark), nil)
 	err = b.Commit(pebbledb.Sync)
+	e.format.Store(mark)
 	if err == nil {
 		e.noteCommitted(batchPosition(b))
 	}
@@ -654,7 +660,9 @@ func (e *Engine) load() error {
 		if err != nil {
 			return fmt.Errorf("read catalogue: %w", err)
 		}
-		e.tables[tableRef{account, key}] = newTable(id, name, settings[id])
+		t := newTable(id, name, settings[id])
+		e.tables[tableRef{account, key}] = t
+		e.byID[id] = t
 		e.nextID = max(e.nextID, id+1) // never reuse an id, even if the counter were stale
 	}
 	if err := it.Error(); err != nil {
@@ -817,6 +825,7 @@ func (e *Engine) CreateTable(ctx context.Context, account, name string, settings
 		f = e.newFeed(b, t, account, ref.key, settings.ChangeFeed)
 		f.on = true
 	}
+	mark := e.markIndexes(b, settings) // after newFeed's mark, which it may raise
 	if err := e.commit(b); err != nil {
 		return fmt.Errorf("create table: %w", err)
 	}
@@ -825,7 +834,9 @@ func (e *Engine) CreateTable(ctx context.Context, account, name string, settings
 	}
 	e.catMu.Lock()
 	e.tables[ref] = t
+	e.byID[id] = t
 	e.catMu.Unlock()
+	e.raiseFormat(mark)
 	return nil
 }
 
@@ -940,6 +951,7 @@ func (e *Engine) DeleteTable(ctx context.Context, account, name string) error {
 	t.dropped = true
 	e.catMu.Lock()
 	delete(e.tables, ref)
+	delete(e.byID, t.id)
 	e.catMu.Unlock()
 	e.wakePurger()
 	return nil
@@ -1835,6 +1847,7 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 			retained = f
 		}
 	}
+	mark := e.markIndexes(b, settings) // after newFeed's mark, which it may raise
 	if err := e.commit(b); err != nil {
 		return fmt.Errorf("set table settings: %w", err)
 	}
@@ -1848,5 +1861,6 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 		t.feed.on = settings.ChangeFeedOn()
 	}
 	t.settings.Store(&settings)
+	e.raiseFormat(mark)
 	return nil
 }

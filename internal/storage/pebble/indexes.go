@@ -64,3 +64,66 @@ func putIndexChanges(b *pebbledb.Batch, old, new [][]byte) {
 		}
 	}
 }
+
+// markIndexes puts the format mark of index entries into b if settings declare an index
+// and the store is not marked yet, and returns the mark to raise to once b commits (0:
+// none). The caller holds ddlMu.
+func (e *Engine) markIndexes(b *pebbledb.Batch, settings storage.TableSettings) uint64 {
+	if len(settings.Indexes) == 0 || e.format.Load() >= formatIndexes {
+		return 0
+	}
+	_ = b.Set(metaFormat, binary.BigEndian.AppendUint64(nil, formatIndexes), nil)
+	return formatIndexes
+}
+
+// raiseFormat records that the store's format mark is now at least mark.
+func (e *Engine) raiseFormat(mark uint64) {
+	if mark > e.format.Load() {
+		e.format.Store(mark)
+	}
+}
+
+// indexTablePrefix is the start of table id's index entries (every index of it).
+func indexTablePrefix(id uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{kindIndex}, id)
+}
+
+// indexesOf returns the indexes table id declares (nil for a deleted table, whose
+// entries its purge removes whole).
+func (e *Engine) indexesOf(id uint64) []storage.IndexDef {
+	e.catMu.RLock()
+	t := e.byID[id]
+	e.catMu.RUnlock()
+	if t == nil {
+		return nil
+	}
+	return t.settings.Load().Indexes
+}
+
+// deleteRowEntries puts into b the deletion of the index entries of the stored row at
+// key (named by its expiry index key k), read through it; nothing if the row is gone.
+func deleteRowEntries(b *pebbledb.Batch, it *pebbledb.Iterator, id uint64, defs []storage.IndexDef, key, k []byte) error {
+	if !it.SeekPrefixGE(key) || !bytes.Equal(it.Key(), key) {
+		return it.Error()
+	}
+	v, err := it.ValueAndErr()
+	if err != nil {
+		return err
+	}
+	_, _, enc, err := parseValue(v)
+	if err != nil {
+		return err
+	}
+	props, err := entity.DecodeProps(enc)
+	if err != nil {
+		return err
+	}
+	_, _, pk, rk, err := decodeExpiryKey(k)
+	if err != nil {
+		return err
+	}
+	for _, ek := range appendIndexEntries(nil, id, defs, pk, rk, props) {
+		_ = b.Delete(ek, nil)
+	}
+	return nil
+}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ceruleandb/cerulean/internal/entity"
 	"github.com/ceruleandb/cerulean/internal/storage"
@@ -120,5 +121,63 @@ func TestIndexMaintenance(t *testing.T) {
 	}
 	if !slices.EqualFunc(got, want, bytes.Equal) {
 		t.Fatalf("the store holds %d index entries, the rows call for %d", len(got), len(want))
+	}
+}
+
+// TestIndexPurges: rows removed by the expiry purge take their entries with them, and a
+// deleted table's purge removes all of its entries; the format mark says the store has
+// index entries, also after a restart.
+func TestIndexPurges(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e := openTest(t, dir, Options{})
+	const acct = "ix"
+	defs := []storage.IndexDef{{Name: "ByA", Properties: []string{"A"}}}
+	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{Elastic: true, DefaultTTL: -1, Indexes: defs}); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := e.lookup(acct, "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := func(v string) []entity.Property { return []entity.Property{{Name: "A", Value: entity.StringValue(v)}} }
+	ttl := entity.Property{Name: storage.DefaultTTLProperty, Value: entity.Int32Value(1)}
+	for i := range 10 {
+		props := a(fmt.Sprint(i))
+		if i%2 == 0 {
+			props = append(props, ttl)
+		}
+		if _, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: fmt.Sprint(i), Props: props}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(storedIndexEntries(t, e, tb.id)); got != 10 {
+		t.Fatalf("%d entries after 10 inserts", got)
+	}
+	if e.format.Load() != formatIndexes {
+		t.Fatalf("format mark %d with an index declared, want %d", e.format.Load(), formatIndexes)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if n, err := e.PurgeExpired(ctx); err != nil || n != 5 {
+		t.Fatalf("PurgeExpired = %d, %v; want the 5 rows that expired", n, err)
+	}
+	if got := len(storedIndexEntries(t, e, tb.id)); got != 5 {
+		t.Fatalf("%d entries after the purge of 5 of 10 rows, want 5", got)
+	}
+	if err := e.DeleteTable(ctx, acct, "T"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(storedIndexEntries(t, e, tb.id)); got != 0 {
+		t.Fatalf("%d entries after the table's purge, want none", got)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openTest(t, dir, Options{})
+	if e.format.Load() != formatIndexes {
+		t.Fatalf("format mark %d after a restart, want %d", e.format.Load(), formatIndexes)
 	}
 }

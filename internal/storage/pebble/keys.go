@@ -26,6 +26,8 @@ import (
 //	                                    → a change feed record (changes.go); seq 0 is
 //	                                      the feed's mark (retention mark, owner); a
 //	                                      lean record's state is its row's (format 4)
+//	0x08 table id (8 bytes BE) index id (4 bytes BE) index key esc(PK) esc(RK)
+//	                                    → (empty) a secondary index entry (indexes.go)
 //	0x10 table id (8 bytes BE) esc(PK) esc(RK)
 //	                                    → entity value (see appendValue)
 //
@@ -74,10 +76,16 @@ var (
 // (changes.go); a store with feeds is marked 4 (newFeed, and Open for a format-3 store,
 // which then gets such rows), so that a format-3 build, which would misread them,
 // refuses it.
+//
+// Format 5 added secondary index entries (kind 0x08, indexes.go): a store is marked 5 when
+// a table first declares an index (markIndexes), so that a format-4 build, which would
+// write rows without their entries, refuses it; other stores keep their mark.
 const (
-	formatVersion = 4
+	formatVersion = 5
 	formatBase    = 2
 	formatFeeds   = 3 // the first format with change feeds
+	formatLean    = 4 // the first format with lean records
+	formatIndexes = 5 // the first format with index entries
 )
 
 // The first byte of every entity value is a tag naming its layout, so rows written in an

@@ -205,6 +205,11 @@ func (e *Engine) deleteExpired(entries [][]byte, rows []row) (int, error) {
 				fills = append(fills, fill)
 			}
 		}
+		if defs := e.indexesOf(id); len(defs) > 0 {
+			if err := deleteRowEntries(b, it, id, defs, rows[i].key, k); err != nil {
+				return 0, err
+			}
+		}
 		_ = b.Delete(rows[i].key, nil)
 		_ = b.Delete(k, nil)
 		n++
@@ -320,6 +325,7 @@ func (e *Engine) purgePending(ctx context.Context) error {
 		b := e.db.NewBatch()
 		_ = b.DeleteRange(tablePrefix(id), tablePrefix(id+1), nil)
 		_ = b.DeleteRange(expiryPrefix(id), expiryPrefix(id+1), nil)
+		_ = b.DeleteRange(indexTablePrefix(id), indexTablePrefix(id+1), nil)
 		_ = b.Delete(aclKey(id), nil) // DeleteTable removed it; this covers older stores
 		_ = b.Delete(settingsKey(id), nil)
 		_ = b.Delete(purgeKey(id), nil)
