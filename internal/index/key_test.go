@@ -322,3 +322,24 @@ func TestSpansShape(t *testing.T) {
 		t.Fatalf("Spans of a value of no type = %x", s)
 	}
 }
+
+// TestValueLen: the key of every value, alone or followed by more, has the length
+// ValueLen reads; a cut or unknown key is refused.
+func TestValueLen(t *testing.T) {
+	r := rand.New(rand.NewPCG(46, 4))
+	for range 5000 {
+		v := randValue(r, false)
+		k := key(v)
+		for _, more := range [][]byte{nil, key(randValue(r, false))} {
+			if n, ok := index.ValueLen(append(append([]byte(nil), k...), more...)); !ok || n != len(k) {
+				t.Fatalf("ValueLen(key of %v followed by %x) = %d, %v; want %d", v, more, n, ok, len(k))
+			}
+		}
+		if n, ok := index.ValueLen(k[:len(k)-1]); ok {
+			t.Fatalf("ValueLen of a cut key of %v = %d, true", v, n)
+		}
+	}
+	if _, ok := index.ValueLen([]byte{0x99, 1, 2}); ok {
+		t.Fatal("ValueLen of an unknown tag succeeded")
+	}
+}

@@ -1,11 +1,13 @@
 package storage
 
 import (
+	"errors"
 	"slices"
 	"strings"
 
 	"github.com/ceruleandb/cerulean/internal/azerr"
 	"github.com/ceruleandb/cerulean/internal/entity"
+	"github.com/ceruleandb/cerulean/internal/index"
 )
 
 // Secondary indexes of elastic tables (docs/indexes-design.md): declared in the table's
@@ -154,4 +156,40 @@ func AssignIndexIDs(stored, next TableSettings, empty bool) TableSettings {
 	}
 	next.Indexes = out
 	return next
+}
+
+// ErrIndexNotFound: the table declares no index of the id asked for (dropped, or never
+// declared).
+var ErrIndexNotFound = errors.New("index not found")
+
+// IndexCursor is an entry of an index: where an index read resumes (after it).
+type IndexCursor struct {
+	// Key is the entry's index key (internal/index: its values' keys, concatenated).
+	Key          []byte
+	PartitionKey string
+	RowKey       string
+}
+
+// IndexScanRequest is a read of one index (Engine.ScanIndex).
+type IndexScanRequest struct {
+	// Index is the index's id (IndexDef.ID).
+	Index uint32
+	// Spans are the index keys to read, sorted and disjoint (index.Spans); an entry is
+	// in a span when its index key is.
+	Spans []index.Span
+	// After, when set, resumes after that entry.
+	After *IndexCursor
+	// Limit bounds the rows returned (> 0).
+	Limit int
+}
+
+// IndexScanResult is a page of an index read: the stored, unexpired rows of the entries
+// read, in index order (index key, PartitionKey, RowKey), and the entry to resume after
+// (nil when the spans are exhausted).
+type IndexScanResult struct {
+	Records []Record
+	Next    *IndexCursor
+	// Examined is how many entries the read went through (rows expired but not yet
+	// purged are entries without a record).
+	Examined int
 }

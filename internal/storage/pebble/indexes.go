@@ -2,7 +2,9 @@ package pebble
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"fmt"
 	"slices"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
@@ -126,4 +128,131 @@ func deleteRowEntries(b *pebbledb.Batch, it *pebbledb.Iterator, id uint64, defs 
 		_ = b.Delete(ek, nil)
 	}
 	return nil
+}
+
+// ScanIndex reads index req.Index of the table (storage.IndexScanRequest): the entries in
+// req.Spans after req.After, in order, and for each the row it names, from one snapshot;
+// a row expired at the read's start is skipped. It stops after req.Limit rows, with Next
+// the last entry returned.
+func (e *Engine) ScanIndex(ctx context.Context, account, tableName string, req storage.IndexScanRequest) (storage.IndexScanResult, error) {
+	if err := e.enter(); err != nil {
+		return storage.IndexScanResult{}, err
+	}
+	defer e.exit()
+	if req.Limit <= 0 {
+		return storage.IndexScanResult{}, fmt.Errorf("scan index: limit %d is not positive", req.Limit)
+	}
+	t, err := e.lookup(account, tableName)
+	if err != nil {
+		return storage.IndexScanResult{}, err
+	}
+	var def *storage.IndexDef
+	for _, d := range t.settings.Load().Indexes {
+		if d.ID == req.Index {
+			def = &d
+		}
+	}
+	if def == nil {
+		return storage.IndexScanResult{}, storage.ErrIndexNotFound
+	}
+	snap := e.db.NewSnapshot()
+	defer snap.Close()
+	entries, err := snap.NewIterWithContext(ctx, nil)
+	if err != nil {
+		return storage.IndexScanResult{}, fmt.Errorf("scan index: %w", err)
+	}
+	defer entries.Close()
+	rows, err := snap.NewIterWithContext(ctx, &l6Filters)
+	if err != nil {
+		return storage.IndexScanResult{}, fmt.Errorf("scan index: %w", err)
+	}
+	defer rows.Close()
+	prefix := appendIndexPrefix(nil, t.id, def.ID)
+	var after []byte
+	if req.After != nil {
+		after = appendEscaped(appendEscaped(append(slices.Clone(prefix), req.After.Key...), req.After.PartitionKey), req.After.RowKey)
+	}
+	now := e.clock.Now()
+	var res storage.IndexScanResult
+	for _, sp := range req.Spans {
+		lo := append(slices.Clone(prefix), sp.Lo...)
+		hi := index.PrefixEnd(prefix)
+		if sp.Hi != nil {
+			hi = append(slices.Clone(prefix), sp.Hi...)
+		}
+		if after != nil && bytes.Compare(after, hi) >= 0 {
+			continue // the span is behind the cursor
+		}
+		ok := entries.SeekGE(lo)
+		if after != nil && bytes.Compare(after, lo) >= 0 {
+			ok = entries.SeekGE(after)
+			if ok && bytes.Equal(entries.Key(), after) {
+				ok = entries.Next()
+			}
+		}
+		for ; ok && bytes.Compare(entries.Key(), hi) < 0; ok = entries.Next() {
+			if err := ctx.Err(); err != nil {
+				return storage.IndexScanResult{}, err
+			}
+			res.Examined++
+			cur, err := parseIndexEntry(entries.Key()[len(prefix):], len(def.Properties))
+			if err != nil {
+				return storage.IndexScanResult{}, fmt.Errorf("scan index: %w", err)
+			}
+			key := dataKey(t.id, cur.PartitionKey, cur.RowKey)
+			if !rows.SeekPrefixGE(key) || !bytes.Equal(rows.Key(), key) {
+				if err := rows.Error(); err != nil {
+					return storage.IndexScanResult{}, fmt.Errorf("scan index: %w", err)
+				}
+				return storage.IndexScanResult{}, fmt.Errorf("scan index: the entry of %q/%q names no row", cur.PartitionKey, cur.RowKey)
+			}
+			v, err := rows.ValueAndErr()
+			if err != nil {
+				return storage.IndexScanResult{}, fmt.Errorf("scan index: %w", err)
+			}
+			ver, exp, enc, err := parseValue(v)
+			if err != nil {
+				return storage.IndexScanResult{}, fmt.Errorf("scan index: %w", err)
+			}
+			if storage.Expired(exp, now) {
+				continue
+			}
+			props, err := entity.DecodeProps(enc)
+			if err != nil {
+				return storage.IndexScanResult{}, fmt.Errorf("scan index: %w", err)
+			}
+			res.Records = append(res.Records, storage.Record{
+				Entity: entity.Entity{PartitionKey: cur.PartitionKey, RowKey: cur.RowKey, Props: props}, Version: ver, Expiry: exp})
+			if len(res.Records) == req.Limit {
+				res.Next = &cur
+				return res, nil
+			}
+		}
+		if err := entries.Error(); err != nil {
+			return storage.IndexScanResult{}, fmt.Errorf("scan index: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// parseIndexEntry splits the part of an entry key after its index prefix: n values'
+// keys, then the escaped PartitionKey and RowKey.
+func parseIndexEntry(k []byte, n int) (storage.IndexCursor, error) {
+	end := 0
+	for range n {
+		l, ok := index.ValueLen(k[end:])
+		if !ok {
+			return storage.IndexCursor{}, fmt.Errorf("index entry %x: bad index key", k)
+		}
+		end += l
+	}
+	pk, _, rest, err := decodeEscaped(k[end:])
+	if err != nil {
+		return storage.IndexCursor{}, fmt.Errorf("index entry %x: %w", k, err)
+	}
+	rk, _, rest, err := decodeEscaped(rest)
+	if err != nil || len(rest) != 0 {
+		return storage.IndexCursor{}, fmt.Errorf("index entry %x: bad keys", k)
+	}
+	return storage.IndexCursor{Key: slices.Clone(k[:end]), PartitionKey: pk, RowKey: rk}, nil
 }
