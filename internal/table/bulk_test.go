@@ -250,8 +250,13 @@ func TestBulkConflictsCostLinear(t *testing.T) {
 			if writes != 100 {
 				t.Errorf("%d engine writes for 100 groups of 100 operations, half of them conflicting: want 100", writes)
 			}
-			if trips > 2*100 {
-				t.Errorf("%d round trips to PostgreSQL for 100 groups, want at most 200", trips)
+			// Two per group: the write, and the read that names the conflicts. A group
+			// may go once more when a statement of it was contended on a loaded machine
+			// (the engine retries after a short backoff), which once made 201 in a full
+			// run; what the bound guards is that the cost stays per group, not per
+			// conflicting operation (5,000 here).
+			if trips > 2*100+3 {
+				t.Errorf("%d round trips to PostgreSQL for 100 groups, want about 200", trips)
 			}
 			for i := 0; i < len(ops); i += 37 {
 				op := ops[i]
