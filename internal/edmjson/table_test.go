@@ -55,6 +55,21 @@ func TestDecodeTable(t *testing.T) {
 		{body: `{"TableName":"e","Elastic":true,"TimeToLiveProperty":5}`, code: azerr.InvalidInput, detail: "'TimeToLiveProperty' must be a property name"},
 		{body: `{"TableName":"e","Elastic":true,"Elastic":false}`, code: azerr.DuplicatePropertiesSpecified},
 		{body: `{"TableName":"e","Elastic":{"a":1}}`, code: azerr.InvalidInput},
+
+		// Index declarations: an array of objects, strictly decoded; State (an answer's)
+		// is ignored.
+		{body: `{"TableName":"e","Elastic":true,"Indexes":[{"Name":"ByA","Properties":["A"]},{"Name":"U","Properties":["B","C"],"Unique":true,"State":"ready"}]}`,
+			want: "e", has: true, settings: st{Elastic: true, Indexes: []storage.IndexDef{
+				{Name: "ByA", Properties: []string{"A"}}, {Name: "U", Properties: []string{"B", "C"}, Unique: true}}}},
+		{body: `{"TableName":"e","Elastic":true,"Indexes":[{"Name":"a\"]}","Properties":["x"]}]}`,
+			want: "e", has: true, settings: st{Elastic: true, Indexes: []storage.IndexDef{{Name: `a"]}`, Properties: []string{"x"}}}}},
+		{body: `{"TableName":"e","Elastic":true,"Indexes":null}`, want: "e", has: true, settings: st{Elastic: true}},
+		{body: `{"TableName":"e","Elastic":true,"Indexes":[]}`, want: "e", has: true, settings: st{Elastic: true, Indexes: []storage.IndexDef{}}},
+		{body: `{"TableName":"e","Indexes":[{"Name":"A","Props":["A"]}]}`, code: azerr.InvalidInput, detail: "'Indexes' must be an array of objects"},
+		{body: `{"TableName":"e","Indexes":[{"Name":"A","Properties":"A"}]}`, code: azerr.InvalidInput, detail: "'Indexes'"},
+		{body: `{"TableName":"e","Indexes":5}`, code: azerr.InvalidInput, detail: "'Indexes' must be an array"},
+		{body: `{"TableName":"e","Indexes":[{"Name":"A"}`, code: azerr.InvalidInput},
+		{body: `{"TableName":"e","Elastic":[true]}`, code: azerr.InvalidInput, detail: "must not be an array"},
 	} {
 		got, err := DecodeTable([]byte(tc.body))
 		if codeOf(err) != tc.code || (err != nil) != (tc.code != "") {
@@ -176,5 +191,33 @@ func TestAppendTableSettings(t *testing.T) {
 		if err != nil || back.Name != "T1" || !back.Settings.Equal(want) {
 			t.Errorf("DecodeTableSettings(%s) = %+v, %v; want %+v", got, back, err, want)
 		}
+	}
+}
+
+// TestIndexesRoundTrip: a settings answer with indexes is a PUT body for the same
+// declarations, and Query Tables writes them when $select names Indexes.
+func TestIndexesRoundTrip(t *testing.T) {
+	s := storage.TableSettings{Elastic: true, IndexIDs: 2, Indexes: []storage.IndexDef{
+		{Name: "ByA", Properties: []string{"A"}, ID: 1, State: storage.IndexReady},
+		{Name: "U", Properties: []string{"B", "C"}, Unique: true, ID: 2, State: storage.IndexBuilding}}}
+	body := AppendTableSettings(nil, storage.TableInfo{Name: "t", Settings: s})
+	if !strings.Contains(string(body), `"Indexes":[{"Name":"ByA","Properties":["A"],"State":"ready"},{"Name":"U","Properties":["B","C"],"Unique":true,"State":"building"}]`) {
+		t.Fatalf("answer %s", body)
+	}
+	back, err := DecodeTableSettings(body)
+	if err != nil || len(back.Settings.Indexes) != 2 {
+		t.Fatalf("DecodeTableSettings(%s) = %+v, %v", body, back, err)
+	}
+	for i, d := range back.Settings.Indexes {
+		if !d.SameDefinition(s.Indexes[i]) || d.ID != 0 || d.State != "" {
+			t.Fatalf("index %d read back as %+v, want the declaration of %+v", i, d, s.Indexes[i])
+		}
+	}
+	sel := appendSelectedSettings(nil, s, NewTableSelect([]string{"Indexes"}))
+	if !strings.HasPrefix(string(sel), `,"Indexes":[{"Name":"ByA"`) {
+		t.Fatalf("selected %s", sel)
+	}
+	if sel := appendSelectedSettings(nil, storage.TableSettings{}, SelectIndexes); string(sel) != `,"Indexes":null` {
+		t.Fatalf("selected on a table without indexes: %s", sel)
 	}
 }
