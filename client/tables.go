@@ -24,6 +24,22 @@ type TableSettings struct {
 	// ChangeFeedRetention turns the table's change feed on and keeps its records that
 	// many seconds (1 … 2^31−1); 0 is off (docs/change-feed.md).
 	ChangeFeedRetention int32 `json:"ChangeFeedRetention,omitempty"`
+	// Indexes are an elastic table's secondary indexes (docs/indexes-design.md). A
+	// settings change replaces them with these, so a change of other settings sends back
+	// the ones it read.
+	Indexes []Index `json:"Indexes,omitempty"`
+}
+
+// Index is a secondary index of an elastic table.
+type Index struct {
+	// Name names the index: letters and digits, starting with a letter.
+	Name string `json:"Name"`
+	// Properties are the properties it orders by, the first first (1 to 4).
+	Properties []string `json:"Properties"`
+	// Unique: no two entities hold equal values in all of Properties.
+	Unique bool `json:"Unique,omitempty"`
+	// State is the server's: building, ready or failed (ignored in a request).
+	State string `json:"State,omitempty"`
 }
 
 // Table is a table's name (in the case it was created with) and settings.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 
 	"github.com/ceruleandb/cerulean/client"
@@ -57,7 +58,7 @@ func TestTableSettings(t *testing.T) {
 	}
 	for name, w := range want {
 		got, err := c.GetTableSettings(ctx, name)
-		if err != nil || got.Name != name || got.TableSettings != w {
+		if err != nil || got.Name != name || !reflect.DeepEqual(got.TableSettings, w) {
 			t.Errorf("GetTableSettings(%s) = %+v, %v; want %+v", name, got, err, w)
 		}
 	}
@@ -70,11 +71,11 @@ func TestTableSettings(t *testing.T) {
 		t.Fatalf("ListTables = %+v, %v", list, err)
 	}
 	for _, tb := range list {
-		if tb.TableSettings != want[tb.Name] {
+		if !reflect.DeepEqual(tb.TableSettings, want[tb.Name]) {
 			t.Errorf("ListTables: %+v; want %+v", tb, want[tb.Name])
 		}
 	}
-	if list, err := c.ListTables(ctx, false); err != nil || len(list) != 3 || list[2] != (client.Table{Name: "Events"}) {
+	if list, err := c.ListTables(ctx, false); err != nil || len(list) != 3 || !reflect.DeepEqual(list[2], client.Table{Name: "Events"}) {
 		t.Errorf("ListTables without settings = %+v, %v", list, err)
 	}
 
