@@ -227,8 +227,9 @@ func TestBulkConflictsCostLinear(t *testing.T) {
 			}
 			pg, _ := eng.(*postgres.Engine)
 			var trips int64
+			var retries uint64
 			if pg != nil {
-				trips = pg.Stats().Pool.Acquires
+				trips, retries = pg.Stats().Pool.Acquires, pg.Stats().Retries
 			}
 			writes := be.applies.Load()
 			res, err := s.Bulk(ctx, "acct", tbl, ops)
@@ -237,9 +238,9 @@ func TestBulkConflictsCostLinear(t *testing.T) {
 			}
 			writes = be.applies.Load() - writes
 			if pg != nil {
-				trips = pg.Stats().Pool.Acquires - trips
+				trips, retries = pg.Stats().Pool.Acquires-trips, pg.Stats().Retries-retries
 			}
-			t.Logf("%d engine writes, %d round trips, %d failed", writes, trips, res.Failed)
+			t.Logf("%d engine writes, %d round trips (%d contended retries), %d failed", writes, trips, retries, res.Failed)
 			want := make([]azerr.Code, len(ops))
 			for i := range ops {
 				if (i/100)%2 == 1 {

@@ -278,13 +278,12 @@ func feedSQL(q *queries) {
 	}
 	deleteDML += `RETURNING version, props, ref_txn, ref_ord`
 	updateFill := fillFrom(`w JOIN cerulean_entities x ON x.table_id = $1::BIGINT AND x.pk = $2::BYTEA AND x.rk = $3::BYTEA
-			AND x.version = $4::BIGINT`, "$1::BIGINT", "x")
-	deleteFill := fillFrom("w", "$1::BIGINT", "w")
-	const raised = ` SELECT COALESCE((SELECT version FROM w), 0) / (SELECT count(*) FROM w)`
+			AND x.version = $4::BIGINT`, "$1::BIGINT", "x", "")
+	deleteFill := fillFrom("w", "$1::BIGINT", "w", "")
 	// The swaps of a transaction of several (applyRMW), whose records go in a statement
 	// of their own; they raise when they lose.
-	q.fillCasUpdateB = `WITH w AS (` + updateDML + `), ` + updateFill + raised
-	q.fillCasDeleteB = `WITH w AS (` + deleteDML + `), ` + deleteFill + raised
+	q.fillCasUpdateB = `WITH w AS (` + updateDML + `), ` + updateFill + ` ` + raisedAnswer
+	q.fillCasDeleteB = `WITH w AS (` + deleteDML + `), ` + deleteFill + ` ` + raisedAnswer
 	// A compare-and-swap that records its changes only if it wrote.
 	cas := func(dml, fill string, p int) string {
 		if fill != "" {
@@ -393,7 +392,7 @@ func feedSQL(q *queries) {
 			WHERE e.table_id = $2 AND e.pk = c.pk AND e.rk = c.rk AND e.expiry <= (SELECT v FROM n)
 			AND e.version = ` + snapshotVersion("$2::BIGINT", "c.pk", "c.rk") + `
 			RETURNING e.pk, e.rk, e.props, e.ref_txn, e.ref_ord),
-		` + fillFrom("d", "$2::BIGINT", "d") + `,
+		` + fillFrom("d", "$2::BIGINT", "d", "") + `,
 		k AS (SELECT count(*) AS n FROM d),
 		s AS (UPDATE cerulean_feeds f SET next = f.next + k.n FROM k
 			WHERE f.table_id = $2 AND f.on_ AND NOT f.dropped AND k.n > 0 RETURNING f.next - k.n AS base),
@@ -411,8 +410,7 @@ func feedSQL(q *queries) {
 	// leave rows with a reference alone (noRef). Each fills the records from the rows
 	// and, for the feed turned off, clears the references.
 	rowsFill := func(where string) string {
-		f := fillFrom(`cerulean_entities x`, "$1::BIGINT", "x")
-		return f[:len(f)-1] + ` AND x.table_id = $1::BIGINT AND x.ref_txn IS NOT NULL` + where + `)`
+		return fillFrom(`cerulean_entities x`, "$1::BIGINT", "x", ` AND x.table_id = $1::BIGINT AND x.ref_txn IS NOT NULL`+where)
 	}
 	q.purgeChunkFeed = `WITH ` + rowsFill(` AND (x.pk, x.rk) < ($2::BYTEA, $3::BYTEA)`) + `
 		DELETE FROM cerulean_entities WHERE table_id = $1 AND (pk, rk) < ($2::BYTEA, $3::BYTEA)`
@@ -817,7 +815,6 @@ func feedWriteSQL(q *queries, setList, atIDGen string) {
 	}
 	const clockCTE = `n AS MATERIALIZED (SELECT {now} AS v)`
 	answer := `SELECT version FROM w`
-	raised := `SELECT COALESCE((SELECT version FROM w), 0) / (SELECT count(*) FROM w)`
 
 	// One row: $1 table id, $2 account, $3 table key, $4 PartitionKey, $5 RowKey, $6
 	// properties, $7 generation, $8 time-to-live, $9 the first ord. o, the row locked,
@@ -831,7 +828,7 @@ func feedWriteSQL(q *queries, setList, atIDGen string) {
 			FROM n, (SELECT count(*) FROM o) l WHERE ` + atIDGen + `
 			ON CONFLICT (table_id, pk, rk) DO UPDATE SET ` + setRef + cond + ` e.version = (SELECT version FROM o)
 			RETURNING e.version, e.expiry),
-		` + fillFrom("o, w", "$1::BIGINT", "o") + `,
+		` + fillFrom("o, w", "$1::BIGINT", "o", "") + `,
 		r AS (` + cols + `
 			SELECT $1::BIGINT, txid_current(), ($9::BIGINT + x.k)::INT, x.op, $4::BYTEA, $5::BYTEA, x.version, x.at, x.expiry, NULL
 			FROM w ` + recs(op) + `
@@ -839,10 +836,10 @@ func feedWriteSQL(q *queries, setList, atIDGen string) {
 		` + final
 	}
 	const expiredOnly = `e.expiry <= excluded.version AND`
-	q.feedInsert1, q.feedInsertB = one(expiredOnly, ins, answer), one(expiredOnly, ins, raised)
+	q.feedInsert1, q.feedInsertB = one(expiredOnly, ins, answer), one(expiredOnly, ins, raisedAnswer)
 	um := int(storage.InsertOrMerge)
-	q.feedUpsertFirst1, q.feedUpsertFirstB = one(expiredOnly, um, answer), one(expiredOnly, um, raised)
-	q.feedUpsert1, q.feedUpsertB = one("", ups, answer), one("", ups, raised)
+	q.feedUpsertFirst1, q.feedUpsertFirstB = one(expiredOnly, um, answer), one(expiredOnly, um, raisedAnswer)
+	q.feedUpsert1, q.feedUpsertB = one("", ups, answer), one("", ups, raisedAnswer)
 
 	// Replace: replace1's parameters ($9 the expected version, 0 for any), $10 the ord;
 	// it never writes over an expired row. It locks the row first (o), as the inserts
@@ -859,13 +856,13 @@ func feedWriteSQL(q *queries, setList, atIDGen string) {
 			AND ($9::BIGINT = 0 OR e.version = $9::BIGINT) AND (e.expiry IS NULL OR e.expiry > n.v) AND ` + atIDGen + `
 			AND e.version = (SELECT version FROM o)
 			RETURNING e.version, e.expiry),
-		` + fillFrom("o, w", "$1::BIGINT", "o") + `,
+		` + fillFrom("o, w", "$1::BIGINT", "o", "") + `,
 		r AS (` + cols + `
 			SELECT $1::BIGINT, txid_current(), $10::INT, ` + fmt.Sprint(int(storage.Replace)) + `, $4::BYTEA, $5::BYTEA,
 				w.version, w.version, COALESCE(w.expiry, 0), NULL FROM w)
 		` + final
 	}
-	q.feedReplace1, q.feedReplaceB = replace(answer), replace(raised)
+	q.feedReplace1, q.feedReplaceB = replace(answer), replace(raisedAnswer)
 	// Delete: delete1's parameters ($6 the expected version, $7 the generation), $8 the
 	// ord. What it removed is in its RETURNING.
 	del := func(final string) string {
@@ -875,13 +872,13 @@ func feedWriteSQL(q *queries, setList, atIDGen string) {
 			AND ($6::BIGINT = 0 OR e.version = $6::BIGINT) AND (e.expiry IS NULL OR e.expiry > n.v) AND ` + atIDGen + `
 			AND e.version = ` + snapshotVersion("$1::BIGINT", "$4::BYTEA", "$5::BYTEA") + `
 			RETURNING e.version, n.v AS at, e.props, e.ref_txn, e.ref_ord),
-		` + fillFrom("w", "$1::BIGINT", "w") + `,
+		` + fillFrom("w", "$1::BIGINT", "w", "") + `,
 		r AS (` + cols + `
 			SELECT $1::BIGINT, txid_current(), $8::INT, ` + fmt.Sprint(int(storage.Delete)) + `, $4::BYTEA, $5::BYTEA,
 				0, w.at, 0, NULL FROM w)
 		` + final
 	}
-	q.feedDelete1, q.feedDeleteB = del(answer), del(raised)
+	q.feedDelete1, q.feedDeleteB = del(answer), del(raisedAnswer)
 
 	// The statements over arrays look up the row as the snapshot holds it only for the
 	// rows they write over (old, in the ON CONFLICT update's condition and in RETURNING:
@@ -893,7 +890,7 @@ func feedWriteSQL(q *queries, setList, atIDGen string) {
 	old := func(col string) string {
 		return `(SELECT x.` + col + ` FROM cerulean_entities x WHERE x.table_id = e.table_id AND x.pk = e.pk AND x.rk = e.rk)`
 	}
-	snapshotFill := fillFrom(`w JOIN cerulean_entities x ON x.table_id = w.table_id AND x.pk = w.pk AND x.rk = w.rk`, "w.table_id", "x")
+	snapshotFill := fillFrom(`w JOIN cerulean_entities x ON x.table_id = w.table_id AND x.pk = w.pk AND x.rk = w.rk`, "w.table_id", "x", "")
 	// A group of single writes of one table (mergeSingles, ApplyEach): insertGroup's
 	// arrays $1 … $8, $9 the first ord, $10 each row's place (pos) among the records.
 	group := func(cond string, op int) string {
@@ -948,8 +945,9 @@ func snapshotVersion(tid, pk, rk string) string {
 
 // fillFrom is the CTE f of a statement that changes or removes rows which may refer to
 // lean records: it copies each such row's properties into its record. from names the
-// rows' old versions (columns props, ref_txn, ref_ord of alias src) for feed table tid.
-func fillFrom(from, tid, src string) string {
+// rows' old versions (columns props, ref_txn, ref_ord of alias src) for feed table tid;
+// and, if not empty, narrows them further (" AND …").
+func fillFrom(from, tid, src, and string) string {
 	return `f AS (UPDATE cerulean_changes c SET props = ` + src + `.props FROM ` + from + `
-			WHERE c.table_id = ` + tid + ` AND c.txn = ` + src + `.ref_txn AND c.ord = ` + src + `.ref_ord AND c.props IS NULL)`
+			WHERE c.table_id = ` + tid + ` AND c.txn = ` + src + `.ref_txn AND c.ord = ` + src + `.ref_ord AND c.props IS NULL` + and + `)`
 }

@@ -154,8 +154,12 @@ const noRef = `e.ref_txn IS NULL`
 // division_by_zero when it changed no row. The COALESCE keeps the division from being
 // NULL / 0, which is NULL and not an error; neither operand is a constant, so no planner
 // can fold the division away.
+// raisedAnswer is the answer of a statement whose CTE w RETURNs version: the version,
+// or division_by_zero when w changed no row.
+const raisedAnswer = `SELECT COALESCE((SELECT version FROM w), 0) / (SELECT count(*) FROM w)`
+
 func raise(dml string) string {
-	return `WITH w AS (` + dml + `) SELECT COALESCE((SELECT version FROM w), 0) / (SELECT count(*) FROM w)`
+	return `WITH w AS (` + dml + `) ` + raisedAnswer
 }
 
 func buildQueries(d dialect) queries {
