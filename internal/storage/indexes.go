@@ -1,7 +1,9 @@
 package storage
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -54,6 +56,12 @@ type IndexDef struct {
 	ID uint32 `json:"id,omitempty"`
 	// State is the engine's: IndexBuilding, IndexReady or IndexFailed ("" until assigned).
 	State IndexState `json:"state,omitempty"`
+	// Progress is the engine's: while building, how many of the table's rows the build
+	// has passed (compare with the table's approximate row count); kept once ready.
+	Progress int64 `json:"progress,omitempty"`
+	// Failure is the engine's: why a failed index failed (the two entities holding one
+	// value of a unique index, named by their keys).
+	Failure string `json:"failure,omitempty"`
 }
 
 // SameDefinition reports whether d and o declare the same index (name, properties and
@@ -138,10 +146,10 @@ func AssignIndexIDs(stored, next TableSettings, empty bool) TableSettings {
 	out := make([]IndexDef, len(next.Indexes))
 	for i, d := range next.Indexes {
 		d.Properties = slices.Clone(d.Properties)
-		d.ID, d.State = 0, ""
+		d.ID, d.State, d.Progress, d.Failure = 0, "", 0, ""
 		for _, s := range stored.Indexes {
 			if s.SameDefinition(d) && s.ID != 0 {
-				d.ID, d.State = s.ID, s.State
+				d.ID, d.State, d.Progress, d.Failure = s.ID, s.State, s.Progress, s.Failure
 				break
 			}
 		}
@@ -181,6 +189,10 @@ type IndexScanRequest struct {
 	After *IndexCursor
 	// Limit bounds the rows returned (> 0).
 	Limit int
+	// KeyFilter, when set, drops entries whose row keys it refuses before their rows are
+	// read (the key predicates of the query's filter): they count as Examined, not
+	// against Limit.
+	KeyFilter func(partitionKey, rowKey string) bool
 }
 
 // IndexScanResult is a page of an index read: the stored, unexpired rows of the entries
@@ -192,4 +204,49 @@ type IndexScanResult struct {
 	// Examined is how many entries the read went through (rows expired but not yet
 	// purged are entries without a record).
 	Examined int
+}
+
+// IndexReader is the index part of Reader (docs/indexes-design.md §4): Engines and
+// their Views serve it, so index plans run on replicas too.
+type IndexReader interface {
+	// ScanIndex reads, in index order, the stored unexpired rows whose entries in index
+	// req.Index fall in req.Spans (IndexScanRequest). ErrTableNotFound for a missing
+	// table, ErrIndexNotFound when the table declares no index of that id.
+	ScanIndex(ctx context.Context, account, table string, req IndexScanRequest) (IndexScanResult, error)
+	// CountIndex counts the entries of index idx within spans, stopping at limit: a
+	// bounded probe the planner weighs an index plan with (its cost is at most about
+	// limit entries' reads, never a row's). Expired rows not yet purged may count.
+	CountIndex(ctx context.Context, account, table string, idx uint32, spans []index.Span, limit int) (int, error)
+	// CountRows counts the stored rows from start up to end (nil: the table's end),
+	// stopping at limit: the key plan's side of the same probe. Expired rows not yet
+	// purged may count.
+	CountRows(ctx context.Context, account, table string, start Key, end *Key, limit int) (int, error)
+}
+
+// IndexBuilder builds the indexes declared on tables with data (docs/indexes-design.md
+// §5); it is part of Engine.
+type IndexBuilder interface {
+	// BuildIndexes advances every building index by a chunk of its table's rows, writing
+	// the entries of the rows passed and the position reached in one batch or
+	// transaction (so a restart resumes there), and marks an index ready when its scan
+	// ends, or failed when a unique index meets a value twice. It returns how many rows
+	// it passed (0: nothing left to build). The engine runs it in the background too; it
+	// is a maintenance hook, safe to call from several front ends at once.
+	BuildIndexes(ctx context.Context) (int, error)
+}
+
+// UniqueViolation is the ApplyError.Err (or EachResult error) of a write that would give
+// a unique index a value another entity of the table holds: nothing of the Apply was
+// written. PartitionKey and RowKey name the entity holding the value, when the engine
+// knows it (empty otherwise).
+type UniqueViolation struct {
+	Index                string
+	PartitionKey, RowKey string
+}
+
+func (u *UniqueViolation) Error() string {
+	if u.PartitionKey == "" && u.RowKey == "" {
+		return fmt.Sprintf("unique index %s: the value is held by another entity", u.Index)
+	}
+	return fmt.Sprintf("unique index %s: the value is held by the entity (%q, %q)", u.Index, u.PartitionKey, u.RowKey)
 }

@@ -366,6 +366,8 @@ type Engine interface {
 	// ChangeFeed reads, waits on and trims the change feeds of tables that record one
 	// (changes.go).
 	ChangeFeed
+	// IndexBuilder builds indexes declared on tables with data (indexes.go).
+	IndexBuilder
 
 	// Name is the engine's name ("pebble", "postgres"); Positions of different engines
 	// are not comparable.
