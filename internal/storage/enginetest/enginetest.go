@@ -160,6 +160,7 @@ func Run(t *testing.T, h Harness) {
 		{"Changes/Overwritten", testChangesOverwritten},
 		{"Indexes/Declarations", testIndexDeclarations},
 		{"Indexes/Count", testIndexCount},
+		{"Indexes/Maintenance", testIndexMaintenance},
 		{"Indexes/KeyFilter", testIndexKeyFilter},
 	}
 	for _, tc := range tests {
