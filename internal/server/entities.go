@@ -249,7 +249,9 @@ func (s *Server) queryEntities(rq *request) error {
 	rq.obs.QueryPartition = onePartition(page.Records)
 	rq.obs.EntitiesScanned = page.Scanned
 	rq.obs.PageCut = page.Cut
+	rq.obs.Plan = page.Plan
 	h := rq.w.Header()
+	h[headerPlan] = []string{page.Plan}
 	s.setServed(h, page.Served)
 	if page.NextPartitionKey != "" {
 		h["X-Ms-Continuation-Nextpartitionkey"] = []string{page.NextPartitionKey}
@@ -262,6 +264,10 @@ func (s *Server) queryEntities(rq *request) error {
 	page.Release() // written out: the stored bags' buffers serve the next query
 	return nil
 }
+
+// headerPlan names, on every Query Entities answer, the plan its page was read with
+// (table.Page.Plan): the keys, or which secondary index (docs/indexes-design.md §4).
+const headerPlan = "X-Ms-Cerulean-Plan"
 
 // queryPartition is the one partition filter confines a query to, or "" if it may read
 // several: the partition a throttled query is admitted against.
