@@ -38,8 +38,16 @@ type Index struct {
 	Properties []string `json:"Properties"`
 	// Unique: no two entities hold equal values in all of Properties.
 	Unique bool `json:"Unique,omitempty"`
-	// State is the server's: building, ready or failed (ignored in a request).
+	// State is the server's: building (writes maintain the index while a background
+	// build adds the entities stored before it was declared), ready (queries may use
+	// it) or failed (a unique index whose build met one value twice; never used).
+	// State, Progress and Failure are ignored in a request.
 	State string `json:"State,omitempty"`
+	// Progress is the server's, while building: how many of the table's rows the build
+	// has passed.
+	Progress int64 `json:"Progress,omitempty"`
+	// Failure is the server's, once failed: why (the entities holding one value).
+	Failure string `json:"Failure,omitempty"`
 }
 
 // Table is a table's name (in the case it was created with) and settings.
@@ -180,7 +188,7 @@ func (c *Client) ListTables(ctx context.Context, withSettings bool) ([]Table, er
 	for {
 		q := url.Values{}
 		if withSettings {
-			q.Set("$select", "TableName,Elastic,DefaultTimeToLive,TimeToLiveProperty,ChangeFeedRetention")
+			q.Set("$select", "TableName,Elastic,DefaultTimeToLive,TimeToLiveProperty,ChangeFeedRetention,Indexes")
 		}
 		if next != "" {
 			q.Set("NextTableName", next)

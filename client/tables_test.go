@@ -111,3 +111,33 @@ func TestListTablesPages(t *testing.T) {
 		t.Fatalf("ListTables: %d tables, %v", len(list), err)
 	}
 }
+
+// Index declarations come back with the server's state, from GetTableSettings and from
+// ListTables with settings; a settings answer sent back unchanged (states included) keeps
+// them.
+func TestTableIndexes(t *testing.T) {
+	c := newClient(t, "")
+	ctx := context.Background()
+	decl := []client.Index{{Name: "ByEmail", Properties: []string{"Email"}, Unique: true}, {Name: "ByCD", Properties: []string{"Customer", "Date"}}}
+	if err := c.CreateTable(ctx, "Orders", &client.TableSettings{Elastic: true, Indexes: decl}); err != nil {
+		t.Fatal(err)
+	}
+	want := []client.Index{
+		{Name: "ByEmail", Properties: []string{"Email"}, Unique: true, State: "ready"},
+		{Name: "ByCD", Properties: []string{"Customer", "Date"}, State: "ready"},
+	}
+	got, err := c.GetTableSettings(ctx, "Orders")
+	if err != nil || !reflect.DeepEqual(got.Indexes, want) {
+		t.Fatalf("GetTableSettings = %+v, %v; want indexes %+v", got, err, want)
+	}
+	if err := c.SetTableSettings(ctx, "Orders", got.TableSettings); err != nil {
+		t.Fatalf("SetTableSettings(what was read) = %v", err)
+	}
+	list, err := c.ListTables(ctx, true)
+	if err != nil || len(list) != 1 || !reflect.DeepEqual(list[0].Indexes, want) {
+		t.Fatalf("ListTables(with settings) = %+v, %v; want indexes %+v", list, err, want)
+	}
+	if list, err := c.ListTables(ctx, false); err != nil || len(list) != 1 || list[0].Indexes != nil {
+		t.Errorf("ListTables without settings = %+v, %v", list, err)
+	}
+}

@@ -68,6 +68,8 @@ func FuzzDecodeTable(f *testing.F) {
 	f.Add([]byte(`{"Elastic":true,"DefaultTimeToLive":2147483648}`))
 	f.Add([]byte(`{"TableName":"i","Elastic":true,"Indexes":[{"Name":"ByA","Properties":["A","B"],"Unique":true}]}`))
 	f.Add([]byte(`{"TableName":"i","x":[1,{"y":"]"}],"Indexes":null}`))
+	f.Add([]byte(`{"TableName":"i","Elastic":true,"Indexes":[{"Name":"B","Properties":["A"],"State":"building","Progress":12},{"Name":"F","Properties":["C"],"Unique":true,"State":"failed","Failure":"x"}]}`))
+	f.Add([]byte(`{"TableName":"i","Elastic":true,"Indexes":[{"Name":"B","Properties":["A"],"Progress":"12"}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		is400 := func(err error) {
 			var ae *azerr.Error

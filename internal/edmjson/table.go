@@ -26,8 +26,8 @@ const (
 	// 2147483647; absent or null is off (docs/change-feed.md).
 	MemberChangeFeed = "ChangeFeedRetention"
 	// MemberIndexes declares an elastic table's secondary indexes: an array of objects
-	// {"Name", "Properties", "Unique"}; answers add each one's "State"
-	// (docs/indexes-design.md).
+	// {"Name", "Properties", "Unique"}; answers add each one's "State", its "Progress"
+	// while building and its "Failure" once failed (docs/indexes.md).
 	MemberIndexes = "Indexes"
 )
 
@@ -193,21 +193,34 @@ func decodeSettingsMember(s *storage.TableSettings, m *member) error {
 	return nil
 }
 
-// wireIndex is an index declaration on the wire. State is the answers' (an index's
-// engine state); a request may carry it back (a GET answer is a valid PUT body), and it
-// is ignored there.
+// wireIndex is an index declaration on the wire. State, Progress and Failure are the
+// answers' (the engine's account of the index: storage.IndexDef); a request may carry
+// them back, since a GET answer is a valid PUT body, and they are ignored there: only
+// the engine sets them.
 type wireIndex struct {
 	Name       string   `json:"Name"`
 	Properties []string `json:"Properties"`
 	Unique     bool     `json:"Unique,omitempty"`
 	State      string   `json:"State,omitempty"`
+	// Progress is written while the index builds, 0 included (rows the build has
+	// passed), and never otherwise: a pointer, so that 0 is written.
+	Progress *int64 `json:"Progress,omitempty"`
+	// Failure is written for a failed index only.
+	Failure string `json:"Failure,omitempty"`
 }
 
-// appendIndexes appends the Indexes member's value for defs.
+// appendIndexes appends the Indexes member's value for defs: each one's declaration and
+// State, with Progress while building and Failure once failed.
 func appendIndexes(dst []byte, defs []storage.IndexDef) []byte {
 	ws := make([]wireIndex, len(defs))
 	for i, d := range defs {
 		ws[i] = wireIndex{Name: d.Name, Properties: d.Properties, Unique: d.Unique, State: string(d.State)}
+		switch d.State {
+		case storage.IndexBuilding:
+			ws[i].Progress = &d.Progress
+		case storage.IndexFailed:
+			ws[i].Failure = d.Failure
+		}
 	}
 	b, _ := json.Marshal(ws) // cannot fail: strings and bools
 	return append(dst, b...)

@@ -197,19 +197,26 @@ func TestAppendTableSettings(t *testing.T) {
 // TestIndexesRoundTrip: a settings answer with indexes is a PUT body for the same
 // declarations, and Query Tables writes them when $select names Indexes.
 func TestIndexesRoundTrip(t *testing.T) {
-	s := storage.TableSettings{Elastic: true, IndexIDs: 2, Indexes: []storage.IndexDef{
-		{Name: "ByA", Properties: []string{"A"}, ID: 1, State: storage.IndexReady},
-		{Name: "U", Properties: []string{"B", "C"}, Unique: true, ID: 2, State: storage.IndexBuilding}}}
+	s := storage.TableSettings{Elastic: true, IndexIDs: 5, Indexes: []storage.IndexDef{
+		{Name: "ByA", Properties: []string{"A"}, ID: 1, State: storage.IndexReady, Progress: 40},
+		{Name: "U", Properties: []string{"B", "C"}, Unique: true, ID: 2, State: storage.IndexBuilding},
+		{Name: "V", Properties: []string{"D"}, ID: 4, State: storage.IndexBuilding, Progress: 1234},
+		{Name: "W", Properties: []string{"E"}, Unique: true, ID: 5, State: storage.IndexFailed, Progress: 9, Failure: `two entities hold one value: ("p", "1") and ("p", "2")`}}}
 	body := AppendTableSettings(nil, storage.TableInfo{Name: "t", Settings: s})
-	if !strings.Contains(string(body), `"Indexes":[{"Name":"ByA","Properties":["A"],"State":"ready"},{"Name":"U","Properties":["B","C"],"Unique":true,"State":"building"}]`) {
+	// Progress while building (0 too), Failure when failed; neither otherwise.
+	if !strings.Contains(string(body), `"Indexes":[{"Name":"ByA","Properties":["A"],"State":"ready"},`+
+		`{"Name":"U","Properties":["B","C"],"Unique":true,"State":"building","Progress":0},`+
+		`{"Name":"V","Properties":["D"],"State":"building","Progress":1234},`+
+		`{"Name":"W","Properties":["E"],"Unique":true,"State":"failed","Failure":"two entities hold one value: (\"p\", \"1\") and (\"p\", \"2\")"}]`) {
 		t.Fatalf("answer %s", body)
 	}
+	// The answer is a PUT body: the engine's members are accepted and ignored.
 	back, err := DecodeTableSettings(body)
-	if err != nil || len(back.Settings.Indexes) != 2 {
+	if err != nil || len(back.Settings.Indexes) != 4 {
 		t.Fatalf("DecodeTableSettings(%s) = %+v, %v", body, back, err)
 	}
 	for i, d := range back.Settings.Indexes {
-		if !d.SameDefinition(s.Indexes[i]) || d.ID != 0 || d.State != "" {
+		if !d.SameDefinition(s.Indexes[i]) || d.ID != 0 || d.State != "" || d.Progress != 0 || d.Failure != "" {
 			t.Fatalf("index %d read back as %+v, want the declaration of %+v", i, d, s.Indexes[i])
 		}
 	}

@@ -103,7 +103,7 @@ func normalSettings(s client.TableSettings) client.TableSettings {
 	// Index declarations without their states (the server's, per table).
 	var ixs []client.Index
 	for _, ix := range s.Indexes {
-		ix.State = ""
+		ix.State, ix.Progress, ix.Failure = "", 0, ""
 		ixs = append(ixs, ix)
 	}
 	s.Indexes = ixs
