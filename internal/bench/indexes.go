@@ -81,6 +81,7 @@ func (b *bench) runIndexInsert(ctx context.Context) Result {
 	for turn := range 2 * len(counts) {
 		n := counts[turn%len(counts)]
 		b.alt = alts[n]
+		b.round++ // new row keys for the turn: each table gets two turns per round
 		st, s := b.drive(ctx, fmt.Sprintf("%s/%d", WorkloadIndexInsert, n), parts, func(ctx context.Context, w *worker) (int, int, error) {
 			p := w.pick(parts)
 			rk := b.rowKey(w)
