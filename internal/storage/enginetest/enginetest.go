@@ -161,6 +161,12 @@ func Run(t *testing.T, h Harness) {
 		{"Indexes/Declarations", testIndexDeclarations},
 		{"Indexes/Count", testIndexCount},
 		{"Indexes/Maintenance", testIndexMaintenance},
+		{"Indexes/Unique", testIndexUnique},
+		{"Indexes/UniqueExpiry", testIndexUniqueExpiry},
+		{"Indexes/UniqueConcurrent", testIndexUniqueConcurrent},
+		{"Indexes/Dropped", testIndexDropped},
+		{"Indexes/Build", testIndexBuild},
+		{"Indexes/BuildUnique", testIndexBuildUnique},
 		{"Indexes/KeyFilter", testIndexKeyFilter},
 	}
 	for _, tc := range tests {
