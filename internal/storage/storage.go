@@ -137,15 +137,16 @@ type Each struct {
 }
 
 // PerMutation reports whether err, a mutation's Err in an Each, is about that mutation
-// alone (a failed precondition, or an entity the mutation would leave invalid) rather
-// than about the call as a whole (the table is gone, the store cannot be reached or is
-// full, the caller gave up).
+// alone (a failed precondition, a unique index value another entity holds, or an entity
+// the mutation would leave invalid) rather than about the call as a whole (the table is
+// gone, the store cannot be reached or is full, the caller gave up).
 func PerMutation(err error) bool {
 	if errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrVersionMismatch) {
 		return true
 	}
+	var uv *UniqueViolation
 	var ae *azerr.Error
-	return errors.As(err, &ae)
+	return errors.As(err, &uv) || errors.As(err, &ae)
 }
 
 // Key addresses an entity within a table.

@@ -158,6 +158,11 @@ func (e *Engine) applyOnce(ctx context.Context, a *applyArgs) (storage.Applied, 
 	if err != nil {
 		return storage.Applied{}, err
 	}
+	if len(maintained(ent.settings)) > 0 {
+		// Index entries go with the swaps (indexes.go). A stale entry that shows no
+		// index sends a plain statement, which fails its generation check.
+		return e.applyRMW(ctx, a)
+	}
 	if explicitExpiry(a.muts) {
 		if manyAt(a.muts) && !e.feedOn(ent.settings) {
 			return e.applyManyAt(ctx, a)
@@ -866,8 +871,10 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 	slices.SortFunc(writes, func(x, y write) int { return strings.Compare(x.rk, y.rk) })
 	pk := []byte(a.pk)
 	// One write is a statement that answers no row when its swap fails; several raise,
-	// so that a failed swap aborts the transaction.
-	single := len(writes) == 1
+	// so that a failed swap aborts the transaction. A table with indexes sends its
+	// entries in the swaps' transaction (indexes.go), so its swaps raise too.
+	defs := maintained(st.settings)
+	single := len(writes) == 1 && len(defs) == 0
 	pick := func(one, many string) string {
 		if single {
 			return one
@@ -893,6 +900,25 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 			stmts[i] = stmt{sql: pick(e.q.casInsert, e.q.casInsertB),
 				args: []any{st.tableID, pk, rk, int64(0), w.r.Version, entity.AppendProps(nil, w.r.Props), w.r.expiry, a.acct, a.key}}
 		}
+	}
+	var (
+		ixRows []ixRow
+		last   map[string]int
+	)
+	if len(defs) > 0 {
+		ixRows = make([]ixRow, len(writes))
+		for i, w := range writes {
+			ixRows[i] = ixRow{rk: w.rk, exists: w.r.Exists, props: w.r.Props}
+		}
+		last = make(map[string]int, len(writes))
+		for i := range a.muts {
+			last[a.muts[i].RowKey] = i
+		}
+		first, after, err := e.indexStmts(st.tableID, st.gen, defs, pk, ixRows, last)
+		if err != nil {
+			return storage.Applied{}, err
+		}
+		stmts = append(append([]stmt{first}, stmts...), after...)
 	}
 	var (
 		pos storage.Position
@@ -925,6 +951,9 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 	}
 	if isRaised(err) || (err == nil && single && stmts[0].rows == 0) {
 		return storage.Applied{}, errConflict
+	}
+	if err != nil && len(defs) > 0 {
+		err = e.uniqueError(ctx, err, st.tableID, defs, pk, ixRows, last)
 	}
 	if err != nil {
 		return storage.Applied{}, err
