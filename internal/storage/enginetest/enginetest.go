@@ -159,6 +159,9 @@ func Run(t *testing.T, h Harness) {
 		{"Changes/OffThenDeleted", testChangesOffThenDeleted},
 		{"Changes/Overwritten", testChangesOverwritten},
 		{"Indexes/Declarations", testIndexDeclarations},
+		{"Indexes/Count", testIndexCount},
+		{"Indexes/Maintenance", testIndexMaintenance},
+		{"Indexes/KeyFilter", testIndexKeyFilter},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

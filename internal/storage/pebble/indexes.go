@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -133,7 +132,8 @@ func deleteRowEntries(b *pebbledb.Batch, it *pebbledb.Iterator, id uint64, defs 
 
 // ScanIndex reads index req.Index of the table (storage.IndexScanRequest): the entries in
 // req.Spans after req.After, in order, and for each the row it names, from one snapshot;
-// a row expired at the read's start is skipped. It stops after req.Limit rows, with Next
+// a row expired at the read's start is skipped, and an entry req.KeyFilter refuses is
+// passed over before its row is read. It stops after req.Limit rows, with Next
 // the last entry returned.
 func (e *Engine) ScanIndex(ctx context.Context, account, tableName string, req storage.IndexScanRequest) (storage.IndexScanResult, error) {
 	if err := e.enter(); err != nil {
@@ -200,6 +200,9 @@ func (e *Engine) ScanIndex(ctx context.Context, account, tableName string, req s
 			if err != nil {
 				return storage.IndexScanResult{}, fmt.Errorf("scan index: %w", err)
 			}
+			if req.KeyFilter != nil && !req.KeyFilter(cur.PartitionKey, cur.RowKey) {
+				continue // the query's key predicates exclude it: its row is not read
+			}
 			key := dataKey(t.id, cur.PartitionKey, cur.RowKey)
 			if !rows.SeekPrefixGE(key) || !bytes.Equal(rows.Key(), key) {
 				if err := rows.Error(); err != nil {
@@ -258,14 +261,86 @@ func parseIndexEntry(k []byte, n int) (storage.IndexCursor, error) {
 	return storage.IndexCursor{Key: slices.Clone(k[:end]), PartitionKey: pk, RowKey: rk}, nil
 }
 
-// CountIndex: being built (branch i46-indexes).
-func (e *Engine) CountIndex(ctx context.Context, account, table string, idx uint32, spans []index.Span, limit int) (int, error) {
-	return 0, errors.New("pebble: CountIndex is not built yet")
+// CountIndex counts the entries of index idx in spans, stopping at limit
+// (storage.IndexReader): a key-only walk of at most limit entries, which reads no row and
+// no value. Entries of expired rows the purge has not removed yet count.
+func (e *Engine) CountIndex(ctx context.Context, account, tableName string, idx uint32, spans []index.Span, limit int) (int, error) {
+	if err := e.enter(); err != nil {
+		return 0, err
+	}
+	defer e.exit()
+	t, err := e.lookup(account, tableName)
+	if err != nil {
+		return 0, err
+	}
+	if !slices.ContainsFunc(t.settings.Load().Indexes, func(d storage.IndexDef) bool { return d.ID == idx }) {
+		return 0, storage.ErrIndexNotFound
+	}
+	if limit <= 0 {
+		return 0, nil
+	}
+	prefix := appendIndexPrefix(nil, t.id, idx)
+	it, err := e.db.NewIterWithContext(ctx, &pebbledb.IterOptions{LowerBound: prefix, UpperBound: index.PrefixEnd(prefix)})
+	if err != nil {
+		return 0, fmt.Errorf("count index: %w", err)
+	}
+	defer it.Close()
+	n := 0
+	for _, sp := range spans {
+		lo := append(slices.Clone(prefix), sp.Lo...)
+		var hi []byte
+		if sp.Hi != nil {
+			hi = append(slices.Clone(prefix), sp.Hi...)
+		}
+		for ok := it.SeekGE(lo); ok && (hi == nil || bytes.Compare(it.Key(), hi) < 0); ok = it.Next() {
+			if n++; n == limit {
+				return n, nil
+			}
+		}
+		if err := it.Error(); err != nil {
+			return 0, fmt.Errorf("count index: %w", err)
+		}
+	}
+	return n, ctx.Err()
 }
 
-// CountRows: being built (branch i46-indexes).
-func (e *Engine) CountRows(ctx context.Context, account, table string, start storage.Key, end *storage.Key, limit int) (int, error) {
-	return 0, errors.New("pebble: CountRows is not built yet")
+// CountRows counts the stored rows of the table from start up to end (nil: the table's
+// end), stopping at limit (storage.IndexReader): a key-only walk of at most limit keys.
+// Expired rows the purge has not removed yet count.
+func (e *Engine) CountRows(ctx context.Context, account, tableName string, start storage.Key, end *storage.Key, limit int) (int, error) {
+	if err := e.enter(); err != nil {
+		return 0, err
+	}
+	defer e.exit()
+	t, err := e.lookup(account, tableName)
+	if err != nil {
+		return 0, err
+	}
+	if limit <= 0 || end != nil && !start.Less(*end) {
+		return 0, nil
+	}
+	upper := tablePrefix(t.id + 1)
+	if end != nil {
+		upper = dataKey(t.id, end.PartitionKey, end.RowKey)
+	}
+	it, err := e.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
+		LowerBound: dataKey(t.id, start.PartitionKey, start.RowKey),
+		UpperBound: upper,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count rows: %w", err)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if n++; n == limit {
+			return n, nil
+		}
+	}
+	if err := it.Error(); err != nil {
+		return 0, fmt.Errorf("count rows: %w", err)
+	}
+	return n, ctx.Err()
 }
 
 // BuildIndexes: being built (branch i46-indexes).
