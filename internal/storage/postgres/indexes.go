@@ -329,6 +329,15 @@ func (r reads) indexTable(ctx context.Context, account, table string, idx uint32
 	return id, d, err
 }
 
+// spanLo is the start of sp as a statement takes it: a nil Lo (the first key) is the
+// empty key, not NULL.
+func spanLo(sp index.Span) []byte {
+	if sp.Lo == nil {
+		return []byte{}
+	}
+	return sp.Lo
+}
+
 // ScanIndex reads index req.Index (storage.IndexReader): for each span, statements of
 // entries after the cursor in index order, each joined with its row; an entry whose row
 // is expired or gone (purged since: a statement reads one snapshot, so only between
@@ -373,7 +382,7 @@ func (r reads) scanIndex(ctx context.Context, account, table string, req storage
 				n = max(n, scanChunk)
 			}
 			n = min(n, scanChunk)
-			sql, args := r.e.q.ixScan[which(d)], []any{tid, int32(d.ID), sp.Lo, cur.Key, []byte(cur.PartitionKey), []byte(cur.RowKey), n}
+			sql, args := r.e.q.ixScan[which(d)], []any{tid, int32(d.ID), spanLo(sp), cur.Key, []byte(cur.PartitionKey), []byte(cur.RowKey), n}
 			if sp.Hi != nil {
 				sql, args = r.e.q.ixScanTo[which(d)], append(args, sp.Hi)
 			}
@@ -454,7 +463,7 @@ func (r reads) CountIndex(ctx context.Context, account, table string, idx uint32
 				}
 				n = int64(limit - total)
 			}
-			sql, args := r.e.q.ixCount[which(d)], []any{tid, int32(d.ID), sp.Lo, n}
+			sql, args := r.e.q.ixCount[which(d)], []any{tid, int32(d.ID), spanLo(sp), n}
 			if sp.Hi != nil {
 				sql, args = r.e.q.ixCountTo[which(d)], append(args, sp.Hi)
 			}
