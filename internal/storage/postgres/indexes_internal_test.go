@@ -483,3 +483,168 @@ func TestScanIndex(t *testing.T) {
 		t.Fatalf("missing table: %v", err)
 	}
 }
+
+// buildUntilDone runs BuildIndexes until it has nothing left, at most max passes.
+func buildUntilDone(t testing.TB, e *Engine, max int) {
+	t.Helper()
+	for range max {
+		n, err := e.BuildIndexes(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+	t.Fatalf("BuildIndexes still busy after %d passes", max)
+}
+
+// TestIndexBuild adds indexes to a table with rows while a writer changes it: the build
+// goes in chunks, survives a restart between them (its position and progress are
+// stored with each chunk), and ends ready with exactly the entries the rows call for.
+// A dropped index's entries go; a unique index built over a duplicate fails, naming the
+// two entities, and its entries go too.
+func TestIndexBuild(t *testing.T) {
+	e := openIndexTest(t)
+	ctx := context.Background()
+	table := testTableName("ixb")
+	if err := e.CreateTable(ctx, "acct", table, storage.TableSettings{Elastic: true}); err != nil {
+		t.Fatal(err)
+	}
+	const rows = 2500
+	for b := 0; b < rows; b += 100 {
+		var muts []storage.Mutation
+		for i := b; i < b+100; i++ {
+			ps := []entity.Property{{Name: "U", Value: entity.Int64Value(int64(i))}}
+			if i%5 != 0 {
+				ps = append(ps, entity.Property{Name: "A", Value: entity.Int32Value(int32(i % 50))})
+			}
+			muts = append(muts, storage.Mutation{Op: storage.Insert, RowKey: fmt.Sprintf("r%05d", i), Props: ps})
+		}
+		if _, err := e.Apply(ctx, "acct", table, fmt.Sprint("p", b/1000), muts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	byA := storage.IndexDef{Name: "ByA", Properties: []string{"A"}}
+	byU := storage.IndexDef{Name: "ByU", Properties: []string{"U"}, Unique: true}
+	if err := e.SetTableSettings(ctx, "acct", table, storage.TableSettings{Elastic: true, Indexes: []storage.IndexDef{byA, byU}}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.GetTable(ctx, "acct", table)
+	if err != nil || info.Settings.Indexes[0].State != storage.IndexBuilding || info.Settings.Indexes[1].State != storage.IndexBuilding {
+		t.Fatalf("after adding the indexes: %+v, %v; want both building", info.Settings.Indexes, err)
+	}
+
+	// A writer changes the table throughout (unique values of its own: no duplicates).
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var writes int
+	go func() {
+		defer wg.Done()
+		r := rand.New(rand.NewPCG(2, 3))
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				writes = n
+				return
+			default:
+			}
+			i := r.IntN(rows + 200)
+			pk, rk := fmt.Sprint("p", i/1000), fmt.Sprintf("r%05d", i)
+			ps := []entity.Property{{Name: "A", Value: entity.Int32Value(int32(r.IntN(50)))}, {Name: "U", Value: entity.Int64Value(int64(1_000_000 + n))}}
+			op := []storage.Op{storage.InsertOrReplace, storage.InsertOrMerge, storage.Delete, storage.Merge}[r.IntN(4)]
+			if _, err := e.Apply(ctx, "acct", table, pk, []storage.Mutation{{Op: op, RowKey: rk, Props: ps}}); err != nil {
+				var ae *storage.ApplyError
+				if !errors.As(err, &ae) {
+					t.Errorf("writer: %v", err)
+					return
+				}
+			}
+		}
+	}()
+
+	// One chunk, then a restart: the build goes on from where the chunk left it.
+	if n, err := e.BuildIndexes(ctx); err != nil || n < buildChunk {
+		t.Fatalf("first pass: %d rows, %v; want a chunk of %d (and any other table's)", n, err, buildChunk)
+	}
+	e2 := openIndexTest(t)
+	info, err = e2.GetTable(ctx, "acct", table)
+	if err != nil || info.Settings.Indexes[0].Progress != buildChunk || info.Settings.Indexes[0].State != storage.IndexBuilding {
+		t.Fatalf("after the first chunk: %+v, %v; want building, %d rows passed", info.Settings.Indexes, err, buildChunk)
+	}
+	buildUntilDone(t, e2, 20)
+	close(stop)
+	wg.Wait()
+	if writes == 0 {
+		t.Fatal("the writer wrote nothing during the build")
+	}
+	info, err = e2.GetTable(ctx, "acct", table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range info.Settings.Indexes {
+		// Each row was passed once: the table held rows … rows+200 of them meanwhile.
+		if d.State != storage.IndexReady || d.Progress < rows-200 || d.Progress > rows+200 {
+			t.Fatalf("after the build: %+v; want ready, about %d rows passed", d, rows)
+		}
+	}
+	checkEntries(t, e2, "acct", table, "after the build")
+
+	// Dropped: its entries go, the other's stay.
+	id := tableIDOf(t, e2, "acct", table)
+	idA := info.Settings.Indexes[0].ID
+	if err := e2.SetTableSettings(ctx, "acct", table, storage.TableSettings{Elastic: true, Indexes: []storage.IndexDef{byU}}); err != nil {
+		t.Fatal(err)
+	}
+	buildUntilDone(t, e2, 20)
+	for _, en := range storedEntries(t, e2, id) {
+		if en.id == idA {
+			t.Fatalf("an entry of the dropped index is left: %v", en)
+		}
+	}
+	checkEntries(t, e2, "acct", table, "after the drop")
+
+	// A unique index over a value two entities hold fails, and its entries go: those of
+	// the chunks before the one that met the duplicate too.
+	for b := 0; b < 1500; b += 100 {
+		var muts []storage.Mutation
+		for i := b; i < b+100; i++ {
+			muts = append(muts, storage.Mutation{Op: storage.Insert, RowKey: fmt.Sprintf("d%05d", i),
+				Props: []entity.Property{{Name: "D", Value: entity.StringValue(fmt.Sprint(i))}}})
+		}
+		if _, err := e2.Apply(ctx, "acct", table, "q", muts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, rk := range []string{"dup1", "dup2"} {
+		if _, err := e2.Apply(ctx, "acct", table, "q", []storage.Mutation{{Op: storage.Insert, RowKey: rk,
+			Props: []entity.Property{{Name: "D", Value: entity.StringValue("same")}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	byD := storage.IndexDef{Name: "ByD", Properties: []string{"D"}, Unique: true}
+	if err := e2.SetTableSettings(ctx, "acct", table, storage.TableSettings{Elastic: true, Indexes: []storage.IndexDef{byU, byD}}); err != nil {
+		t.Fatal(err)
+	}
+	buildUntilDone(t, e2, 20)
+	info, err = e2.GetTable(ctx, "acct", table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := info.Settings.Indexes[1]
+	if d.State != storage.IndexFailed || !strings.Contains(d.Failure, `"dup1"`) || !strings.Contains(d.Failure, `"dup2"`) {
+		t.Fatalf("a unique index over a duplicate: %+v; want failed, naming dup1 and dup2", d)
+	}
+	for _, en := range storedEntries(t, e2, id) {
+		if en.id == d.ID {
+			t.Fatalf("an entry of the failed index is left: %v", en)
+		}
+	}
+	// Writes go on, without maintaining the failed index (a third holder is no conflict).
+	if _, err := e.Apply(ctx, "acct", table, "q", []storage.Mutation{{Op: storage.Insert, RowKey: "dup3",
+		Props: []entity.Property{{Name: "D", Value: entity.StringValue("same")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	checkEntries(t, e, "acct", table, "after the failure")
+}
