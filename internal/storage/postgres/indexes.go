@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/ceruleandb/cerulean/internal/entity"
 	"github.com/ceruleandb/cerulean/internal/index"
@@ -155,6 +156,59 @@ func indexSQL(q *queries) {
 		FROM cerulean_tables t WHERE t.account = $1 AND t.key = $2`
 	q.ixCountRows = fmt.Sprintf(countRows, "")
 	q.ixCountRowsTo = fmt.Sprintf(countRows, ` AND (e.pk, e.rk) < ($6::BYTEA, $7::BYTEA)`)
+	// The single writes of a table with indexes, none building and no change feed
+	// (applyIndexed): insert1, upsert1, replace1 and delete1, each with its row's entries
+	// in CTEs of the same statement, so a lone write stays one statement, coalesced with
+	// the others (coalesce.go). After the plain statement's parameters come the row's new
+	// entries: index ids, index keys, uniqueness (empty for a delete). The CTEs act only
+	// on the row the write wrote (w), and the entries they delete (the row's old ones
+	// that are not new) and insert (the new ones the row does not have yet) are disjoint,
+	// so the order in which the database runs them does not matter. A unique value held
+	// by another row fails the statement with 23505.
+	withEntries := func(dml string, n int) string {
+		const ret = `RETURNING e.version`
+		if !strings.HasSuffix(dml, ret) {
+			panic("indexSQL: a statement that does not end in " + ret)
+		}
+		ids, keys, uniq := fmt.Sprintf("$%d::INT[]", n+1), fmt.Sprintf("$%d::BYTEA[]", n+2), fmt.Sprintf("$%d::BOOLEAN[]", n+3)
+		return `WITH w AS (` + strings.TrimSuffix(dml, ret) + ` RETURNING e.table_id, e.pk, e.rk, e.version),
+		n AS (SELECT * FROM unnest(` + ids + `, ` + keys + `, ` + uniq + `) AS n (idx, key, uniq)),
+		d1 AS (DELETE FROM cerulean_index_entries x USING w WHERE x.table_id = w.table_id AND x.pk = w.pk AND x.rk = w.rk
+			AND NOT EXISTS (SELECT 1 FROM n WHERE NOT n.uniq AND n.idx = x.index_id AND n.key = x.key)),
+		d2 AS (DELETE FROM cerulean_unique_entries x USING w WHERE x.table_id = w.table_id AND x.pk = w.pk AND x.rk = w.rk
+			AND NOT EXISTS (SELECT 1 FROM n WHERE n.uniq AND n.idx = x.index_id AND n.key = x.key)),
+		i1 AS (INSERT INTO cerulean_index_entries (table_id, index_id, key, pk, rk)
+			SELECT w.table_id, n.idx, n.key, w.pk, w.rk FROM w, n WHERE NOT n.uniq ON CONFLICT DO NOTHING),
+		i2 AS (INSERT INTO cerulean_unique_entries (table_id, index_id, key, pk, rk)
+			SELECT w.table_id, n.idx, n.key, w.pk, w.rk FROM w, n WHERE n.uniq AND NOT EXISTS (SELECT 1 FROM cerulean_unique_entries u
+				WHERE u.table_id = w.table_id AND u.index_id = n.idx AND u.key = n.key AND u.pk = w.pk AND u.rk = w.rk))
+		SELECT version FROM w`
+	}
+	q.ixInsert1, q.ixUpsert1 = withEntries(q.insert1, 8), withEntries(q.upsert1, 8)
+	// insertGroup and upsertGroup with the group's entries (mergeSingles): after their
+	// eight arrays, each entry's table id, PartitionKey, RowKey, index id, index key and
+	// uniqueness.
+	groupEntries := func(dml string) string {
+		const ret = `RETURNING e.table_id, e.pk, e.rk, e.version`
+		if !strings.HasSuffix(dml, ret) {
+			panic("indexSQL: a group statement that does not end in " + ret)
+		}
+		const of = `n.tid = w.table_id AND n.pk = w.pk AND n.rk = w.rk`
+		return `WITH w AS (` + dml + `),
+		n AS (SELECT * FROM unnest($9::BIGINT[], $10::BYTEA[], $11::BYTEA[], $12::INT[], $13::BYTEA[], $14::BOOLEAN[]) AS n (tid, pk, rk, idx, key, uniq)),
+		d1 AS (DELETE FROM cerulean_index_entries x USING w WHERE x.table_id = w.table_id AND x.pk = w.pk AND x.rk = w.rk
+			AND NOT EXISTS (SELECT 1 FROM n WHERE ` + of + ` AND NOT n.uniq AND n.idx = x.index_id AND n.key = x.key)),
+		d2 AS (DELETE FROM cerulean_unique_entries x USING w WHERE x.table_id = w.table_id AND x.pk = w.pk AND x.rk = w.rk
+			AND NOT EXISTS (SELECT 1 FROM n WHERE ` + of + ` AND n.uniq AND n.idx = x.index_id AND n.key = x.key)),
+		i1 AS (INSERT INTO cerulean_index_entries (table_id, index_id, key, pk, rk)
+			SELECT w.table_id, n.idx, n.key, w.pk, w.rk FROM w JOIN n ON ` + of + ` WHERE NOT n.uniq ON CONFLICT DO NOTHING),
+		i2 AS (INSERT INTO cerulean_unique_entries (table_id, index_id, key, pk, rk)
+			SELECT w.table_id, n.idx, n.key, w.pk, w.rk FROM w JOIN n ON ` + of + ` WHERE n.uniq AND NOT EXISTS (SELECT 1 FROM cerulean_unique_entries u
+				WHERE u.table_id = w.table_id AND u.index_id = n.idx AND u.key = n.key AND u.pk = w.pk AND u.rk = w.rk))
+		SELECT table_id, pk, rk, version FROM w`
+	}
+	q.ixInsertGroup, q.ixUpsertGroup = groupEntries(q.insertGroup), groupEntries(q.upsertGroup)
+	q.ixReplace1, q.ixDelete1 = withEntries(q.replace1, 9), withEntries(q.delete1, 7)
 	buildSQL(q)
 }
 
@@ -218,6 +272,88 @@ func (e *Engine) indexStmts(tid, gen int64, defs []storage.IndexDef, pk []byte, 
 		after = append(after, stmt{sql: e.q.ixInsert, args: []any{tid, pk, prk, ids, keys, uniq}})
 	}
 	return first, after, nil
+}
+
+// applyIndexed runs a single Insert, InsertOrReplace, Replace or Delete of a table whose
+// indexes (defs) are all built and whose change feed is off as one statement with its
+// entries (ixInsert1 …), through the single writes' coalescer, as applySingle does for a
+// table without indexes; ok false leaves any other Apply to the read-modify-write path.
+// The statement checks the cached settings generation, so an index declared since the
+// cache was filled fails it (diagnose refreshes the cache and the Apply runs again), and
+// one that started before the declaration is waited for by the build (indexbuild.go).
+func (e *Engine) applyIndexed(ctx context.Context, a *applyArgs, defs []storage.IndexDef) (res storage.Applied, ok bool, err error) {
+	if len(a.muts) != 1 || building(defs) || e.feedOn(a.ent.settings) || explicitExpiry(a.muts) {
+		return storage.Applied{}, false, nil
+	}
+	m := &a.muts[0]
+	var sql string
+	switch m.Op {
+	case storage.Insert:
+		sql = e.q.ixInsert1
+	case storage.InsertOrReplace:
+		sql = e.q.ixUpsert1
+	case storage.Replace:
+		sql = e.q.ixReplace1
+	case storage.Delete:
+		sql = e.q.ixDelete1
+	default:
+		return storage.Applied{}, false, nil
+	}
+	ttls, err := e.settings(ctx, a)
+	if err != nil {
+		return storage.Applied{}, true, e.invalid(ctx, a, err)
+	}
+	pk, rk := []byte(a.pk), []byte(m.RowKey)
+	var ver int64
+	st := e.plainStmt(a, m, pk, rk, ttls[0], &ver)
+	ids, keys, uniq := []int32{}, [][]byte{}, []bool{}
+	if m.Op != storage.Delete {
+		for _, en := range rowEntries(defs, m.Props) {
+			ids, keys, uniq = append(ids, int32(en.id)), append(keys, en.key), append(uniq, en.unique)
+		}
+	}
+	st.sql, st.args = sql, append(st.args, ids, keys, uniq)
+	at, err := e.singles.do(ctx, &st, a.ent.id, pk, rk)
+	if err != nil {
+		row := []ixRow{{rk: m.RowKey, exists: true, props: m.Props}}
+		return storage.Applied{}, true, e.uniqueError(ctx, err, a.ent.id, defs, pk, row, map[string]int{m.RowKey: 0})
+	}
+	switch st.rows {
+	case 0:
+		return storage.Applied{}, true, e.diagnose(ctx, a)
+	case 1:
+	default:
+		return storage.Applied{}, true, fmt.Errorf("apply: %d result rows", st.rows)
+	}
+	if m.Op == storage.Delete {
+		ver = 0
+	}
+	return storage.Applied{Versions: []int64{ver}, Position: at.hi}, true, nil
+}
+
+// groupEntries are the entries of a merged group of single writes (mergeSingles), as
+// the arrays of ixInsertGroup.
+type groupEntries struct {
+	tids           []int64
+	pks, rks, keys [][]byte
+	ids            []int32
+	uniq           []bool
+}
+
+// add appends the entries of the write of row (pk, rk) of table tid, given as its
+// statement's last three arguments (applyIndexed); false if they are not that.
+func (g *groupEntries) add(tid int64, pk, rk []byte, args []any) bool {
+	ids, ok1 := args[0].([]int32)
+	keys, ok2 := args[1].([][]byte)
+	uniq, ok3 := args[2].([]bool)
+	if !ok1 || !ok2 || !ok3 || len(ids) != len(keys) || len(ids) != len(uniq) {
+		return false
+	}
+	for i := range ids {
+		g.tids, g.pks, g.rks = append(g.tids, tid), append(g.pks, pk), append(g.rks, rk)
+		g.ids, g.keys, g.uniq = append(g.ids, ids[i]), append(g.keys, keys[i]), append(g.uniq, uniq[i])
+	}
+	return true
 }
 
 // indexName names index id of defs.

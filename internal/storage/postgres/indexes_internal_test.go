@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -647,4 +648,57 @@ func TestIndexBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkEntries(t, e, "acct", table, "after the failure")
+}
+
+// TestIndexCoalescedWrites has many callers write single entities of an indexed table
+// at once, so that their statements go out in groups merged into one statement
+// (mergeSingles, ixInsertGroup and ixUpsertGroup) as well as one by one: the entries
+// are then exactly those the rows call for, and a unique value lost in a group is the
+// loser's own violation.
+func TestIndexCoalescedWrites(t *testing.T) {
+	e := openIndexTest(t)
+	ctx := context.Background()
+	table := testTableName("ixc")
+	if err := e.CreateTable(ctx, "acct", table, storage.TableSettings{Elastic: true, Indexes: []storage.IndexDef{
+		{Name: "ByA", Properties: []string{"A"}}, {Name: "ByBA", Properties: []string{"B", "A"}},
+		{Name: "ByC", Properties: []string{"C"}, Unique: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	merged := e.singles.merged.Load()
+	var wg sync.WaitGroup
+	var violations atomic.Int64
+	for w := range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := range 60 {
+				ps := randomProps(r)
+				if r.IntN(4) == 0 {
+					// A unique value others may take at once.
+					ps = append(slices.DeleteFunc(ps, func(p entity.Property) bool { return p.Name == "C" }),
+						entity.Property{Name: "C", Value: entity.Int64Value(int64(r.IntN(20)))})
+				}
+				op := []storage.Op{storage.Insert, storage.InsertOrReplace, storage.InsertOrReplace, storage.Replace, storage.Delete}[r.IntN(5)]
+				_, err := e.Apply(ctx, "acct", table, fmt.Sprint("p", w%3), []storage.Mutation{{Op: op, RowKey: fmt.Sprintf("w%02d-%d", w, i%15), Props: ps}})
+				var ae *storage.ApplyError
+				var uv *storage.UniqueViolation
+				switch {
+				case errors.As(err, &uv):
+					violations.Add(1)
+				case err != nil && !errors.As(err, &ae):
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if e.singles.merged.Load() == merged {
+		t.Error("no group of writes was merged into one statement")
+	}
+	if violations.Load() == 0 {
+		t.Error("no write met a unique value held by another")
+	}
+	checkEntries(t, e, "acct", table, "after the writes")
 }
