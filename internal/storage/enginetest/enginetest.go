@@ -161,6 +161,9 @@ func Run(t *testing.T, h Harness) {
 		{"Indexes/Declarations", testIndexDeclarations},
 		{"Indexes/Count", testIndexCount},
 		{"Indexes/Maintenance", testIndexMaintenance},
+		{"Indexes/Unique", testIndexUnique},
+		{"Indexes/UniqueExpiry", testIndexUniqueExpiry},
+		{"Indexes/UniqueConcurrent", testIndexUniqueConcurrent},
 		{"Indexes/KeyFilter", testIndexKeyFilter},
 	}
 	for _, tc := range tests {
