@@ -970,7 +970,7 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 		return storage.Applied{}, errConflict
 	}
 	if err != nil && len(defs) > 0 {
-		err = e.uniqueError(ctx, err, st.tableID, defs, pk, ixRows, last)
+		err = e.uniqueError(ctx, err, false, st.tableID, defs, pk, ixRows, last)
 	}
 	if err != nil {
 		return storage.Applied{}, err

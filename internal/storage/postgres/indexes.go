@@ -109,6 +109,7 @@ func rowEntriesGo(tid, rel string) string {
 
 // indexSQL builds the statements of the entries (queries.go calls it).
 func indexSQL(q *queries) {
+	const liveAt = `(e.expiry IS NULL OR e.expiry > (SELECT {now}))`
 	// The swap's first statement: division_by_zero (raise's error, which the swap takes
 	// for a lost race) unless the table id $1 still has the settings generation $2.
 	const genCheck = `SELECT 1 / count(*) FROM (SELECT 1 FROM cerulean_tables WHERE id = $1::BIGINT AND COALESCE(gen, 0) = $2::BIGINT%s) s`
@@ -126,14 +127,23 @@ func indexSQL(q *queries) {
 			SELECT $1::BIGINT, u.idx, u.key, $2::BYTEA, u.rk FROM u WHERE NOT u.uniq)
 		INSERT INTO cerulean_unique_entries (table_id, index_id, key, pk, rk)
 			SELECT $1::BIGINT, u.idx, u.key, $2::BYTEA, u.rk FROM u WHERE u.uniq ORDER BY u.ord`
-	// Who holds the unique values ($2 index ids, $3 index keys) of table $1.
+	// Who holds the unique values ($2 index ids, $3 index keys) of table $1; ixHoldersLive
+	// adds whether the holder is stored and not expired.
 	q.ixHolders = `SELECT u.index_id, u.key, u.pk, u.rk FROM unnest($2::INT[], $3::BYTEA[]) AS v (idx, key)
 		JOIN cerulean_unique_entries u ON u.table_id = $1::BIGINT AND u.index_id = v.idx AND u.key = v.key`
+	q.ixHoldersLive = `SELECT u.index_id, u.key, u.pk, u.rk, COALESCE(` + liveAt + `, FALSE) FROM unnest($2::INT[], $3::BYTEA[]) AS v (idx, key)
+		JOIN cerulean_unique_entries u ON u.table_id = $1::BIGINT AND u.index_id = v.idx AND u.key = v.key
+		LEFT JOIN cerulean_entities e ON e.table_id = u.table_id AND e.pk = u.pk AND e.rk = u.rk`
+	// takeOver's: the holder's row ($2, $3) of table $1, locked, and whether it has
+	// expired; the entry ($2 index, $3 key, $4 … $5 holder), deleted.
+	q.ixLockHolder = `SELECT e.expiry IS NOT NULL AND e.expiry <= (SELECT {now}) FROM cerulean_entities e
+		WHERE e.table_id = $1 AND e.pk = $2::BYTEA AND e.rk = $3::BYTEA FOR UPDATE`
+	q.ixTakeOver = `DELETE FROM cerulean_unique_entries WHERE table_id = $1 AND index_id = $2 AND key = $3::BYTEA
+		AND pk = $4::BYTEA AND rk = $5::BYTEA`
 
 	// Reads. $1 table id, $2 index id, $3 the span's start, $4 … $6 the entry to read
 	// after (an empty key for none: every index key is longer), $7 how many, $8 the span's
 	// end. The entries come first, by their primary key, and each row is one probe.
-	const liveAt = `(e.expiry IS NULL OR e.expiry > (SELECT {now}))`
 	const (
 		scanEntries = `SELECT x.key, x.pk, x.rk, e.version, e.props, e.expiry, ` + liveAt + `
 		FROM (SELECT key, pk, rk FROM %s WHERE table_id = $1::BIGINT AND index_id = $2::INT AND key >= $3::BYTEA%s
@@ -164,7 +174,17 @@ func indexSQL(q *queries) {
 	// on the row the write wrote (w), and the entries they delete (the row's old ones
 	// that are not new) and insert (the new ones the row does not have yet) are disjoint,
 	// so the order in which the database runs them does not matter. A unique value held
-	// by another row fails the statement with 23505.
+	// by another row fails the statement (23505, or division_by_zero: keepOwn).
+	// A unique entry the row holds already is updated (to itself), which locks it as a
+	// write of the value: a concurrent takeover (takeOver) of the value from the row,
+	// expired at that write's snapshot, then waits for this one. One another row holds
+	// is left, and the statement fails with division_by_zero (allTaken: fewer entries
+	// written than the row has), as raise() does; uniqueError then tells why.
+	const (
+		keepOwn = `ON CONFLICT (table_id, index_id, key) DO UPDATE SET pk = excluded.pk
+			WHERE x.pk = excluded.pk AND x.rk = excluded.rk RETURNING 1`
+		allTaken = `(CASE WHEN (SELECT count(*) FROM i2) = (SELECT count(*) FROM w, n WHERE n.uniq) THEN 1 ELSE 0 END)`
+	)
 	withEntries := func(dml string, n int) string {
 		const ret = `RETURNING e.version`
 		if !strings.HasSuffix(dml, ret) {
@@ -179,10 +199,10 @@ func indexSQL(q *queries) {
 			AND NOT EXISTS (SELECT 1 FROM n WHERE n.uniq AND n.idx = x.index_id AND n.key = x.key)),
 		i1 AS (INSERT INTO cerulean_index_entries (table_id, index_id, key, pk, rk)
 			SELECT w.table_id, n.idx, n.key, w.pk, w.rk FROM w, n WHERE NOT n.uniq ON CONFLICT DO NOTHING),
-		i2 AS (INSERT INTO cerulean_unique_entries (table_id, index_id, key, pk, rk)
-			SELECT w.table_id, n.idx, n.key, w.pk, w.rk FROM w, n WHERE n.uniq AND NOT EXISTS (SELECT 1 FROM cerulean_unique_entries u
-				WHERE u.table_id = w.table_id AND u.index_id = n.idx AND u.key = n.key AND u.pk = w.pk AND u.rk = w.rk))
-		SELECT version FROM w`
+		i2 AS (INSERT INTO cerulean_unique_entries AS x (table_id, index_id, key, pk, rk)
+			SELECT w.table_id, n.idx, n.key, w.pk, w.rk FROM w, n WHERE n.uniq
+			` + keepOwn + `)
+		SELECT version / ` + allTaken + ` FROM w`
 	}
 	q.ixInsert1, q.ixUpsert1 = withEntries(q.insert1, 8), withEntries(q.upsert1, 8)
 	// insertGroup and upsertGroup with the group's entries (mergeSingles): after their
@@ -202,10 +222,10 @@ func indexSQL(q *queries) {
 			AND NOT EXISTS (SELECT 1 FROM n WHERE ` + of + ` AND n.uniq AND n.idx = x.index_id AND n.key = x.key)),
 		i1 AS (INSERT INTO cerulean_index_entries (table_id, index_id, key, pk, rk)
 			SELECT w.table_id, n.idx, n.key, w.pk, w.rk FROM w JOIN n ON ` + of + ` WHERE NOT n.uniq ON CONFLICT DO NOTHING),
-		i2 AS (INSERT INTO cerulean_unique_entries (table_id, index_id, key, pk, rk)
-			SELECT w.table_id, n.idx, n.key, w.pk, w.rk FROM w JOIN n ON ` + of + ` WHERE n.uniq AND NOT EXISTS (SELECT 1 FROM cerulean_unique_entries u
-				WHERE u.table_id = w.table_id AND u.index_id = n.idx AND u.key = n.key AND u.pk = w.pk AND u.rk = w.rk))
-		SELECT table_id, pk, rk, version FROM w`
+		i2 AS (INSERT INTO cerulean_unique_entries AS x (table_id, index_id, key, pk, rk)
+			SELECT w.table_id, n.idx, n.key, w.pk, w.rk FROM w JOIN n ON ` + of + ` WHERE n.uniq
+			` + keepOwn + `)
+		SELECT table_id, pk, rk, version / ` + strings.Replace(allTaken, "FROM w, n WHERE", "FROM w JOIN n ON "+of+" WHERE", 1) + ` FROM w`
 	}
 	q.ixInsertGroup, q.ixUpsertGroup = groupEntries(q.insertGroup), groupEntries(q.upsertGroup)
 	q.ixReplace1, q.ixDelete1 = withEntries(q.replace1, 9), withEntries(q.delete1, 7)
@@ -316,7 +336,7 @@ func (e *Engine) applyIndexed(ctx context.Context, a *applyArgs, defs []storage.
 	at, err := e.singles.do(ctx, &st, a.ent.id, pk, rk)
 	if err != nil {
 		row := []ixRow{{rk: m.RowKey, exists: true, props: m.Props}}
-		return storage.Applied{}, true, e.uniqueError(ctx, err, a.ent.id, defs, pk, row, map[string]int{m.RowKey: 0})
+		return storage.Applied{}, true, e.uniqueError(ctx, err, true, a.ent.id, defs, pk, row, map[string]int{m.RowKey: 0})
 	}
 	switch st.rows {
 	case 0:
@@ -366,13 +386,16 @@ func indexName(defs []storage.IndexDef, id uint32) string {
 	return fmt.Sprint(id)
 }
 
-// uniqueError turns err, a swap's failure, into the UniqueViolation of the mutation that
-// took a unique value another entity holds, when it is one (SQLSTATE 23505 on the unique
-// entries): the holder is read after the failure. It returns errConflict when the
-// holder is gone by then (the write may succeed now) and err when err is something else.
-func (e *Engine) uniqueError(ctx context.Context, err error, tid int64, defs []storage.IndexDef, pk []byte, rows []ixRow, last map[string]int) error {
+// uniqueError turns err, a write's failure, into the UniqueViolation of the mutation that
+// took a unique value another entity holds, when it is one: SQLSTATE 23505 on the unique
+// entries, or with raised a division_by_zero (a single write's statement, keepOwn). The
+// holders are read after the failure. A holder that has expired holds nothing (as
+// Pebble's): its entry is taken over (takeOver) and errConflict runs the write again;
+// errConflict too when no holder is left (the write may succeed now). Any other err is
+// returned as it is.
+func (e *Engine) uniqueError(ctx context.Context, err error, raised bool, tid int64, defs []storage.IndexDef, pk []byte, rows []ixRow, last map[string]int) error {
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != "23505" || pe.TableName != "cerulean_unique_entries" {
+	if !errors.As(err, &pe) || !(pe.Code == "23505" && pe.TableName == "cerulean_unique_entries" || raised && pe.Code == "22012") {
 		return err
 	}
 	type want struct {
@@ -393,37 +416,75 @@ func (e *Engine) uniqueError(ctx context.Context, err error, tid int64, defs []s
 			}
 		}
 	}
-	rs, qerr := e.pool.Query(ctx, e.q.ixHolders, tid, ids, keys)
+	rs, qerr := e.pool.Query(ctx, e.q.ixHoldersLive, tid, ids, keys)
 	if qerr != nil {
 		return qerr
 	}
 	defer rs.Close()
-	best := (*storage.ApplyError)(nil)
+	var (
+		best    *storage.ApplyError
+		expired []storedHolder
+	)
 	for rs.Next() {
-		var (
-			id          int32
-			key, hp, hr []byte
-		)
-		if err := rs.Scan(&id, &key, &hp, &hr); err != nil {
+		var h storedHolder
+		var live bool
+		if err := rs.Scan(&h.id, &h.key, &h.pk, &h.rk, &live); err != nil {
 			return err
 		}
 		for _, w := range wants {
-			if w.id != uint32(id) || !bytes.Equal(w.key, key) || (bytes.Equal(hp, pk) && string(hr) == w.rk) {
+			if w.id != uint32(h.id) || !bytes.Equal(w.key, h.key) || (bytes.Equal(h.pk, pk) && string(h.rk) == w.rk) {
+				continue
+			}
+			if !live {
+				expired = append(expired, h)
 				continue
 			}
 			if i := last[w.rk]; best == nil || i < best.Index {
 				best = &storage.ApplyError{Index: i, Err: &storage.UniqueViolation{
-					Index: indexName(defs, w.id), PartitionKey: string(hp), RowKey: string(hr)}}
+					Index: indexName(defs, w.id), PartitionKey: string(h.pk), RowKey: string(h.rk)}}
 			}
 		}
 	}
 	if err := rs.Err(); err != nil {
 		return err
 	}
-	if best == nil {
-		return errConflict
+	rs.Close()
+	if best != nil {
+		return best
 	}
-	return best
+	for _, h := range expired {
+		if err := e.takeOver(ctx, tid, h); err != nil {
+			return err
+		}
+	}
+	return errConflict
+}
+
+// storedHolder is a unique entry: index, index key, holder.
+type storedHolder struct {
+	id          int32
+	key, pk, rk []byte
+}
+
+// takeOver removes the unique entry h of table tid if its holder is still expired, so the
+// value is free again (an expired row holds no value; its other entries stay until it is
+// purged or written). The holder's row is locked FOR UPDATE first: a write of it (which
+// keeps or takes the value: keepOwn, or the swaps' deletion and insertion of its
+// entries) either committed before, and the row is live, or waits until the entry is
+// gone and then gives the row its entry again if the value is still free.
+func (e *Engine) takeOver(ctx context.Context, tid int64, h storedHolder) error {
+	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		var expired bool
+		err := tx.QueryRow(ctx, e.q.ixLockHolder, tid, h.pk, h.rk).Scan(&expired)
+		if errors.Is(err, pgx.ErrNoRows) || err == nil && !expired {
+			return nil // gone (its entry with it) or live again
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, e.q.ixTakeOver, tid, h.id, h.key, h.pk, h.rk)
+		return err
+	})
 }
 
 // indexDef finds index id among the declared indexes of settings raw.

@@ -113,6 +113,7 @@ type queries struct {
 	// unique ones) and row counts; the build's chunks and the removal of dropped
 	// indexes' and deleted tables' entries.
 	ixGen, ixGenLock, ixDelete, ixInsert, ixHolders string
+	ixHoldersLive, ixLockHolder, ixTakeOver         string
 	ixInsert1, ixUpsert1, ixReplace1, ixDelete1     string
 	ixInsertGroup, ixUpsertGroup                    string
 	ixScan, ixScanTo, ixCount, ixCountTo            [2]string
@@ -442,7 +443,7 @@ func buildQueries(d dialect) queries {
 		&q.setSettingsFeed, &q.deleteTableFeed, &q.feedSeal, &q.feedTrimBound, &q.purgeExpiredFeed,
 		&q.feedInsert1, &q.feedUpsert1, &q.feedReplace1, &q.feedDelete1, &q.feedInsertB, &q.feedUpsertB, &q.feedReplaceB,
 		&q.feedDeleteB, &q.feedInsertGroup, &q.feedUpsertGroup, &q.feedInsertMany, &q.feedUpsertMany, &q.feedUpsertFirst1, &q.feedUpsertFirstB,
-		&q.ixScan[0], &q.ixScan[1], &q.ixScanTo[0], &q.ixScanTo[1], &q.ixInsert1, &q.ixUpsert1, &q.ixReplace1, &q.ixDelete1, &q.ixInsertGroup, &q.ixUpsertGroup} {
+		&q.ixScan[0], &q.ixScan[1], &q.ixScanTo[0], &q.ixScanTo[1], &q.ixInsert1, &q.ixUpsert1, &q.ixReplace1, &q.ixDelete1, &q.ixInsertGroup, &q.ixUpsertGroup, &q.ixHoldersLive, &q.ixLockHolder} {
 		*p = d.sql(*p)
 	}
 	return q
