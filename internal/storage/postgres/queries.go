@@ -107,6 +107,24 @@ type queries struct {
 	feedList, feedTrimBound, feedTrim, feedDrop string
 	purgeExpiredFeed, feedsOn                   string
 
+	// Secondary indexes (indexes.go, indexbuild.go): a swap's generation check (with the
+	// catalogue row's KEY SHARE lock while an index builds), the entries of the rows it
+	// writes, the holders of unique values; index reads ([0] the plain entries, [1] the
+	// unique ones) and row counts; the build's chunks and the removal of dropped
+	// indexes' and deleted tables' entries.
+	ixGen, ixGenLock, ixDelete, ixInsert, ixHolders string
+	ixHoldersLive, ixLockHolder, ixTakeOver         string
+	ixInsert1, ixUpsert1, ixReplace1, ixDelete1     string
+	ixInsertGroup, ixUpsertGroup                    string
+	ixScan, ixScanTo, ixCount, ixCountTo            [2]string
+	ixTable, ixCountRows, ixCountRowsTo             string
+	ixWork, ixLockTable, ixPosition, ixRows         string
+	ixRowsFrom, ixBuildPlain, ixBuildUnique         string
+	ixSetSettings, ixFail, ixAdvance, ixDone        string
+	ixDropEntries, ixDropTable                      [2]string
+	ixDropDone                                      string
+	ixWorkPut, ixWorkDrop, ixWorkForget             string
+
 	// Stored access policies and service properties: one statement each, no cache.
 	getACL, setACL           string
 	getSvcProps, setSvcProps string
@@ -386,6 +404,9 @@ func buildQueries(d dialect) queries {
 	// limit. (An anti-join with cerulean_feeds was planned as a hash join under a sort,
 	// which read every expired row for each chunk.)
 	//
+	// A row's index entries go with it (indexes.go): a probe of each entries table per
+	// row, found empty but for tables that declare indexes.
+	//
 	// It needs no noRef: a row with a lean record is a feed table's, whose feed was on
 	// when the row was written, so a purge that takes the table for one without the
 	// feed started before the row's write, and the row (whose expiry is at least a
@@ -393,11 +414,15 @@ func buildQueries(d dialect) queries {
 	q.purgeExpired = `WITH c AS (SELECT table_id, pk, rk FROM cerulean_entities
 			WHERE expiry IS NOT NULL AND expiry <= (SELECT {now})
 			AND table_id <> ALL (COALESCE((SELECT array_agg(table_id) FROM cerulean_feeds WHERE on_ AND NOT dropped), '{}'::BIGINT[]))
-			ORDER BY expiry LIMIT $1 FOR UPDATE SKIP LOCKED)
-		DELETE FROM cerulean_entities e USING c
-		WHERE e.table_id = c.table_id AND e.pk = c.pk AND e.rk = c.rk AND e.expiry <= (SELECT {now})`
+			ORDER BY expiry LIMIT $1 FOR UPDATE SKIP LOCKED),
+		d AS (DELETE FROM cerulean_entities e USING c
+			WHERE e.table_id = c.table_id AND e.pk = c.pk AND e.rk = c.rk AND e.expiry <= (SELECT {now})
+			RETURNING e.table_id, e.pk, e.rk),
+		` + rowEntriesGo("d.table_id", "d") + `
+		SELECT count(*) FROM d`
 	q.position = d.positionQuery()
 	q.mark = d.markQuery()
+	indexSQL(&q)
 	feedSQL(&q)
 	feedWriteSQL(&q, setList, atIDGen)
 
@@ -417,7 +442,8 @@ func buildQueries(d dialect) queries {
 		&q.scanCapped, &q.scanToCapped, &q.purgeExpired, &q.position,
 		&q.setSettingsFeed, &q.deleteTableFeed, &q.feedSeal, &q.feedTrimBound, &q.purgeExpiredFeed,
 		&q.feedInsert1, &q.feedUpsert1, &q.feedReplace1, &q.feedDelete1, &q.feedInsertB, &q.feedUpsertB, &q.feedReplaceB,
-		&q.feedDeleteB, &q.feedInsertGroup, &q.feedUpsertGroup, &q.feedInsertMany, &q.feedUpsertMany, &q.feedUpsertFirst1, &q.feedUpsertFirstB} {
+		&q.feedDeleteB, &q.feedInsertGroup, &q.feedUpsertGroup, &q.feedInsertMany, &q.feedUpsertMany, &q.feedUpsertFirst1, &q.feedUpsertFirstB,
+		&q.ixScan[0], &q.ixScan[1], &q.ixScanTo[0], &q.ixScanTo[1], &q.ixInsert1, &q.ixUpsert1, &q.ixReplace1, &q.ixDelete1, &q.ixInsertGroup, &q.ixUpsertGroup, &q.ixHoldersLive, &q.ixLockHolder} {
 		*p = d.sql(*p)
 	}
 	return q

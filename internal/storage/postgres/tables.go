@@ -75,6 +75,7 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 	return e.retry(ctx, "set table settings", func() error {
 		var id, gen int64
 		var assigned storage.TableSettings
+		var work bool
 		err := e.onPrimary(ctx, func(c *pgxpool.Conn) error {
 			return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
 				// The stored settings, locked: the engine's part of the index
@@ -89,11 +90,20 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 				}
 				assigned = storage.AssignIndexIDs(stored, settings, false)
 				if e.dialect != dialectPostgres {
-					return tx.QueryRow(ctx, e.q.setSettings, acct, key, storage.MarshalSettings(assigned)).Scan(&id, &gen)
+					if err := tx.QueryRow(ctx, e.q.setSettings, acct, key, storage.MarshalSettings(assigned)).Scan(&id, &gen); err != nil {
+						return err
+					}
+					work, err = e.recordIndexWork(ctx, tx, id, stored, assigned)
+					return err
 				}
 				var off bool
 				if err := tx.QueryRow(ctx, e.q.setSettingsFeed, acct, key, storage.MarshalSettings(assigned),
-					settings.ChangeFeed).Scan(&id, &gen, &off); err != nil || !off {
+					settings.ChangeFeed).Scan(&id, &gen, &off); err != nil {
+					return err
+				}
+				// Indexes declared go to the builder, indexes dropped to the removal of
+				// their entries (indexbuild.go), with the change.
+				if work, err = e.recordIndexWork(ctx, tx, id, stored, assigned); err != nil || !off {
 					return err
 				}
 				// The feed was on and is off now: the table's writes become plain
@@ -114,6 +124,9 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 			return err
 		}
 		e.cache.put(tableRef{string(acct), string(key)}, tableEntry{id: id, gen: gen, settings: assigned})
+		if work {
+			e.wakeIndexes()
+		}
 		return nil
 	})
 }
@@ -390,6 +403,10 @@ func (e *Engine) purgePending(ctx context.Context) error {
 			if last {
 				break
 			}
+		}
+		// The table's index entries, after its rows (no write adds any now).
+		if err := e.purgeTableEntries(ctx, en.id); err != nil {
+			return fmt.Errorf("purge table %d: %w", en.id, err)
 		}
 		e.pendingPurges.Add(-1)
 		if en.old {
