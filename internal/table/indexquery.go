@@ -107,6 +107,24 @@ func allPoints(def *storage.IndexDef, spans []index.Span) bool {
 	return len(def.Properties) == 1 && len(spans) <= MaxEqualityPoints && !slices.ContainsFunc(spans, func(s index.Span) bool { return !isPoint(s) })
 }
 
+// indexSpans returns the spans of index def that hold every entity f accepts, and whether
+// def can answer f at all. An index holds only the entities that have all its properties,
+// so f must allow none without them: its spans must be bounded for every property of a
+// compound index, not just the first — which alone gives the spans, its later values
+// narrowing nothing yet.
+func indexSpans(f *odata.Filter, def *storage.IndexDef) ([]index.Span, bool) {
+	spans, ok := f.IndexSpans(def.Properties[0])
+	if !ok {
+		return nil, false
+	}
+	for _, p := range def.Properties[1:] {
+		if _, ok := f.IndexSpans(p); !ok {
+			return nil, false
+		}
+	}
+	return spans, true
+}
+
 // choosePlan picks how the page of f over ranges is read, from the table's ready indexes
 // (its settings, from rd: the catalogue every engine keeps in memory or caches). A query
 // the key plan captures exactly, or that can match nothing, never asks, so tables without
@@ -128,7 +146,7 @@ func (s *Service) choosePlan(ctx context.Context, rd storage.Reader, account, ta
 			if d.ID != cur.ix.index || d.State != storage.IndexReady {
 				continue
 			}
-			if spans, ok := f.IndexSpans(d.Properties[0]); ok {
+			if spans, ok := indexSpans(f, &d); ok {
 				pl.def, pl.spans = &d, spans
 				return pl, nil
 			}
@@ -145,7 +163,7 @@ func (s *Service) choosePlan(ctx context.Context, rd storage.Reader, account, ta
 		if d.State != storage.IndexReady {
 			continue
 		}
-		spans, ok := f.IndexSpans(d.Properties[0])
+		spans, ok := indexSpans(f, &d)
 		if !ok {
 			continue
 		}

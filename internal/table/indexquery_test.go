@@ -256,8 +256,9 @@ func testIndexDifferential(t *testing.T, eng storage.Engine, seed uint64) {
 
 // testIndexConcurrentWriters pages through random index queries with small pages while
 // writers insert, replace, merge and delete a third of the keys. Every entity returned
-// must match (as it was read) and come once — in key order on key and equality plans —
-// and every entity of the other two thirds, never written, that matches must come.
+// must match (as it was read) and come once — in key order on key and equality plans;
+// on range plans an entity written meanwhile may come twice — and every entity of the
+// other two thirds, never written, that matches must come, once.
 func testIndexConcurrentWriters(t *testing.T, eng storage.Engine, seed uint64) {
 	const (
 		account  = "indexwrites"
@@ -304,11 +305,18 @@ func testIndexConcurrentWriters(t *testing.T, eng storage.Engine, seed uint64) {
 					return
 				default:
 				}
-				k := volatile[wr.IntN(len(volatile))]
-				op := pick(wr, []storage.Op{storage.InsertOrReplace, storage.InsertOrReplace, storage.Merge, storage.Delete})
-				_, err := eng.Apply(ctx, account, tbl, k.PartitionKey, []storage.Mutation{{Op: op, RowKey: k.RowKey, Props: randProps(wr)}})
-				if err == nil {
-					writes.Add(1)
+				// A few keys of one partition per commit, so that many writes land
+				// between pages however slow a synced commit is.
+				pk := volatile[wr.IntN(len(volatile))].PartitionKey
+				var muts []storage.Mutation
+				for _, k := range volatile {
+					if k.PartitionKey == pk && wr.IntN(8) == 0 {
+						op := pick(wr, []storage.Op{storage.InsertOrReplace, storage.InsertOrReplace, storage.Merge, storage.Delete})
+						muts = append(muts, storage.Mutation{Op: op, RowKey: k.RowKey, Props: randProps(wr)})
+					}
+				}
+				if _, err := eng.ApplyEach(ctx, account, tbl, pk, muts); err == nil {
+					writes.Add(int64(len(muts)))
 				}
 			}
 		}()
@@ -332,7 +340,10 @@ func testIndexConcurrentWriters(t *testing.T, eng storage.Engine, seed uint64) {
 		seen := map[storage.Key]bool{}
 		for j, rec := range got {
 			k := keyOf(rec)
-			if seen[k] {
+			// A range plan reads in the order of values that writes change: an entity
+			// written between pages may come again (its value moved past the cursor),
+			// one never written must not.
+			if seen[k] && (stable[k] || planKind(plan) != "range") {
 				t.Fatalf("%s: %v returned twice", describe(), k)
 			}
 			seen[k] = true
@@ -353,7 +364,7 @@ func testIndexConcurrentWriters(t *testing.T, eng storage.Engine, seed uint64) {
 	if kinds["points"] < queries/10 || kinds["range"] < queries/10 {
 		t.Errorf("index plans picked too seldom to test them (%v)", kinds)
 	}
-	if writes.Load() < queries {
+	if writes.Load() < 4*queries {
 		t.Errorf("only %d writes ran during %d queries", writes.Load(), queries)
 	}
 }
@@ -404,12 +415,14 @@ func testIndexPlanChosen(t *testing.T, eng storage.Engine) {
 		{"Email eq 'u5@example.com' or Email eq 'u2999@example.com' or Email eq 'nobody'", "index ByEmail: 3 points", 2, 4},
 		{"Num eq 42", "index ByNum: 1 point", 30, 31},
 		{"Num eq 42 or Num eq 7", "index ByNum: 2 points", 60, 62},
-		{"Num ge 10 and Num lt 12", "index ByNum: range", 60, 61},
-		{"(Num lt 1 or Num ge 99) and Cat eq '3'", "index ByNum: 2 ranges", 9, 61},
+		// A number's span holds the values that round to it (the evaluator tells them
+		// apart), so "lt 12" reads the 12s too.
+		{"Num ge 10 and Num lt 12", "index ByNum: range", 60, 90},
+		{"(Num lt 1 or Num ge 99) and Cat eq '3'", "index ByNum: 2 ranges", 9, 90},
 		{"PartitionKey eq 'p3' and Num eq 13", "index ByNum: 1 point", 30, 31},
 		{"Num eq 42 and Num eq 43", "index ByNum: 0 points", 0, 0},
 		{"Cat eq '3'", "keys", 429, n},
-		{"Num ge 0", "keys", n, n},
+		{"Num ge 0", "keys", table.MaxPageSize, table.MaxPageSize},
 		{"Num eq 42 or Cat eq '1'", "keys", 30 + 429 - 4, n},
 		{"(PartitionKey eq 'p1' or PartitionKey eq 'p2') and Cat eq '1'", "keys: 2 ranges", 86, 600},
 		{"PartitionKey eq 'p1' and RowKey eq '00001'", "keys: point", 1, 1},
@@ -431,7 +444,7 @@ func testIndexPlanChosen(t *testing.T, eng storage.Engine) {
 		if page.Scanned > c.maxScanned {
 			t.Errorf("%s: scanned %d entities, want at most %d", c.filter, page.Scanned, c.maxScanned)
 		}
-		if page.NextPartitionKey != "" {
+		if page.NextPartitionKey != "" && c.matches < table.MaxPageSize {
 			t.Errorf("%s: a continuation on a single page", c.filter)
 		}
 	}
@@ -498,7 +511,7 @@ func testIndexTokens(t *testing.T, eng storage.Engine) {
 	other, _ := odata.Parse("Cat eq '1'")
 	invalid("another filter", table.Query{Filter: other, NextPartitionKey: first.NextPartitionKey, NextRowKey: first.NextRowKey})
 	invalid("no filter", table.Query{NextPartitionKey: first.NextPartitionKey, NextRowKey: first.NextRowKey})
-	for _, bad := range []string{"ix1.", "ix1.!!", "ix1.AA", "ix1.AQI", first.NextPartitionKey + "A"} {
+	for _, bad := range []string{"ix1.", "ix1.!!", "ix1.AA", "ix1.AQI", first.NextPartitionKey + "!"} {
 		invalid("token "+bad, table.Query{Filter: f, NextPartitionKey: bad, NextRowKey: first.NextRowKey})
 	}
 	invalid("no NextRowKey", table.Query{Filter: f, NextPartitionKey: first.NextPartitionKey})
