@@ -448,6 +448,26 @@ func testIndexPlanChosen(t *testing.T, eng storage.Engine) {
 			t.Errorf("%s: a continuation on a single page", c.filter)
 		}
 	}
+	// An index declared on a table with data is built before queries use it.
+	ctx := context.Background()
+	info, _, err := svc.TableSettings(ctx, account, tbl, table.Read{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := info.Settings
+	st.Indexes = append(slices.Clone(st.Indexes), storage.IndexDef{Name: "ByCat", Properties: []string{"Cat"}})
+	if err := svc.SetTableSettings(ctx, account, tbl, st); err != nil {
+		t.Fatal(err)
+	}
+	if info, _, err = svc.TableSettings(ctx, account, tbl, table.Read{}); err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(info.Settings.Indexes, func(d storage.IndexDef) bool { return d.Name == "ByCat" }); info.Settings.Indexes[i].State != storage.IndexReady {
+		f, _ := odata.Parse("Cat eq '3' or Cat eq '4'")
+		if page, err := svc.QueryEntities(ctx, account, tbl, table.Query{Filter: f}); err != nil || page.Plan != "keys" {
+			t.Errorf("on an index %s: plan %q, %v; want keys", info.Settings.Indexes[i].State, page.Plan, err)
+		}
+	}
 	// The same with a page of 7: pages resume on their plan, and equality plans give
 	// Azure's order.
 	for _, text := range []string{"Num eq 42 or Num eq 7", "Num ge 10 and Num lt 12"} {
