@@ -424,14 +424,19 @@ func keyOf(r *storage.Record) storage.Key {
 	return storage.Key{PartitionKey: r.Entity.PartitionKey, RowKey: r.Entity.RowKey}
 }
 
-// indexErr maps an index read's error: an index dropped under a running query is the
-// token-refused case (the query must start again), everything else as any read's.
+// indexErr maps an index read's error, but for storage.ErrIndexNotFound — an index
+// dropped since the plan was chosen — which it returns as it is for queryPage to decide.
 func (s *Service) indexErr(err error) error {
 	if errors.Is(err, storage.ErrIndexNotFound) {
 		s.markAvailable()
-		return azerr.Newf(azerr.InvalidInput, "The index this query runs on has been dropped. Start the query again.")
+		return err
 	}
 	return s.mapErr(err, entityScope)
+}
+
+// errIndexGone answers a page resuming an index token whose index was dropped as it read.
+func errIndexGone() error {
+	return azerr.Newf(azerr.InvalidInput, "The index this query runs on has been dropped. Start the query again.")
 }
 
 // Index tokens. A range plan's continuation goes in NextPartitionKey as "ix1." and the

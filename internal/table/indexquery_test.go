@@ -48,6 +48,10 @@ func runIndexQuerySuite(t *testing.T, open engineFactory) {
 		t.Parallel()
 		testIndexPlanSwitch(t, open(t))
 	})
+	t.Run("DroppedMeanwhile", func(t *testing.T) {
+		t.Parallel()
+		testIndexDroppedMeanwhile(t, open(t))
+	})
 	t.Run("PageBytes", func(t *testing.T) {
 		t.Parallel()
 		testIndexPageBytes(t, open(t))
@@ -682,5 +686,45 @@ func testIndexPlanSwitch(t *testing.T, eng storage.Engine) {
 	rest, _ := indexPages(t, svc, account, tbl, q, 100, func() string { return "after the switch" })
 	if got = append(got, rest...); !slices.EqualFunc(got, want, sameRecord) {
 		t.Errorf("%s", diffRecords(got, want))
+	}
+}
+
+// ghostEngine's views report, besides the table's own indexes, a ready unique index the
+// engine does not know: one dropped between the planner's settings read and its index
+// read.
+type ghostEngine struct{ storage.Engine }
+
+type ghostView struct{ storage.View }
+
+var ghostIndex = storage.IndexDef{Name: "Ghost", Properties: []string{"Num"}, Unique: true, ID: 999, State: storage.IndexReady}
+
+func (e ghostEngine) ReadView(ctx context.Context, o storage.ReadOptions) (storage.View, error) {
+	v, err := e.Engine.ReadView(ctx, o)
+	return ghostView{v}, err
+}
+
+func (v ghostView) GetTable(ctx context.Context, account, table string) (storage.TableInfo, error) {
+	ti, err := v.View.GetTable(ctx, account, table)
+	ti.Settings.Indexes = append(slices.Clone(ti.Settings.Indexes), ghostIndex)
+	return ti, err
+}
+
+// testIndexDroppedMeanwhile: an index dropped after the plan chose it leaves a first page
+// (and a standard continuation) to the keys, and refuses its own index token.
+func testIndexDroppedMeanwhile(t *testing.T, eng storage.Engine) {
+	const account, tbl = "indexghost", "Ghost"
+	ctx := context.Background()
+	planTable(t, eng, account, tbl, 300)
+	svc := table.New(ghostEngine{eng}, nil)
+	f, _ := odata.Parse("Num eq 5")
+	want := bruteForce(scanAll(t, eng, account, tbl), f)
+	got, plan := indexPages(t, svc, account, tbl, table.Query{Filter: f, Top: 2}, 10, func() string { return "ghost" })
+	if plan != "keys" || !slices.EqualFunc(got, want, sameRecord) {
+		t.Errorf("plan %q: %s", plan, diffRecords(got, want))
+	}
+	_, err := svc.QueryEntities(ctx, account, tbl, table.Query{Filter: f,
+		NextPartitionKey: "ix1.5wcBARABYWI", NextRowKey: "1!0!"}) // index 999, after ("a", "b")
+	if e, ok := azerr.As(err); !ok || e.Code != azerr.InvalidInput {
+		t.Errorf("a token of the dropped index: %v, want InvalidInput", err)
 	}
 }

@@ -50,6 +50,10 @@ func TestIndexTokens(t *testing.T) {
 			_, _ = decodeIndexToken(tok[:n])
 		}
 	}
+	// The token the DroppedMeanwhile test sends.
+	if tok, err := decodeIndexToken("ix1.5wcBARABYWI"); err != nil || tok.index != 999 || tok.after.PartitionKey != "a" || tok.after.RowKey != "b" {
+		t.Errorf("ix1.5wcBARABYWI: %+v, %v", tok, err)
+	}
 	for _, bad := range []string{"", "ix1", "ix1.", "ix1.=", "ix1.AA", "ix1.AQ", "ix1.AQI", "ix1.AQEA", "ix1.AAA", "IX1.AQA", "1!0!"} {
 		if got, err := decodeIndexToken(bad); err == nil {
 			t.Errorf("%q decoded as %+v", bad, got)
