@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ceruleandb/cerulean/internal/azerr"
@@ -137,10 +138,19 @@ func (s *Service) choosePlan(ctx context.Context, rd storage.Reader, account, ta
 	if cur.ix == nil && (f.Exact() || len(ranges) == 0) {
 		return pl, nil
 	}
+	if cur.ix == nil {
+		if defs, ok := s.indexHints.get(account, table); ok && !slices.ContainsFunc(defs, func(d storage.IndexDef) bool {
+			_, ok := indexSpans(f, &d)
+			return ok && d.State == storage.IndexReady
+		}) {
+			return pl, nil // no index of the table (as of a moment ago) can answer f
+		}
+	}
 	info, err := rd.GetTable(ctx, account, table)
 	if err != nil {
 		return plan{}, s.mapErr(err, entityScope)
 	}
+	s.indexHints.put(account, table, info.Settings.Indexes)
 	if cur.ix != nil {
 		for _, d := range info.Settings.Indexes {
 			if d.ID != cur.ix.index || d.State != storage.IndexReady {
@@ -225,6 +235,59 @@ func (s *Service) countRows(ctx context.Context, rd storage.Reader, account, tab
 		}
 	}
 	return n, nil
+}
+
+// indexHintTTL is how long the planner trusts what it last read of a table's indexes to
+// say that none can answer a filter (indexHints).
+const indexHintTTL = time.Second
+
+// maxIndexHints bounds indexHints; when full, it starts over.
+const maxIndexHints = 10_000
+
+// indexHints remembers, per table, the indexes the planner last read, so that a query no
+// index can answer does not read the table's settings first (on PostgreSQL a statement
+// of its own). It only ever decides for the key plan, which is always correct: an index
+// declared or made ready meanwhile is used at most indexHintTTL later (at once when this
+// Service changed the table); whenever an index may answer, the settings are read from the
+// query's view and the plan is chosen from them.
+type indexHints struct {
+	mu sync.RWMutex
+	m  map[[2]string]indexHint
+}
+
+type indexHint struct {
+	defs []storage.IndexDef
+	at   time.Time
+}
+
+func hintKey(account, table string) [2]string { return [2]string{account, storage.TableKey(table)} }
+
+// get returns the table's indexes as read less than indexHintTTL ago.
+func (h *indexHints) get(account, table string) ([]storage.IndexDef, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	e, ok := h.m[hintKey(account, table)]
+	if !ok || time.Since(e.at) >= indexHintTTL {
+		return nil, false
+	}
+	return e.defs, true
+}
+
+// put records the table's indexes as just read.
+func (h *indexHints) put(account, table string, defs []storage.IndexDef) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil || len(h.m) >= maxIndexHints {
+		h.m = make(map[[2]string]indexHint)
+	}
+	h.m[hintKey(account, table)] = indexHint{defs: defs, at: time.Now()}
+}
+
+// forget drops what is known of the table's indexes: this Service changed them.
+func (h *indexHints) forget(account, table string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, hintKey(account, table))
 }
 
 // keyFilter returns the test of a row's keys against sorted, disjoint ranges (the

@@ -52,6 +52,10 @@ func runIndexQuerySuite(t *testing.T, open engineFactory) {
 		t.Parallel()
 		testIndexDroppedMeanwhile(t, open(t))
 	})
+	t.Run("SettingsReads", func(t *testing.T) {
+		t.Parallel()
+		testIndexSettingsReads(t, open(t))
+	})
 	t.Run("PageBytes", func(t *testing.T) {
 		t.Parallel()
 		testIndexPageBytes(t, open(t))
@@ -726,5 +730,74 @@ func testIndexDroppedMeanwhile(t *testing.T, eng storage.Engine) {
 		NextPartitionKey: "ix1.5wcBARABYWI", NextRowKey: "1!0!"}) // index 999, after ("a", "b")
 	if e, ok := azerr.As(err); !ok || e.Code != azerr.InvalidInput {
 		t.Errorf("a token of the dropped index: %v, want InvalidInput", err)
+	}
+}
+
+// countingEngine counts its views' settings reads.
+type countingEngine struct {
+	storage.Engine
+	reads *atomic.Int64
+}
+
+type countingView struct {
+	storage.View
+	reads *atomic.Int64
+}
+
+func (e countingEngine) ReadView(ctx context.Context, o storage.ReadOptions) (storage.View, error) {
+	v, err := e.Engine.ReadView(ctx, o)
+	return countingView{v, e.reads}, err
+}
+
+func (v countingView) GetTable(ctx context.Context, account, table string) (storage.TableInfo, error) {
+	v.reads.Add(1)
+	return v.View.GetTable(ctx, account, table)
+}
+
+// testIndexSettingsReads: a query no index can answer reads its table's settings at most
+// once a second (what the planner last read says no index can answer it), a query an
+// index may answer reads them every time, and a table this Service recreates with
+// indexes is planned on them at once.
+func testIndexSettingsReads(t *testing.T, eng storage.Engine) {
+	const account, tbl = "indexreads", "Reads"
+	ctx := context.Background()
+	var reads atomic.Int64
+	svc := table.New(countingEngine{eng, &reads}, nil)
+	if err := svc.CreateTable(ctx, account, tbl, &storage.TableSettings{Elastic: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Apply(ctx, account, tbl, "p", []storage.Mutation{{Op: storage.Insert, RowKey: "1", Props: []entity.Property{{Name: "Num", Value: entity.Int32Value(5)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	query := func(filter, plan string) {
+		t.Helper()
+		f, _ := odata.Parse(filter)
+		page, err := svc.QueryEntities(ctx, account, tbl, table.Query{Filter: f})
+		if err != nil || page.Plan != plan {
+			t.Fatalf("%s: plan %q, %v; want %s", filter, page.Plan, err, plan)
+		}
+	}
+	for range 5 {
+		query("Num eq 5", "keys")
+	}
+	if n := reads.Load(); n != 1 {
+		t.Errorf("5 queries no index answers read the settings %d times, want 1", n)
+	}
+	if err := svc.DeleteTable(ctx, account, tbl); err != nil {
+		t.Fatal(err)
+	}
+	createIndexed(t, svc, account, tbl, []storage.IndexDef{{Name: "ByNum", Properties: []string{"Num"}}})
+	if _, err := eng.Apply(ctx, account, tbl, "p", []storage.Mutation{{Op: storage.Insert, RowKey: "1", Props: []entity.Property{{Name: "Num", Value: entity.Int32Value(5)}}},
+		{Op: storage.Insert, RowKey: "2", Props: []entity.Property{{Name: "Num", Value: entity.Int32Value(6)}}},
+		{Op: storage.Insert, RowKey: "3", Props: []entity.Property{{Name: "Num", Value: entity.Int32Value(7)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	reads.Store(0)
+	for range 3 {
+		query("Num eq 5", "index ByNum: 1 point")
+		query("Other eq 5", "keys")
+	}
+	if n := reads.Load(); n != 3 {
+		t.Errorf("3 queries an index answers and 3 none does read the settings %d times, want 3", n)
 	}
 }
