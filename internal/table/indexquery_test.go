@@ -528,8 +528,11 @@ func testIndexTokens(t *testing.T, eng storage.Engine) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(first.NextPartitionKey, "ix1.") || first.NextRowKey == "" {
+	if !strings.HasPrefix(first.NextPartitionKey, "ix1.") || !strings.HasPrefix(first.NextRowKey, "1!0!") {
 		t.Fatalf("range plan's continuation %q %q", first.NextPartitionKey, first.NextRowKey)
+	}
+	if p := first.Served.Position; p != 0 && first.NextRowKey != fmt.Sprintf("1!0!!%d", p) {
+		t.Errorf("NextRowKey %q does not carry the page's position %d", first.NextRowKey, p)
 	}
 	invalid := func(what string, q table.Query) {
 		t.Helper()
