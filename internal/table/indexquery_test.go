@@ -217,8 +217,8 @@ func sortedByKey(recs []storage.Record) []storage.Record {
 // equality plans, as a set (each entity once) for range plans — and index plans of both
 // kinds were picked often enough for that to mean something.
 func testIndexDifferential(t *testing.T, eng storage.Engine, seed uint64) {
+	account := uniqueAccount("indexdiff")
 	const (
-		account  = "indexdiff"
 		tbl      = "Diff"
 		entities = 3000
 		filters  = 600
@@ -272,8 +272,8 @@ func testIndexDifferential(t *testing.T, eng storage.Engine, seed uint64) {
 // on range plans an entity written meanwhile may come twice — and every entity of the
 // other two thirds, never written, that matches must come, once.
 func testIndexConcurrentWriters(t *testing.T, eng storage.Engine, seed uint64) {
+	account := uniqueAccount("indexwrites")
 	const (
-		account  = "indexwrites"
 		tbl      = "Writes"
 		entities = 1500
 		queries  = 120
@@ -415,7 +415,8 @@ func planTable(t *testing.T, eng storage.Engine, account, tbl string, n int) *ta
 // reads about what it returns; filters an index cannot answer, or answers with too many
 // entities, run on the keys, as the plan names say.
 func testIndexPlanChosen(t *testing.T, eng storage.Engine) {
-	const account, tbl, n = "indexplan", "Plan", 3000
+	account := uniqueAccount("indexplan")
+	const tbl, n = "Plan", 3000
 	svc := planTable(t, eng, account, tbl, n)
 	for _, c := range []struct {
 		filter     string
@@ -520,7 +521,8 @@ func testIndexPlanChosen(t *testing.T, eng storage.Engine) {
 // malformed one too; and a standard token whose PartitionKey starts like an index token
 // is still a standard token.
 func testIndexTokens(t *testing.T, eng storage.Engine) {
-	const account, tbl = "indextokens", "Tok"
+	account := uniqueAccount("indextokens")
+	const tbl = "Tok"
 	ctx := context.Background()
 	svc := planTable(t, eng, account, tbl, 1000)
 	f, _ := odata.Parse("Num ge 10 and Num lt 20")
@@ -591,7 +593,8 @@ func testIndexTokens(t *testing.T, eng storage.Engine) {
 // page cut short (CutAt, the cut fault) resumes after its last entity, so paging yields
 // each match once either way.
 func testIndexPageBytes(t *testing.T, eng storage.Engine) {
-	const account, tbl = "indexbytes", "Big"
+	account := uniqueAccount("indexbytes")
+	const tbl = "Big"
 	ctx := context.Background()
 	svc := table.New(eng, nil)
 	createIndexed(t, svc, account, tbl, []storage.IndexDef{{Name: "ByNum", Properties: []string{"Num"}}})
@@ -656,7 +659,8 @@ func compareKeys(a, b storage.Key) int {
 // writes between pages make a range plan on an index the cheaper one: a key continuation
 // is never taken up by a range plan (which would start over, in another order).
 func testIndexPlanSwitch(t *testing.T, eng storage.Engine) {
-	const account, tbl = "indexswitch", "Switch"
+	account := uniqueAccount("indexswitch")
+	const tbl = "Switch"
 	ctx := context.Background()
 	svc := table.New(eng, nil)
 	createIndexed(t, svc, account, tbl, []storage.IndexDef{{Name: "ByNum", Properties: []string{"Num"}}})
@@ -719,7 +723,8 @@ func (v ghostView) GetTable(ctx context.Context, account, table string) (storage
 // testIndexDroppedMeanwhile: an index dropped after the plan chose it leaves a first page
 // (and a standard continuation) to the keys, and refuses its own index token.
 func testIndexDroppedMeanwhile(t *testing.T, eng storage.Engine) {
-	const account, tbl = "indexghost", "Ghost"
+	account := uniqueAccount("indexghost")
+	const tbl = "Ghost"
 	ctx := context.Background()
 	planTable(t, eng, account, tbl, 300)
 	svc := table.New(ghostEngine{eng}, nil)
@@ -762,7 +767,8 @@ func (v countingView) GetTable(ctx context.Context, account, table string) (stor
 // index may answer reads them every time, and a table this Service recreates with
 // indexes is planned on them at once.
 func testIndexSettingsReads(t *testing.T, eng storage.Engine) {
-	const account, tbl = "indexreads", "Reads"
+	account := uniqueAccount("indexreads")
+	const tbl = "Reads"
 	ctx := context.Background()
 	var reads atomic.Int64
 	svc := table.New(countingEngine{eng, &reads}, nil)
@@ -804,3 +810,7 @@ func testIndexSettingsReads(t *testing.T, eng storage.Engine) {
 		t.Errorf("3 queries an index answers and 3 none does read the settings %d times, want 3", n)
 	}
 }
+
+// uniqueAccount names an account of its own for one run of a test, so that the suite can
+// run again on a database it ran on (PostgreSQL's is shared).
+func uniqueAccount(prefix string) string { return fmt.Sprintf("%s%08x", prefix, rand.Uint32()) }
