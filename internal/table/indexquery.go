@@ -127,9 +127,10 @@ func indexSpans(f *odata.Filter, def *storage.IndexDef) ([]index.Span, bool) {
 }
 
 // choosePlan picks how the page of f over ranges is read, from the table's ready indexes
-// (its settings, from rd: the catalogue every engine keeps in memory or caches). A query
-// the key plan captures exactly, or that can match nothing, never asks, so tables without
-// indexes are read as before. An index token must be honoured as it stands or refused: its
+// (its settings as rd reads them: Pebble's catalogue is in memory, PostgreSQL's a
+// statement). A query the key plan captures exactly, or that can match nothing, never
+// asks, nor one no index of the table could answer a moment ago (indexHints), so tables
+// without indexes are read as before. An index token must be honoured as it stands or refused: its
 // index must still be declared and ready, and f must still plan on it (400 InvalidInput
 // otherwise — the query starts again; skipping or repeating entities is never an option).
 // A standard continuation resumes on the keys or on an equality plan, whose orders agree.
