@@ -253,6 +253,7 @@ func (s *Server) queryEntities(rq *request) error {
 	h := rq.w.Header()
 	h[headerPlan] = []string{page.Plan}
 	s.setServed(h, page.Served)
+	exposeHeaders(h, headerPlanName)
 	if page.NextPartitionKey != "" {
 		h["X-Ms-Continuation-Nextpartitionkey"] = []string{page.NextPartitionKey}
 		h["X-Ms-Continuation-Nextrowkey"] = []string{page.NextRowKey}
@@ -266,8 +267,13 @@ func (s *Server) queryEntities(rq *request) error {
 }
 
 // headerPlan names, on every Query Entities answer, the plan its page was read with
-// (table.Page.Plan): the keys, or which secondary index (docs/indexes-design.md §4).
-const headerPlan = "X-Ms-Cerulean-Plan"
+// (table.Page.Plan): the keys, or which secondary index (docs/indexes-design.md §4);
+// headerPlanName is its spelling in Access-Control-Expose-Headers: a browser's script
+// (the console's, say) may read it like the read headers.
+const (
+	headerPlan     = "X-Ms-Cerulean-Plan"
+	headerPlanName = "x-ms-cerulean-plan"
+)
 
 // queryPartition is the one partition filter confines a query to, or "" if it may read
 // several: the partition a throttled query is admitted against.

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ceruleandb/cerulean/internal/azerr"
@@ -107,10 +108,29 @@ func allPoints(def *storage.IndexDef, spans []index.Span) bool {
 	return len(def.Properties) == 1 && len(spans) <= MaxEqualityPoints && !slices.ContainsFunc(spans, func(s index.Span) bool { return !isPoint(s) })
 }
 
+// indexSpans returns the spans of index def that hold every entity f accepts, and whether
+// def can answer f at all. An index holds only the entities that have all its properties,
+// so f must allow none without them: its spans must be bounded for every property of a
+// compound index, not just the first — which alone gives the spans, its later values
+// narrowing nothing yet.
+func indexSpans(f *odata.Filter, def *storage.IndexDef) ([]index.Span, bool) {
+	spans, ok := f.IndexSpans(def.Properties[0])
+	if !ok {
+		return nil, false
+	}
+	for _, p := range def.Properties[1:] {
+		if _, ok := f.IndexSpans(p); !ok {
+			return nil, false
+		}
+	}
+	return spans, true
+}
+
 // choosePlan picks how the page of f over ranges is read, from the table's ready indexes
-// (its settings, from rd: the catalogue every engine keeps in memory or caches). A query
-// the key plan captures exactly, or that can match nothing, never asks, so tables without
-// indexes are read as before. An index token must be honoured as it stands or refused: its
+// (its settings as rd reads them: Pebble's catalogue is in memory, PostgreSQL's a
+// statement). A query the key plan captures exactly, or that can match nothing, never
+// asks, nor one no index of the table could answer a moment ago (indexHints), so tables
+// without indexes are read as before. An index token must be honoured as it stands or refused: its
 // index must still be declared and ready, and f must still plan on it (400 InvalidInput
 // otherwise — the query starts again; skipping or repeating entities is never an option).
 // A standard continuation resumes on the keys or on an equality plan, whose orders agree.
@@ -119,16 +139,25 @@ func (s *Service) choosePlan(ctx context.Context, rd storage.Reader, account, ta
 	if cur.ix == nil && (f.Exact() || len(ranges) == 0) {
 		return pl, nil
 	}
+	if cur.ix == nil {
+		if defs, ok := s.indexHints.get(account, table); ok && !slices.ContainsFunc(defs, func(d storage.IndexDef) bool {
+			_, ok := indexSpans(f, &d)
+			return ok && d.State == storage.IndexReady
+		}) {
+			return pl, nil // no index of the table (as of a moment ago) can answer f
+		}
+	}
 	info, err := rd.GetTable(ctx, account, table)
 	if err != nil {
 		return plan{}, s.mapErr(err, entityScope)
 	}
+	s.indexHints.put(account, table, info.Settings.Indexes)
 	if cur.ix != nil {
 		for _, d := range info.Settings.Indexes {
 			if d.ID != cur.ix.index || d.State != storage.IndexReady {
 				continue
 			}
-			if spans, ok := f.IndexSpans(d.Properties[0]); ok {
+			if spans, ok := indexSpans(f, &d); ok {
 				pl.def, pl.spans = &d, spans
 				return pl, nil
 			}
@@ -145,7 +174,7 @@ func (s *Service) choosePlan(ctx context.Context, rd storage.Reader, account, ta
 		if d.State != storage.IndexReady {
 			continue
 		}
-		spans, ok := f.IndexSpans(d.Properties[0])
+		spans, ok := indexSpans(f, &d)
 		if !ok {
 			continue
 		}
@@ -207,6 +236,59 @@ func (s *Service) countRows(ctx context.Context, rd storage.Reader, account, tab
 		}
 	}
 	return n, nil
+}
+
+// indexHintTTL is how long the planner trusts what it last read of a table's indexes to
+// say that none can answer a filter (indexHints).
+const indexHintTTL = time.Second
+
+// maxIndexHints bounds indexHints; when full, it starts over.
+const maxIndexHints = 10_000
+
+// indexHints remembers, per table, the indexes the planner last read, so that a query no
+// index can answer does not read the table's settings first (on PostgreSQL a statement
+// of its own). It only ever decides for the key plan, which is always correct: an index
+// declared or made ready meanwhile is used at most indexHintTTL later (at once when this
+// Service changed the table); whenever an index may answer, the settings are read from the
+// query's view and the plan is chosen from them.
+type indexHints struct {
+	mu sync.RWMutex
+	m  map[[2]string]indexHint
+}
+
+type indexHint struct {
+	defs []storage.IndexDef
+	at   time.Time
+}
+
+func hintKey(account, table string) [2]string { return [2]string{account, storage.TableKey(table)} }
+
+// get returns the table's indexes as read less than indexHintTTL ago.
+func (h *indexHints) get(account, table string) ([]storage.IndexDef, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	e, ok := h.m[hintKey(account, table)]
+	if !ok || time.Since(e.at) >= indexHintTTL {
+		return nil, false
+	}
+	return e.defs, true
+}
+
+// put records the table's indexes as just read.
+func (h *indexHints) put(account, table string, defs []storage.IndexDef) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil || len(h.m) >= maxIndexHints {
+		h.m = make(map[[2]string]indexHint)
+	}
+	h.m[hintKey(account, table)] = indexHint{defs: defs, at: time.Now()}
+}
+
+// forget drops what is known of the table's indexes: this Service changed them.
+func (h *indexHints) forget(account, table string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, hintKey(account, table))
 }
 
 // keyFilter returns the test of a row's keys against sorted, disjoint ranges (the
@@ -406,14 +488,19 @@ func keyOf(r *storage.Record) storage.Key {
 	return storage.Key{PartitionKey: r.Entity.PartitionKey, RowKey: r.Entity.RowKey}
 }
 
-// indexErr maps an index read's error: an index dropped under a running query is the
-// token-refused case (the query must start again), everything else as any read's.
+// indexErr maps an index read's error, but for storage.ErrIndexNotFound — an index
+// dropped since the plan was chosen — which it returns as it is for queryPage to decide.
 func (s *Service) indexErr(err error) error {
 	if errors.Is(err, storage.ErrIndexNotFound) {
 		s.markAvailable()
-		return azerr.Newf(azerr.InvalidInput, "The index this query runs on has been dropped. Start the query again.")
+		return err
 	}
 	return s.mapErr(err, entityScope)
+}
+
+// errIndexGone answers a page resuming an index token whose index was dropped as it read.
+func errIndexGone() error {
+	return azerr.Newf(azerr.InvalidInput, "The index this query runs on has been dropped. Start the query again.")
 }
 
 // Index tokens. A range plan's continuation goes in NextPartitionKey as "ix1." and the

@@ -44,6 +44,18 @@ func runIndexQuerySuite(t *testing.T, open engineFactory) {
 		t.Parallel()
 		testIndexTokens(t, open(t))
 	})
+	t.Run("PlanSwitch", func(t *testing.T) {
+		t.Parallel()
+		testIndexPlanSwitch(t, open(t))
+	})
+	t.Run("DroppedMeanwhile", func(t *testing.T) {
+		t.Parallel()
+		testIndexDroppedMeanwhile(t, open(t))
+	})
+	t.Run("SettingsReads", func(t *testing.T) {
+		t.Parallel()
+		testIndexSettingsReads(t, open(t))
+	})
 	t.Run("PageBytes", func(t *testing.T) {
 		t.Parallel()
 		testIndexPageBytes(t, open(t))
@@ -205,8 +217,8 @@ func sortedByKey(recs []storage.Record) []storage.Record {
 // equality plans, as a set (each entity once) for range plans — and index plans of both
 // kinds were picked often enough for that to mean something.
 func testIndexDifferential(t *testing.T, eng storage.Engine, seed uint64) {
+	account := uniqueAccount("indexdiff")
 	const (
-		account  = "indexdiff"
 		tbl      = "Diff"
 		entities = 3000
 		filters  = 600
@@ -256,11 +268,12 @@ func testIndexDifferential(t *testing.T, eng storage.Engine, seed uint64) {
 
 // testIndexConcurrentWriters pages through random index queries with small pages while
 // writers insert, replace, merge and delete a third of the keys. Every entity returned
-// must match (as it was read) and come once — in key order on key and equality plans —
-// and every entity of the other two thirds, never written, that matches must come.
+// must match (as it was read) and come once — in key order on key and equality plans;
+// on range plans an entity written meanwhile may come twice — and every entity of the
+// other two thirds, never written, that matches must come, once.
 func testIndexConcurrentWriters(t *testing.T, eng storage.Engine, seed uint64) {
+	account := uniqueAccount("indexwrites")
 	const (
-		account  = "indexwrites"
 		tbl      = "Writes"
 		entities = 1500
 		queries  = 120
@@ -304,11 +317,18 @@ func testIndexConcurrentWriters(t *testing.T, eng storage.Engine, seed uint64) {
 					return
 				default:
 				}
-				k := volatile[wr.IntN(len(volatile))]
-				op := pick(wr, []storage.Op{storage.InsertOrReplace, storage.InsertOrReplace, storage.Merge, storage.Delete})
-				_, err := eng.Apply(ctx, account, tbl, k.PartitionKey, []storage.Mutation{{Op: op, RowKey: k.RowKey, Props: randProps(wr)}})
-				if err == nil {
-					writes.Add(1)
+				// A few keys of one partition per commit, so that many writes land
+				// between pages however slow a synced commit is.
+				pk := volatile[wr.IntN(len(volatile))].PartitionKey
+				var muts []storage.Mutation
+				for _, k := range volatile {
+					if k.PartitionKey == pk && wr.IntN(8) == 0 {
+						op := pick(wr, []storage.Op{storage.InsertOrReplace, storage.InsertOrReplace, storage.Merge, storage.Delete})
+						muts = append(muts, storage.Mutation{Op: op, RowKey: k.RowKey, Props: randProps(wr)})
+					}
+				}
+				if _, err := eng.ApplyEach(ctx, account, tbl, pk, muts); err == nil {
+					writes.Add(int64(len(muts)))
 				}
 			}
 		}()
@@ -332,7 +352,10 @@ func testIndexConcurrentWriters(t *testing.T, eng storage.Engine, seed uint64) {
 		seen := map[storage.Key]bool{}
 		for j, rec := range got {
 			k := keyOf(rec)
-			if seen[k] {
+			// A range plan reads in the order of values that writes change: an entity
+			// written between pages may come again (its value moved past the cursor),
+			// one never written must not.
+			if seen[k] && (stable[k] || planKind(plan) != "range") {
 				t.Fatalf("%s: %v returned twice", describe(), k)
 			}
 			seen[k] = true
@@ -353,7 +376,7 @@ func testIndexConcurrentWriters(t *testing.T, eng storage.Engine, seed uint64) {
 	if kinds["points"] < queries/10 || kinds["range"] < queries/10 {
 		t.Errorf("index plans picked too seldom to test them (%v)", kinds)
 	}
-	if writes.Load() < queries {
+	if writes.Load() < 4*queries {
 		t.Errorf("only %d writes ran during %d queries", writes.Load(), queries)
 	}
 }
@@ -392,7 +415,8 @@ func planTable(t *testing.T, eng storage.Engine, account, tbl string, n int) *ta
 // reads about what it returns; filters an index cannot answer, or answers with too many
 // entities, run on the keys, as the plan names say.
 func testIndexPlanChosen(t *testing.T, eng storage.Engine) {
-	const account, tbl, n = "indexplan", "Plan", 3000
+	account := uniqueAccount("indexplan")
+	const tbl, n = "Plan", 3000
 	svc := planTable(t, eng, account, tbl, n)
 	for _, c := range []struct {
 		filter     string
@@ -404,12 +428,16 @@ func testIndexPlanChosen(t *testing.T, eng storage.Engine) {
 		{"Email eq 'u5@example.com' or Email eq 'u2999@example.com' or Email eq 'nobody'", "index ByEmail: 3 points", 2, 4},
 		{"Num eq 42", "index ByNum: 1 point", 30, 31},
 		{"Num eq 42 or Num eq 7", "index ByNum: 2 points", 60, 62},
-		{"Num ge 10 and Num lt 12", "index ByNum: range", 60, 61},
-		{"(Num lt 1 or Num ge 99) and Cat eq '3'", "index ByNum: 2 ranges", 9, 61},
+		// A number's span holds the values that round to it (the evaluator tells them
+		// apart), so "lt 12" reads the 12s too.
+		{"Num ge 10 and Num lt 12", "index ByNum: range", 60, 90},
+		{"(Num lt 1 or Num ge 99) and Cat eq '3'", "index ByNum: 2 ranges", 9, 90},
 		{"PartitionKey eq 'p3' and Num eq 13", "index ByNum: 1 point", 30, 31},
 		{"Num eq 42 and Num eq 43", "index ByNum: 0 points", 0, 0},
 		{"Cat eq '3'", "keys", 429, n},
-		{"Num ge 0", "keys", n, n},
+		// The key plan reads 10 rows, the index 30 entries: the keys win.
+		{"PartitionKey eq 'p3' and RowKey lt '00100' and Num eq 43", "keys", 1, 10},
+		{"Num ge 0", "keys", table.MaxPageSize, table.MaxPageSize},
 		{"Num eq 42 or Cat eq '1'", "keys", 30 + 429 - 4, n},
 		{"(PartitionKey eq 'p1' or PartitionKey eq 'p2') and Cat eq '1'", "keys: 2 ranges", 86, 600},
 		{"PartitionKey eq 'p1' and RowKey eq '00001'", "keys: point", 1, 1},
@@ -431,8 +459,28 @@ func testIndexPlanChosen(t *testing.T, eng storage.Engine) {
 		if page.Scanned > c.maxScanned {
 			t.Errorf("%s: scanned %d entities, want at most %d", c.filter, page.Scanned, c.maxScanned)
 		}
-		if page.NextPartitionKey != "" {
+		if page.NextPartitionKey != "" && c.matches < table.MaxPageSize {
 			t.Errorf("%s: a continuation on a single page", c.filter)
+		}
+	}
+	// An index declared on a table with data is built before queries use it.
+	ctx := context.Background()
+	info, _, err := svc.TableSettings(ctx, account, tbl, table.Read{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := info.Settings
+	st.Indexes = append(slices.Clone(st.Indexes), storage.IndexDef{Name: "ByCat", Properties: []string{"Cat"}})
+	if err := svc.SetTableSettings(ctx, account, tbl, st); err != nil {
+		t.Fatal(err)
+	}
+	if info, _, err = svc.TableSettings(ctx, account, tbl, table.Read{}); err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(info.Settings.Indexes, func(d storage.IndexDef) bool { return d.Name == "ByCat" }); info.Settings.Indexes[i].State != storage.IndexReady {
+		f, _ := odata.Parse("Cat eq '3' or Cat eq '4'")
+		if page, err := svc.QueryEntities(ctx, account, tbl, table.Query{Filter: f}); err != nil || page.Plan != "keys" {
+			t.Errorf("on an index %s: plan %q, %v; want keys", info.Settings.Indexes[i].State, page.Plan, err)
 		}
 	}
 	// The same with a page of 7: pages resume on their plan, and equality plans give
@@ -473,7 +521,8 @@ func testIndexPlanChosen(t *testing.T, eng storage.Engine) {
 // malformed one too; and a standard token whose PartitionKey starts like an index token
 // is still a standard token.
 func testIndexTokens(t *testing.T, eng storage.Engine) {
-	const account, tbl = "indextokens", "Tok"
+	account := uniqueAccount("indextokens")
+	const tbl = "Tok"
 	ctx := context.Background()
 	svc := planTable(t, eng, account, tbl, 1000)
 	f, _ := odata.Parse("Num ge 10 and Num lt 20")
@@ -481,8 +530,11 @@ func testIndexTokens(t *testing.T, eng storage.Engine) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(first.NextPartitionKey, "ix1.") || first.NextRowKey == "" {
+	if !strings.HasPrefix(first.NextPartitionKey, "ix1.") || !strings.HasPrefix(first.NextRowKey, "1!0!") {
 		t.Fatalf("range plan's continuation %q %q", first.NextPartitionKey, first.NextRowKey)
+	}
+	if p := first.Served.Position; p != 0 && first.NextRowKey != fmt.Sprintf("1!0!!%d", p) {
+		t.Errorf("NextRowKey %q does not carry the page's position %d", first.NextRowKey, p)
 	}
 	invalid := func(what string, q table.Query) {
 		t.Helper()
@@ -498,7 +550,7 @@ func testIndexTokens(t *testing.T, eng storage.Engine) {
 	other, _ := odata.Parse("Cat eq '1'")
 	invalid("another filter", table.Query{Filter: other, NextPartitionKey: first.NextPartitionKey, NextRowKey: first.NextRowKey})
 	invalid("no filter", table.Query{NextPartitionKey: first.NextPartitionKey, NextRowKey: first.NextRowKey})
-	for _, bad := range []string{"ix1.", "ix1.!!", "ix1.AA", "ix1.AQI", first.NextPartitionKey + "A"} {
+	for _, bad := range []string{"ix1.", "ix1.!!", "ix1.AA", "ix1.AQI", first.NextPartitionKey + "!"} {
 		invalid("token "+bad, table.Query{Filter: f, NextPartitionKey: bad, NextRowKey: first.NextRowKey})
 	}
 	invalid("no NextRowKey", table.Query{Filter: f, NextPartitionKey: first.NextPartitionKey})
@@ -541,7 +593,8 @@ func testIndexTokens(t *testing.T, eng storage.Engine) {
 // page cut short (CutAt, the cut fault) resumes after its last entity, so paging yields
 // each match once either way.
 func testIndexPageBytes(t *testing.T, eng storage.Engine) {
-	const account, tbl = "indexbytes", "Big"
+	account := uniqueAccount("indexbytes")
+	const tbl = "Big"
 	ctx := context.Background()
 	svc := table.New(eng, nil)
 	createIndexed(t, svc, account, tbl, []storage.IndexDef{{Name: "ByNum", Properties: []string{"Num"}}})
@@ -601,3 +654,163 @@ func compareKeys(a, b storage.Key) int {
 	}
 	return 0
 }
+
+// testIndexPlanSwitch: a query whose first page ran on the keys keeps Azure's order when
+// writes between pages make a range plan on an index the cheaper one: a key continuation
+// is never taken up by a range plan (which would start over, in another order).
+func testIndexPlanSwitch(t *testing.T, eng storage.Engine) {
+	account := uniqueAccount("indexswitch")
+	const tbl = "Switch"
+	ctx := context.Background()
+	svc := table.New(eng, nil)
+	createIndexed(t, svc, account, tbl, []storage.IndexDef{{Name: "ByNum", Properties: []string{"Num"}}})
+	var muts []storage.Mutation
+	for i := range 100 {
+		muts = append(muts, storage.Mutation{Op: storage.Insert, RowKey: fmt.Sprintf("%03d", i), Props: []entity.Property{
+			{Name: "Num", Value: entity.Int32Value(int32(i % 4))}}})
+	}
+	if _, err := eng.Apply(ctx, account, tbl, "a", muts); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := odata.Parse("Num gt 0 and Num lt 3")
+	want := bruteForce(scanAll(t, eng, account, tbl), f)
+	q := table.Query{Filter: f, Top: 5}
+	page, err := svc.QueryEntities(ctx, account, tbl, q)
+	if err != nil || page.Plan != "keys" {
+		t.Fatalf("first page: plan %q, %v; want keys", page.Plan, err)
+	}
+	got := page.Records
+	// 1000 entities without Num ahead of the cursor: the index now reads far less.
+	for b := range 10 {
+		muts = muts[:0]
+		for i := range 100 {
+			muts = append(muts, storage.Mutation{Op: storage.Insert, RowKey: fmt.Sprintf("%d-%03d", b, i)})
+		}
+		if _, err := eng.Apply(ctx, account, tbl, "b", muts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fresh, err := svc.QueryEntities(ctx, account, tbl, table.Query{Filter: f, Top: 5}); err != nil || fresh.Plan != "index ByNum: range" {
+		t.Fatalf("a fresh query: plan %q, %v; want the range plan", fresh.Plan, err)
+	}
+	q.NextPartitionKey, q.NextRowKey = page.NextPartitionKey, page.NextRowKey
+	rest, _ := indexPages(t, svc, account, tbl, q, 100, func() string { return "after the switch" })
+	if got = append(got, rest...); !slices.EqualFunc(got, want, sameRecord) {
+		t.Errorf("%s", diffRecords(got, want))
+	}
+}
+
+// ghostEngine's views report, besides the table's own indexes, a ready unique index the
+// engine does not know: one dropped between the planner's settings read and its index
+// read.
+type ghostEngine struct{ storage.Engine }
+
+type ghostView struct{ storage.View }
+
+var ghostIndex = storage.IndexDef{Name: "Ghost", Properties: []string{"Num"}, Unique: true, ID: 999, State: storage.IndexReady}
+
+func (e ghostEngine) ReadView(ctx context.Context, o storage.ReadOptions) (storage.View, error) {
+	v, err := e.Engine.ReadView(ctx, o)
+	return ghostView{v}, err
+}
+
+func (v ghostView) GetTable(ctx context.Context, account, table string) (storage.TableInfo, error) {
+	ti, err := v.View.GetTable(ctx, account, table)
+	ti.Settings.Indexes = append(slices.Clone(ti.Settings.Indexes), ghostIndex)
+	return ti, err
+}
+
+// testIndexDroppedMeanwhile: an index dropped after the plan chose it leaves a first page
+// (and a standard continuation) to the keys, and refuses its own index token.
+func testIndexDroppedMeanwhile(t *testing.T, eng storage.Engine) {
+	account := uniqueAccount("indexghost")
+	const tbl = "Ghost"
+	ctx := context.Background()
+	planTable(t, eng, account, tbl, 300)
+	svc := table.New(ghostEngine{eng}, nil)
+	f, _ := odata.Parse("Num eq 5")
+	want := bruteForce(scanAll(t, eng, account, tbl), f)
+	got, plan := indexPages(t, svc, account, tbl, table.Query{Filter: f, Top: 2}, 10, func() string { return "ghost" })
+	if plan != "keys" || !slices.EqualFunc(got, want, sameRecord) {
+		t.Errorf("plan %q: %s", plan, diffRecords(got, want))
+	}
+	_, err := svc.QueryEntities(ctx, account, tbl, table.Query{Filter: f,
+		NextPartitionKey: "ix1.5wcBARABYWI", NextRowKey: "1!0!"}) // index 999, after ("a", "b")
+	if e, ok := azerr.As(err); !ok || e.Code != azerr.InvalidInput {
+		t.Errorf("a token of the dropped index: %v, want InvalidInput", err)
+	}
+}
+
+// countingEngine counts its views' settings reads.
+type countingEngine struct {
+	storage.Engine
+	reads *atomic.Int64
+}
+
+type countingView struct {
+	storage.View
+	reads *atomic.Int64
+}
+
+func (e countingEngine) ReadView(ctx context.Context, o storage.ReadOptions) (storage.View, error) {
+	v, err := e.Engine.ReadView(ctx, o)
+	return countingView{v, e.reads}, err
+}
+
+func (v countingView) GetTable(ctx context.Context, account, table string) (storage.TableInfo, error) {
+	v.reads.Add(1)
+	return v.View.GetTable(ctx, account, table)
+}
+
+// testIndexSettingsReads: a query no index can answer reads its table's settings at most
+// once a second (what the planner last read says no index can answer it), a query an
+// index may answer reads them every time, and a table this Service recreates with
+// indexes is planned on them at once.
+func testIndexSettingsReads(t *testing.T, eng storage.Engine) {
+	account := uniqueAccount("indexreads")
+	const tbl = "Reads"
+	ctx := context.Background()
+	var reads atomic.Int64
+	svc := table.New(countingEngine{eng, &reads}, nil)
+	if err := svc.CreateTable(ctx, account, tbl, &storage.TableSettings{Elastic: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Apply(ctx, account, tbl, "p", []storage.Mutation{{Op: storage.Insert, RowKey: "1", Props: []entity.Property{{Name: "Num", Value: entity.Int32Value(5)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	query := func(filter, plan string) {
+		t.Helper()
+		f, _ := odata.Parse(filter)
+		page, err := svc.QueryEntities(ctx, account, tbl, table.Query{Filter: f})
+		if err != nil || page.Plan != plan {
+			t.Fatalf("%s: plan %q, %v; want %s", filter, page.Plan, err, plan)
+		}
+	}
+	for range 5 {
+		query("Num eq 5", "keys")
+	}
+	if n := reads.Load(); n != 1 {
+		t.Errorf("5 queries no index answers read the settings %d times, want 1", n)
+	}
+	if err := svc.DeleteTable(ctx, account, tbl); err != nil {
+		t.Fatal(err)
+	}
+	createIndexed(t, svc, account, tbl, []storage.IndexDef{{Name: "ByNum", Properties: []string{"Num"}}})
+	if _, err := eng.Apply(ctx, account, tbl, "p", []storage.Mutation{{Op: storage.Insert, RowKey: "1", Props: []entity.Property{{Name: "Num", Value: entity.Int32Value(5)}}},
+		{Op: storage.Insert, RowKey: "2", Props: []entity.Property{{Name: "Num", Value: entity.Int32Value(6)}}},
+		{Op: storage.Insert, RowKey: "3", Props: []entity.Property{{Name: "Num", Value: entity.Int32Value(7)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	reads.Store(0)
+	for range 3 {
+		query("Num eq 5", "index ByNum: 1 point")
+		query("Other eq 5", "keys")
+	}
+	if n := reads.Load(); n != 3 {
+		t.Errorf("3 queries an index answers and 3 none does read the settings %d times, want 3", n)
+	}
+}
+
+// uniqueAccount names an account of its own for one run of a test, so that the suite can
+// run again on a database it ran on (PostgreSQL's is shared).
+func uniqueAccount(prefix string) string { return fmt.Sprintf("%s%08x", prefix, rand.Uint32()) }

@@ -189,8 +189,16 @@ func (s *Service) queryPage(ctx context.Context, rd storage.Reader, account, tab
 			}
 			p, err = s.rangePage(ctx, rd, account, table, q.Filter, &pl, after, top)
 		}
-		p.Plan = pl.name()
-		return p, err
+		switch {
+		case !errors.Is(err, storage.ErrIndexNotFound):
+			p.Plan = pl.name()
+			return p, err
+		case cur.ix != nil:
+			return Page{}, errIndexGone()
+		}
+		// Dropped between the settings read and the index read: a first page, or one
+		// resuming a standard token, runs on the keys as it would have a moment later.
+		pl.def, pl.spans, pl.points = nil, nil, false
 	}
 	p, err := s.keysPage(ctx, rd, account, table, q, top, ranges)
 	p.Plan = pl.name()

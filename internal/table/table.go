@@ -31,6 +31,8 @@ type Service struct {
 	engine string
 	// pageBudget is PageBudget, shorter only in tests that cut pages.
 	pageBudget time.Duration
+	// indexHints spare queries no index can answer a read of their table's settings.
+	indexHints indexHints
 
 	// unavailableSince is when the engine last went from answering to failing with
 	// storage.ErrUnavailable (Unix nanoseconds), or 0 while it answers.
@@ -108,6 +110,7 @@ func (s *Service) CreateTable(ctx context.Context, account, name string, setting
 			return err
 		}
 	}
+	defer s.indexHints.forget(account, name)
 	return s.mapErr(s.eng.CreateTable(ctx, account, name, st), tableScope)
 }
 
@@ -129,6 +132,7 @@ func (s *Service) GetTable(ctx context.Context, account, name string, rd Read) (
 
 // DeleteTable deletes a table and, in the background, its entities.
 func (s *Service) DeleteTable(ctx context.Context, account, name string) error {
+	defer s.indexHints.forget(account, name)
 	return s.mapErr(s.eng.DeleteTable(ctx, account, name), tableScope)
 }
 
