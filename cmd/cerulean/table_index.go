@@ -200,6 +200,7 @@ func waitIndex(ctx context.Context, c *client.Client, tbl, name string, w *os.Fi
 			return err
 		}
 		d := t.Indexes[i]
+		name = d.Name // as declared, for messages
 		if d.Progress > shown {
 			rep.Done(int(d.Progress-shown), 0)
 			shown = d.Progress
