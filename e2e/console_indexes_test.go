@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -112,4 +113,54 @@ func TestConsoleIndexes(t *testing.T) {
 		chromedp.WaitVisible("#ix-standard", chromedp.ByQuery),
 		textHas(`#set-summary tr[data-setting="Elastic"]`, "false"),
 		wait(`document.querySelector('#ix-add').hidden && document.querySelector('#ix-grid').hidden`))
+}
+
+// TestConsoleIndexStates: the Settings tab shows a building index's progress and reads
+// again until it is ready, and a failed index's reason. The settings answers are the
+// page's own fetch answering for the service (states are the engine's, not something a
+// test can set), everything else goes to the server.
+func TestConsoleIndexStates(t *testing.T) {
+	srv := startServer(t)
+	c := bulkClient(t, srv)
+	name := tableName(t)
+	if err := c.CreateTable(ctx(t), name, &client.TableSettings{Elastic: true}); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, srv)
+	b.signIn()
+	answer := func(indexes string) chromedp.Action {
+		return js(fmt.Sprintf(`window.settingsAnswer = %q`,
+			`{"TableName":"`+name+`","Elastic":true,"TimeToLiveProperty":"TTLInSeconds","Indexes":`+indexes+`}`))
+	}
+	b.run("answer settings in the page",
+		answer(`[{"Name":"ByA","Properties":["A"],"State":"building","Progress":1234},`+
+			`{"Name":"U","Properties":["B","C"],"Unique":true,"State":"failed","Failure":"two entities hold one value: ('p', '1') and ('p', '2')"}]`),
+		js(`(() => {
+			const real = window.fetch;
+			window.settingsReads = 0;
+			window.fetch = (url, o) => {
+				if (String(url).includes('comp=properties') && (o?.method || 'GET') === 'GET') {
+					window.settingsReads++;
+					return Promise.resolve(new Response(window.settingsAnswer, { status: 200, headers: { 'Content-Type': 'application/json' } }));
+				}
+				return real(url, o);
+			};
+		})()`),
+		// The hash, not a navigation: a page load would drop the stand-in fetch.
+		js(fmt.Sprintf(`location.hash = '#/tables/%s/settings'`, name)),
+		textHas(`#ix-rows tr[data-index="ByA"] .state`, "building"),
+		textHas(`#ix-rows tr[data-index="ByA"] .progress`, "1234 rows passed"),
+		textHas(`#ix-rows tr[data-index="U"] .state`, "failed"),
+		textHas(`#ix-rows tr[data-index="U"] .progress.error`, "two entities hold one value: ('p', '1') and ('p', '2')"))
+	// While an index builds, the view reads again (every 2 s) and shows the new state;
+	// once none builds, it stops reading.
+	b.run("building: read again", answer(`[{"Name":"ByA","Properties":["A"],"State":"ready"}]`),
+		waitWithin(`document.querySelector('#ix-rows tr[data-index="ByA"]')?.dataset.state === 'ready' && !document.querySelector('#ix-rows tr[data-index="U"]')`, 10*time.Second),
+		wait(`document.querySelector('#ix-rows tr[data-index="ByA"] .progress').textContent === ''`))
+	var reads, after int
+	b.run("ready: no more reads", chromedp.Evaluate(`window.settingsReads`, &reads),
+		chromedp.Sleep(5*time.Second), chromedp.Evaluate(`window.settingsReads`, &after))
+	if after != reads {
+		t.Errorf("the view read the settings %d more times with no index building", after-reads)
+	}
 }
