@@ -159,6 +159,12 @@ func Run(t *testing.T, h Harness) {
 		{"Changes/OffThenDeleted", testChangesOffThenDeleted},
 		{"Changes/Overwritten", testChangesOverwritten},
 		{"Indexes/Declarations", testIndexDeclarations},
+		{"Indexes/Count", testIndexCount},
+		{"Indexes/Maintenance", testIndexMaintenance},
+		{"Indexes/Unique", testIndexUnique},
+		{"Indexes/UniqueExpiry", testIndexUniqueExpiry},
+		{"Indexes/UniqueConcurrent", testIndexUniqueConcurrent},
+		{"Indexes/KeyFilter", testIndexKeyFilter},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1210,47 +1210,126 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 	for j := range rows {
 		rows[j].keepStored = len(indexes) > 0
 	}
-	locks := e.lockRows(rows)
-	defer locks.unlock()
-
-	now := e.clock.Now()
-	if err := e.loadRows(rows, needProps, now); err != nil {
-		return nil, 0, err
+	// A table with a unique index locks the stripes of the values the Apply may take
+	// or give up too (unique.go); those it finds only once it has read its rows it
+	// takes by starting over with them.
+	var uc *uniqueCheck
+	var extra []uint32
+	var fresh []row
+	var errs0 []error
+	if hasUnique(indexes) {
+		// Never nil: lockRows then takes every stripe the many-stripes way, which
+		// knows what it holds.
+		extra = append(make([]uint32, 0, 8), e.valueStripes(t.id, indexes, muts)...)
+		fresh, errs0 = slices.Clone(rows), slices.Clone(errs)
 	}
-	versions := make([]int64, len(muts))
-	dirty := false
-	var changes []change
-	for i := range muts {
-		r := &rows[rowOf[i]]
-		if errs != nil && errs[i] != nil {
-			continue // an unknown mutation
+	var locks rowLocks
+	defer locks.unlock()
+	var (
+		now        int64
+		versions   []int64
+		dirty      bool
+		changes    []change
+		oldU, newU [][]uniqueKey // with uc: each row's unique values as stored and as left
+		last       []int         // with uc: each row's last write
+	)
+	for {
+		locks = e.lockRows(rows, extra)
+		now = e.clock.Now()
+		if err := e.loadRows(rows, needProps, now); err != nil {
+			return nil, 0, err
 		}
-		was, wasExpiry := r.Row, r.expiry
-		v, err := storage.Step(pk, &muts[i], &r.Row, e.clock.Next)
-		props := r.Props // the state the mutation left, before an expiry past already
-		if err == nil && r.Exists && muts[i].Op != storage.Delete {
-			// Every write restarts the clock: the expiry of the row as this mutation
-			// leaves it, from its new version (or the mutation's explicit one, which may
-			// leave the row expired at once).
-			r.expiry, err = storage.SettleExpiry(settings, &muts[i], &r.Row)
-		}
-		if err != nil {
-			if errs == nil {
-				return nil, 0, &storage.ApplyError{Index: i, Err: err}
+		if fresh != nil {
+			it, err := e.db.NewIter(&l6Filters) // under the locks: the entries' latest state
+			if err != nil {
+				return nil, 0, fmt.Errorf("read unique entries: %w", err)
 			}
-			// The row stays as it was (Step replaces its fields, never their contents).
-			errs[i], r.Row, r.expiry = err, was, wasExpiry
-			continue
-		}
-		versions[i] = v
-		dirty = true
-		if feed != nil {
-			changes = noteChange(changes, r, &muts[i], props, v, now)
-			r.lastWrite = 0
-			if muts[i].Op != storage.Delete && r.Exists {
-				r.lastWrite = len(changes) // the write's record is the last one noted
+			defer it.Close()
+			uc = &uniqueCheck{e: e, id: t.id, pk: pk, defs: indexes, now: now, held: locks.stripes(),
+				it: it, stored: map[string]holding{}, overlay: map[string]holding{}}
+			oldU, newU, last = make([][]uniqueKey, len(rows)), make([][]uniqueKey, len(rows)), make([]int, len(rows))
+			for j := range rows {
+				if rows[j].stored {
+					props, err := entity.DecodeProps(rows[j].storedEnc)
+					if err != nil {
+						return nil, 0, fmt.Errorf("read entity: %w", err)
+					}
+					oldU[j] = appendUniqueKeys(nil, t.id, indexes, props)
+				}
 			}
 		}
+		versions = make([]int64, len(muts))
+		dirty = false
+		changes = changes[:0]
+		for i := range muts {
+			r := &rows[rowOf[i]]
+			if errs != nil && errs[i] != nil {
+				continue // an unknown mutation
+			}
+			was, wasExpiry := r.Row, r.expiry
+			v, err := storage.Step(pk, &muts[i], &r.Row, e.clock.Next)
+			props := r.Props // the state the mutation left, before an expiry past already
+			if err == nil && r.Exists && muts[i].Op != storage.Delete {
+				// Every write restarts the clock: the expiry of the row as this mutation
+				// leaves it, from its new version (or the mutation's explicit one, which may
+				// leave the row expired at once).
+				r.expiry, err = storage.SettleExpiry(settings, &muts[i], &r.Row)
+			}
+			var nu []uniqueKey
+			if err == nil && uc != nil {
+				if r.Exists {
+					nu = appendUniqueKeys(nil, t.id, indexes, r.Props)
+				}
+				if errs != nil {
+					// ApplyEach: each mutation against what the ones before it left.
+					if uv, cerr := uc.takeEach(r.rk, oldU[rowOf[i]], nu); cerr != nil {
+						return nil, 0, fmt.Errorf("read unique entries: %w", cerr)
+					} else if uv != nil {
+						err = uv
+					}
+				}
+			}
+			if err != nil {
+				if errs == nil {
+					return nil, 0, &storage.ApplyError{Index: i, Err: err}
+				}
+				// The row stays as it was (Step replaces its fields, never their contents).
+				errs[i], r.Row, r.expiry = err, was, wasExpiry
+				continue
+			}
+			versions[i] = v
+			dirty = true
+			if uc != nil {
+				newU[rowOf[i]], last[rowOf[i]] = nu, i
+			}
+			if feed != nil {
+				changes = noteChange(changes, r, &muts[i], props, v, now)
+				r.lastWrite = 0
+				if muts[i].Op != storage.Delete && r.Exists {
+					r.lastWrite = len(changes) // the write's record is the last one noted
+				}
+			}
+		}
+		if uc == nil {
+			break
+		}
+		if errs == nil {
+			i, uv, err := uc.checkFinal(rows, oldU, newU, last)
+			if err != nil {
+				return nil, 0, fmt.Errorf("read unique entries: %w", err)
+			}
+			if uv != nil && len(uc.need) == 0 {
+				return nil, 0, &storage.ApplyError{Index: i, Err: uv}
+			}
+		}
+		if len(uc.need) == 0 {
+			break
+		}
+		// Values found once the rows were read: start over holding their stripes too.
+		locks.unlock()
+		extra = append(extra, uc.need...)
+		copy(rows, fresh)
+		copy(errs, errs0)
 	}
 	if !dirty {
 		return versions, 0, nil // ApplyEach with every mutation failed: nothing to commit
@@ -1278,6 +1357,16 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 	buf := (*vb)[:0]
 	defer func() { *vb = buf }()
 	var key [17]byte
+	if uc != nil {
+		// Every row's unique entries given up before any row's taken (putUniqueDeletes).
+		for j := range rows {
+			if rows[j].Dirty {
+				if err := uc.putUniqueDeletes(b, rows[j].rk, oldU[j], newU[j]); err != nil {
+					return nil, 0, fmt.Errorf("read unique entries: %w", err)
+				}
+			}
+		}
+	}
 	for j := range rows {
 		r := &rows[j]
 		if !r.Dirty {
@@ -1319,6 +1408,11 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 				new = appendIndexEntries(nil, t.id, indexes, pk, r.rk, r.Props)
 			}
 			putIndexChanges(b, old, new)
+			if uc != nil {
+				if err := uc.putUniqueSets(b, r.rk, newU[j]); err != nil {
+					return nil, 0, fmt.Errorf("read unique entries: %w", err)
+				}
+			}
 		}
 		if r.storedExpiry != 0 {
 			buf = appendExpiryKey(buf[:0], t.id, r.storedExpiry, pk, r.rk)
@@ -1365,18 +1459,20 @@ func (r *released) release() {
 	r.locks.unlock()
 }
 
-// lockRows locks the rows' stripes in ascending order, each once, so two Applies with
-// overlapping rows cannot deadlock, and returns the locks to unlock.
-func (e *Engine) lockRows(rows []row) rowLocks {
-	if len(rows) == 1 {
+// lockRows locks the rows' stripes and the extra ones (the stripes of unique values,
+// unique.go) in ascending order, each once, so two Applies with overlapping rows or
+// values cannot deadlock, and returns the locks to unlock.
+func (e *Engine) lockRows(rows []row, extra []uint32) rowLocks {
+	if len(rows) == 1 && extra == nil {
 		m := &e.stripes[rows[0].stripe]
 		m.Lock()
 		return rowLocks{one: m}
 	}
-	s := make([]uint32, len(rows))
+	s := make([]uint32, len(rows), len(rows)+len(extra))
 	for i := range rows {
 		s[i] = rows[i].stripe
 	}
+	s = append(s, extra...)
 	slices.Sort(s)
 	s = slices.Compact(s)
 	for _, i := range s {
@@ -1392,6 +1488,10 @@ type rowLocks struct {
 	e    *Engine
 	many []uint32
 }
+
+// stripes are the stripes l holds, ascending, when lockRows took them the many-stripes
+// way (always when it was given extra stripes).
+func (l *rowLocks) stripes() []uint32 { return l.many }
 
 // unlock unlocks what l still holds; a second call does nothing.
 func (l *rowLocks) unlock() {

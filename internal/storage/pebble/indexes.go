@@ -31,23 +31,30 @@ func appendIndexPrefix(dst []byte, tableID uint64, id uint32) []byte {
 	return binary.BigEndian.AppendUint32(dst, id)
 }
 
-// appendIndexEntries appends to keys the entry keys, in each of defs, of the entity
-// (pk, rk) with props: none for an index one of whose properties it lacks.
-func appendIndexEntries(keys [][]byte, tableID uint64, defs []storage.IndexDef, pk, rk string, props []entity.Property) [][]byte {
-	for _, d := range defs {
-		k := appendIndexPrefix(nil, tableID, d.ID)
-		ok := true
-		for _, name := range d.Properties {
-			i := slices.IndexFunc(props, func(p entity.Property) bool { return p.Name == name })
-			if i < 0 || !index.Known(props[i].Value.Type) {
-				ok = false
-				break
-			}
-			k = index.AppendValue(k, props[i].Value)
+// appendIndexKey appends to dst the index key of props in d (its values' keys,
+// concatenated), or reports false, appending nothing, when the entity has no entry in d:
+// it lacks one of d's properties, or holds one in a type no index orders.
+func appendIndexKey(dst []byte, d *storage.IndexDef, props []entity.Property) ([]byte, bool) {
+	n := len(dst)
+	for _, name := range d.Properties {
+		i := slices.IndexFunc(props, func(p entity.Property) bool { return p.Name == name })
+		if i < 0 || !index.Known(props[i].Value.Type) {
+			return dst[:n], false
 		}
+		dst = index.AppendValue(dst, props[i].Value)
+	}
+	return dst, true
+}
+
+// appendIndexEntries appends to keys the entry keys, in each of defs, of the entity
+// (pk, rk) with props: none for an index one of whose properties it lacks. Unique
+// indexes have these entries too (besides their unique entries), so an index read is
+// the same for both.
+func appendIndexEntries(keys [][]byte, tableID uint64, defs []storage.IndexDef, pk, rk string, props []entity.Property) [][]byte {
+	for i := range defs {
+		k, ok := appendIndexKey(appendIndexPrefix(nil, tableID, defs[i].ID), &defs[i], props)
 		if ok {
-			k = appendEscaped(appendEscaped(k, pk), rk)
-			keys = append(keys, k)
+			keys = append(keys, appendEscaped(appendEscaped(k, pk), rk))
 		}
 	}
 	return keys
@@ -104,36 +111,97 @@ func (e *Engine) indexesOf(id uint64) []storage.IndexDef {
 }
 
 // deleteRowEntries puts into b the deletion of the index entries of the stored row at
-// key (named by its expiry index key k), read through it; nothing if the row is gone.
-func deleteRowEntries(b *pebbledb.Batch, it *pebbledb.Iterator, id uint64, defs []storage.IndexDef, key, k []byte) error {
+// key (named by its expiry index key k), read through it — its unique entries too,
+// those that still name it: nothing if the row is gone. The caller holds the stripes
+// held (ascending) besides the row's; it reports false, putting nothing, when one of
+// the row's unique values is not among them.
+func (e *Engine) deleteRowEntries(b *pebbledb.Batch, it *pebbledb.Iterator, id uint64, defs []storage.IndexDef, key, k []byte, held []uint32) (bool, error) {
 	if !it.SeekPrefixGE(key) || !bytes.Equal(it.Key(), key) {
-		return it.Error()
+		return true, it.Error()
 	}
 	v, err := it.ValueAndErr()
 	if err != nil {
-		return err
+		return false, err
 	}
 	_, _, enc, err := parseValue(v)
 	if err != nil {
-		return err
+		return false, err
 	}
 	props, err := entity.DecodeProps(enc)
 	if err != nil {
-		return err
+		return false, err
 	}
 	_, _, pk, rk, err := decodeExpiryKey(k)
 	if err != nil {
-		return err
+		return false, err
+	}
+	uks := appendUniqueKeys(nil, id, defs, props)
+	for _, u := range uks {
+		if _, ok := slices.BinarySearch(held, e.stripeOf(u.key)); !ok {
+			return false, nil
+		}
 	}
 	for _, ek := range appendIndexEntries(nil, id, defs, pk, rk, props) {
 		_ = b.Delete(ek, nil)
 	}
-	return nil
+	mine := appendEscaped(appendEscaped(nil, pk), rk)
+	for _, u := range uks {
+		if !it.SeekPrefixGE(u.key) || !bytes.Equal(it.Key(), u.key) {
+			if err := it.Error(); err != nil {
+				return false, err
+			}
+			continue
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return false, err
+		}
+		if bytes.Equal(v, mine) {
+			_ = b.Delete(u.key, nil)
+		}
+	}
+	return true, nil
+}
+
+// expiredValueStripes returns the lock stripes of the unique values held by the rows
+// the expiry purge is about to delete (entries, their expiry index keys), read before
+// their locks are taken: the purge takes them with the rows' (deleteRowEntries checks
+// them again under the locks).
+func (e *Engine) expiredValueStripes(entries [][]byte, rows []row) ([]uint32, error) {
+	var out []uint32
+	for i, k := range entries {
+		id := binary.BigEndian.Uint64(k[1:9])
+		defs := e.indexesOf(id)
+		if !hasUnique(defs) {
+			continue
+		}
+		v, closer, err := e.db.Get(rows[i].key)
+		if errors.Is(err, pebbledb.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		_, _, enc, err := parseValue(v)
+		var props []entity.Property
+		if err == nil {
+			props, err = entity.DecodeProps(enc)
+		}
+		closer.Close()
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range appendUniqueKeys(nil, id, defs, props) {
+			out = append(out, e.stripeOf(u.key))
+		}
+	}
+	return out, nil
 }
 
 // ScanIndex reads index req.Index of the table (storage.IndexScanRequest): the entries in
 // req.Spans after req.After, in order, and for each the row it names, from one snapshot;
-// a row expired at the read's start is skipped. It stops after req.Limit rows, with Next
+// a row expired at the read's start is skipped, and an entry req.KeyFilter refuses is
+// passed over before its row is read. It stops after req.Limit rows, with Next
 // the last entry returned.
 func (e *Engine) ScanIndex(ctx context.Context, account, tableName string, req storage.IndexScanRequest) (storage.IndexScanResult, error) {
 	if err := e.enter(); err != nil {
@@ -200,6 +268,9 @@ func (e *Engine) ScanIndex(ctx context.Context, account, tableName string, req s
 			if err != nil {
 				return storage.IndexScanResult{}, fmt.Errorf("scan index: %w", err)
 			}
+			if req.KeyFilter != nil && !req.KeyFilter(cur.PartitionKey, cur.RowKey) {
+				continue // the query's key predicates exclude it: its row is not read
+			}
 			key := dataKey(t.id, cur.PartitionKey, cur.RowKey)
 			if !rows.SeekPrefixGE(key) || !bytes.Equal(rows.Key(), key) {
 				if err := rows.Error(); err != nil {
@@ -258,14 +329,86 @@ func parseIndexEntry(k []byte, n int) (storage.IndexCursor, error) {
 	return storage.IndexCursor{Key: slices.Clone(k[:end]), PartitionKey: pk, RowKey: rk}, nil
 }
 
-// CountIndex: being built (branch i46-indexes).
-func (e *Engine) CountIndex(ctx context.Context, account, table string, idx uint32, spans []index.Span, limit int) (int, error) {
-	return 0, errors.New("pebble: CountIndex is not built yet")
+// CountIndex counts the entries of index idx in spans, stopping at limit
+// (storage.IndexReader): a key-only walk of at most limit entries, which reads no row and
+// no value. Entries of expired rows the purge has not removed yet count.
+func (e *Engine) CountIndex(ctx context.Context, account, tableName string, idx uint32, spans []index.Span, limit int) (int, error) {
+	if err := e.enter(); err != nil {
+		return 0, err
+	}
+	defer e.exit()
+	t, err := e.lookup(account, tableName)
+	if err != nil {
+		return 0, err
+	}
+	if !slices.ContainsFunc(t.settings.Load().Indexes, func(d storage.IndexDef) bool { return d.ID == idx }) {
+		return 0, storage.ErrIndexNotFound
+	}
+	if limit <= 0 {
+		return 0, nil
+	}
+	prefix := appendIndexPrefix(nil, t.id, idx)
+	it, err := e.db.NewIterWithContext(ctx, &pebbledb.IterOptions{LowerBound: prefix, UpperBound: index.PrefixEnd(prefix)})
+	if err != nil {
+		return 0, fmt.Errorf("count index: %w", err)
+	}
+	defer it.Close()
+	n := 0
+	for _, sp := range spans {
+		lo := append(slices.Clone(prefix), sp.Lo...)
+		var hi []byte
+		if sp.Hi != nil {
+			hi = append(slices.Clone(prefix), sp.Hi...)
+		}
+		for ok := it.SeekGE(lo); ok && (hi == nil || bytes.Compare(it.Key(), hi) < 0); ok = it.Next() {
+			if n++; n == limit {
+				return n, nil
+			}
+		}
+		if err := it.Error(); err != nil {
+			return 0, fmt.Errorf("count index: %w", err)
+		}
+	}
+	return n, ctx.Err()
 }
 
-// CountRows: being built (branch i46-indexes).
-func (e *Engine) CountRows(ctx context.Context, account, table string, start storage.Key, end *storage.Key, limit int) (int, error) {
-	return 0, errors.New("pebble: CountRows is not built yet")
+// CountRows counts the stored rows of the table from start up to end (nil: the table's
+// end), stopping at limit (storage.IndexReader): a key-only walk of at most limit keys.
+// Expired rows the purge has not removed yet count.
+func (e *Engine) CountRows(ctx context.Context, account, tableName string, start storage.Key, end *storage.Key, limit int) (int, error) {
+	if err := e.enter(); err != nil {
+		return 0, err
+	}
+	defer e.exit()
+	t, err := e.lookup(account, tableName)
+	if err != nil {
+		return 0, err
+	}
+	if limit <= 0 || end != nil && !start.Less(*end) {
+		return 0, nil
+	}
+	upper := tablePrefix(t.id + 1)
+	if end != nil {
+		upper = dataKey(t.id, end.PartitionKey, end.RowKey)
+	}
+	it, err := e.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
+		LowerBound: dataKey(t.id, start.PartitionKey, start.RowKey),
+		UpperBound: upper,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count rows: %w", err)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if n++; n == limit {
+			return n, nil
+		}
+	}
+	if err := it.Error(); err != nil {
+		return 0, fmt.Errorf("count rows: %w", err)
+	}
+	return n, ctx.Err()
 }
 
 // BuildIndexes: being built (branch i46-indexes).

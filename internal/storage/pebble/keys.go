@@ -28,6 +28,9 @@ import (
 //	                                      lean record's state is its row's (format 4)
 //	0x08 table id (8 bytes BE) index id (4 bytes BE) index key esc(PK) esc(RK)
 //	                                    → (empty) a secondary index entry (indexes.go)
+//	0x09 table id (8 bytes BE) index id (4 bytes BE) index key
+//	                                    → esc(PK) esc(RK): the row holding a unique
+//	                                      index's value (unique.go)
 //	0x10 table id (8 bytes BE) esc(PK) esc(RK)
 //	                                    → entity value (see appendValue)
 //
@@ -57,7 +60,8 @@ const (
 	kindSettings byte = 0x05
 	kindExpiry   byte = 0x06
 	kindFeed     byte = 0x07
-	kindData     byte = 0x10
+	// kindIndex (0x08) and kindUnique (0x09) are in indexes.go and unique.go.
+	kindData byte = 0x10
 )
 
 // Meta keys.
@@ -77,7 +81,7 @@ var (
 // which then gets such rows), so that a format-3 build, which would misread them,
 // refuses it.
 //
-// Format 5 added secondary index entries (kind 0x08, indexes.go): a store is marked 5 when
+// Format 5 added secondary index entries (kinds 0x08 and 0x09, indexes.go, unique.go): a store is marked 5 when
 // a table first declares an index (markIndexes), so that a format-4 build, which would
 // write rows without their entries, refuses it; other stores keep their mark.
 const (
