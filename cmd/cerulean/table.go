@@ -124,7 +124,7 @@ func commandFlags(cmd string, fs *flag.FlagSet, o *tableOptions) {
 		fs.BoolVar(&o.unique, "unique", false, "a unique index (alternate key): no two entities may hold the same values of its properties")
 		fs.BoolVar(&o.wait, "wait", false, "wait until the index is built (ready), showing the build's progress on stderr; exit 1 if it fails")
 	case "index list":
-		fs.BoolVar(&o.json, "json", false, "print the indexes as JSON, as the settings endpoint writes them")
+		fs.BoolVar(&o.json, "json", false, "print the indexes as a JSON array, with the settings endpoint's member names")
 	case "list":
 		fs.BoolVar(&o.settings, "settings", false, "print each table's settings")
 	}

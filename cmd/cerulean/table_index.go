@@ -58,9 +58,11 @@ func runTableIndex(args []string) error {
 		}
 		return usageError{err}
 	}
+	// The positional arguments in order, as a missing one is named.
+	missing := []string{"the table NAME", "the INDEX name", "the index's PROPERTIES"}
 	switch {
 	case len(pos) < wantArgs:
-		return usageErrorf("%s: missing %s", cmd, [...]string{"", "the table NAME", "the INDEX name", "the index's PROPERTIES"}[len(pos)+1])
+		return usageErrorf("%s: missing %s", cmd, missing[len(pos)])
 	case len(pos) > wantArgs:
 		return usageErrorf("%s: unexpected arguments: %s", cmd, strings.Join(pos[wantArgs:], " "))
 	}
@@ -200,6 +202,7 @@ func waitIndex(ctx context.Context, c *client.Client, tbl, name string, w *os.Fi
 			return err
 		}
 		d := t.Indexes[i]
+		name = d.Name // as declared, for messages
 		if d.Progress > shown {
 			rep.Done(int(d.Progress-shown), 0)
 			shown = d.Progress

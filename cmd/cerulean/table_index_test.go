@@ -2,11 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ceruleandb/cerulean/client"
+	"github.com/ceruleandb/cerulean/internal/auth"
 )
 
 // Mistakes on a `cerulean table index` command line exit 2 with the message and the
@@ -124,5 +131,60 @@ func TestWriteIndexes(t *testing.T) {
 	b.Reset()
 	if err := writeIndexesJSON(&b, nil); err != nil || b.String() != "[]\n" {
 		t.Errorf("writeIndexesJSON(none) = %q, %v", b.String(), err)
+	}
+}
+
+// waitIndex follows the index's state through the settings endpoint: it returns when the
+// index is ready, counting the rows the build passed; it fails with the server's reason
+// when the index fails, and when the index is dropped meanwhile.
+func TestWaitIndex(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		answers []string // the Indexes member of successive settings answers
+		err     string   // "" for success
+		summary string
+	}{
+		{"ready", []string{
+			`[{"Name":"ByA","Properties":["A"],"State":"building","Progress":0}]`,
+			`[{"Name":"ByA","Properties":["A"],"State":"building","Progress":600}]`,
+			`[{"Name":"ByA","Properties":["A"],"State":"ready"}]`,
+		}, "", "indexed 600 entities"},
+		{"failed", []string{
+			`[{"Name":"ByA","Properties":["A"],"State":"building","Progress":7}]`,
+			`[{"Name":"ByA","Properties":["A"],"Unique":true,"State":"failed","Failure":"two entities hold one value"}]`,
+		}, "the index ByA failed: two entities hold one value", "indexed 7 entities"},
+		{"dropped", []string{
+			`[{"Name":"ByA","Properties":["A"],"State":"building","Progress":1}]`,
+			`[]`,
+		}, "the index ByA was dropped while it was being built", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var n atomic.Int32
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				i := min(int(n.Add(1))-1, len(c.answers)-1)
+				fmt.Fprintf(w, `{"TableName":"t","Elastic":true,"TimeToLiveProperty":"TTLInSeconds","Indexes":%s}`, c.answers[i])
+			}))
+			defer hs.Close()
+			cl, err := client.New(hs.URL+"/devstoreaccount1", auth.DevAccountName, auth.DevAccountKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.CreateTemp(t.TempDir(), "progress")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			err = waitIndex(context.Background(), cl, "t", "bya", f)
+			if c.err == "" && err != nil || c.err != "" && (err == nil || err.Error() != c.err) {
+				t.Fatalf("waitIndex = %v; want %q", err, c.err)
+			}
+			if int(n.Load()) != len(c.answers) {
+				t.Errorf("%d reads, want %d (one per answer, up to the last)", n.Load(), len(c.answers))
+			}
+			out, _ := os.ReadFile(f.Name())
+			if !strings.Contains(string(out), c.summary) {
+				t.Errorf("progress output %q; want %q", out, c.summary)
+			}
+		})
 	}
 }
