@@ -95,33 +95,63 @@ type cursor struct {
 	ix  *ixToken
 }
 
-// isPoint reports whether span s holds the entries of exactly one whole index key (for a
-// one-property index): the entries of one value, or of the Int64s and Doubles that round
-// to it, which the evaluator tells apart.
-func isPoint(s index.Span) bool {
-	n, ok := index.ValueLen(s.Lo)
-	return ok && n == len(s.Lo) && s.Hi != nil && bytes.Equal(s.Hi, index.PrefixEnd(s.Lo))
+// isPoint reports whether span s holds the entries of exactly one whole key of n values
+// (n the index's properties): the entries of one value of each, or of the Int64s and
+// Doubles that round to them, which the evaluator tells apart. Such entries are in
+// (PartitionKey, RowKey) order.
+func isPoint(s index.Span, n int) bool {
+	k := s.Lo
+	for range n {
+		l, ok := index.ValueLen(k)
+		if !ok {
+			return false
+		}
+		k = k[l:]
+	}
+	return len(k) == 0 && s.Hi != nil && bytes.Equal(s.Hi, index.PrefixEnd(s.Lo))
 }
 
-// allPoints reports whether spans make an equality plan on def.
+// allPoints reports whether spans make an equality plan on def: at most
+// MaxEqualityPoints points of its whole key.
 func allPoints(def *storage.IndexDef, spans []index.Span) bool {
-	return len(def.Properties) == 1 && len(spans) <= MaxEqualityPoints && !slices.ContainsFunc(spans, func(s index.Span) bool { return !isPoint(s) })
+	n := len(def.Properties)
+	return len(spans) <= MaxEqualityPoints && !slices.ContainsFunc(spans, func(s index.Span) bool { return !isPoint(s, n) })
 }
 
 // indexSpans returns the spans of index def that hold every entity f accepts, and whether
 // def can answer f at all. An index holds only the entities that have all its properties,
 // so f must allow none without them: its spans must be bounded for every property of a
-// compound index, not just the first — which alone gives the spans, its later values
-// narrowing nothing yet.
+// compound index, not just the first.
+//
+// Each property's spans (Filter.IndexSpans) hold every accepted entity's value of it, so
+// their product holds its key: while the spans so far are points of the first j values
+// (and the product stays within MaxEqualityPoints spans), the (j+1)th property's spans
+// narrow each point to the keys that continue it with those spans.
 func indexSpans(f *odata.Filter, def *storage.IndexDef) ([]index.Span, bool) {
-	spans, ok := f.IndexSpans(def.Properties[0])
-	if !ok {
-		return nil, false
-	}
-	for _, p := range def.Properties[1:] {
-		if _, ok := f.IndexSpans(p); !ok {
+	per := make([][]index.Span, len(def.Properties))
+	for j, p := range def.Properties {
+		spans, ok := f.IndexSpans(p)
+		if !ok {
 			return nil, false
 		}
+		per[j] = spans
+	}
+	spans := per[0]
+	for j := 1; j < len(per); j++ {
+		if len(spans)*len(per[j]) > MaxEqualityPoints || slices.ContainsFunc(spans, func(s index.Span) bool { return !isPoint(s, j) }) {
+			break
+		}
+		next := make([]index.Span, 0, len(spans)*len(per[j]))
+		for _, pt := range spans {
+			for _, s := range per[j] {
+				sp := index.Span{Lo: append(slices.Clone(pt.Lo), s.Lo...), Hi: pt.Hi}
+				if s.Hi != nil {
+					sp.Hi = append(slices.Clone(pt.Lo), s.Hi...)
+				}
+				next = append(next, sp)
+			}
+		}
+		spans = next
 	}
 	return spans, true
 }

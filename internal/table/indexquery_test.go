@@ -147,7 +147,17 @@ func (g *filterGen) indexedTerm() string {
 		return pick(r, []string{"Flag", "not Flag", "Flag eq true", "Flag eq false"})
 	}
 	if len(def.Properties) > 1 {
-		return g.compare(prop, "eq", lit()) + " and " + g.compare(def.Properties[1], g.op(), g.literal(entity.Int64))
+		// Both properties: a point of the first narrowed by the second (a point of the
+		// whole key too, half the time).
+		op := pick(r, []string{"eq", g.op()})
+		first := g.compare(prop, "eq", lit())
+		switch r.IntN(4) {
+		case 0:
+			first = "(" + first + " or " + g.compare(prop, "eq", lit()) + ")"
+		case 1:
+			first = g.compare(prop, g.op(), lit())
+		}
+		return first + " and " + g.compare(def.Properties[1], op, g.literal(entity.Int64))
 	}
 	return g.compare(prop, "ne", lit())
 }
@@ -382,13 +392,15 @@ func testIndexConcurrentWriters(t *testing.T, eng storage.Engine, seed uint64) {
 }
 
 // planTable is a table of n entities over 10 partitions: Email unique per entity
-// (unique index ByEmail), Num = i % 100 (index ByNum), Cat = i % 7 as a string (no index).
+// (unique index ByEmail), Num = i % 100 (index ByNum), Cat = i % 7 as a string (alone, no
+// index; with Num, index ByCatNum).
 func planTable(t *testing.T, eng storage.Engine, account, tbl string, n int) *table.Service {
 	t.Helper()
 	svc := table.New(eng, nil)
 	createIndexed(t, svc, account, tbl, []storage.IndexDef{
 		{Name: "ByEmail", Properties: []string{"Email"}, Unique: true},
 		{Name: "ByNum", Properties: []string{"Num"}},
+		{Name: "ByCatNum", Properties: []string{"Cat", "Num"}},
 	})
 	batches := map[string][]storage.Mutation{}
 	for i := range n {
@@ -431,9 +443,15 @@ func testIndexPlanChosen(t *testing.T, eng storage.Engine) {
 		// A number's span holds the values that round to it (the evaluator tells them
 		// apart), so "lt 12" reads the 12s too.
 		{"Num ge 10 and Num lt 12", "index ByNum: range", 60, 90},
-		{"(Num lt 1 or Num ge 99) and Cat eq '3'", "index ByNum: 2 ranges", 9, 90},
+		{"(Num lt 1 or Num ge 99) and Cat eq '3'", "index ByCatNum: 2 ranges", 9, 14},
 		{"PartitionKey eq 'p3' and Num eq 13", "index ByNum: 1 point", 30, 31},
 		{"Num eq 42 and Num eq 43", "index ByNum: 0 points", 0, 0},
+		// A compound index: its first property's points narrowed by the second's spans.
+		{"Cat eq '3' and Num eq 10", "index ByCatNum: 1 point", 5, 5},
+		{"(Cat eq '3' or Cat eq '4') and (Num eq 10 or Num eq 20)", "index ByCatNum: 4 points", 17, 17},
+		{"Cat eq '3' and Num ge 10 and Num lt 13", "index ByCatNum: range", 13, 17},
+		// A range of the first property is not narrowed: its keys go on with any second.
+		{"Cat ge '3' and Cat le '4' and Num ge 10 and Num lt 60", "index ByCatNum: range", 429, 857},
 		{"Cat eq '3'", "keys", 429, n},
 		// The key plan reads 10 rows, the index 30 entries: the keys win.
 		{"PartitionKey eq 'p3' and RowKey lt '00100' and Num eq 43", "keys", 1, 10},
