@@ -164,3 +164,28 @@ func TestConsoleIndexStates(t *testing.T) {
 		t.Errorf("the view read the settings %d more times with no index building", after-reads)
 	}
 }
+
+// TestConsoleUniqueViolation: inserting in the entity editor an entity that takes a
+// unique index's value another entity holds shows the refusal in plain words, with the
+// code and the service's message naming the holder; nothing is written.
+func TestConsoleUniqueViolation(t *testing.T) {
+	srv := startServer(t)
+	c := bulkClient(t, srv)
+	name := tableName(t)
+	err := c.CreateTable(ctx(t), name, &client.TableSettings{Elastic: true, Indexes: []client.Index{{Name: "ByEmail", Properties: []string{"Email"}, Unique: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	postEntity(t, srv, name, `{"PartitionKey":"eu","RowKey":"c1","Email":"ann@x"}`)
+	b := newBrowser(t, srv)
+	b.signIn()
+	b.run("insert a duplicate", chromedp.Navigate(b.origin+"/-/#/tables/"+name),
+		click("#new-entity"), chromedp.WaitVisible("#editor", chromedp.ByQuery),
+		setValue("#ed-pk", "us"), setValue("#ed-rk", "c2"),
+		fillEditor([][4]string{{"Email", "String", "", "ann@x"}}), click("#ed-insert"),
+		textHas("#ed-status", "Another entity already holds this value of a unique index"),
+		textHas("#ed-status .code", "UniqueIndexViolation"),
+		textHas("#ed-status", "the entity with PartitionKey 'eu' and RowKey 'c1' holds"))
+	r := srv.do(t, rawReq{Method: "GET", Path: "/" + devAccount + "/" + name + "(PartitionKey='us',RowKey='c2')"})
+	requireStatus(t, r, 404, "the refused entity")
+}

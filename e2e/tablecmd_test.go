@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -189,5 +190,51 @@ func TestTableIndexCommand(t *testing.T) {
 	}
 	if status != 0 || errOut != "" || line != ord+" true 120 TTLInSeconds 3600 ByCD" {
 		t.Errorf("cerulean table list --settings: status %d, stderr %q, line %q in\n%s", status, errOut, line, out)
+	}
+}
+
+// `cerulean table index add --wait` over a table with entities: the build runs online and
+// the command returns once the index is ready (exit 0, the list printed); a unique index
+// whose build meets one value twice fails, and the command says why (exit 1), as `index
+// list` does.
+func TestTableIndexWait(t *testing.T) {
+	srv := startServer(t)
+	conn := []string{"--endpoint", srv.Endpoint(devAccount), "--account", devAccount, "--key", devKey}
+	tbl := func(args ...string) (int, string, string) {
+		t.Helper()
+		return runCLI(t, append(append([]string{"table"}, args...), conn...)...)
+	}
+	name := tableName(t)
+	if st, _, errOut := tbl("create", name, "--elastic"); st != 0 {
+		t.Fatalf("create: %d %s", st, errOut)
+	}
+	var ops []client.BulkOp
+	for i := range 3000 {
+		email := fmt.Sprintf("u%d@x", i)
+		if i == 2999 {
+			email = "u7@x" // one value twice
+		}
+		ops = append(ops, client.BulkOp{Op: client.BulkInsert, Entity: marshal(t, map[string]any{
+			"PartitionKey": fmt.Sprintf("p%02d", i%20), "RowKey": fmt.Sprintf("%05d", i), "Email": email, "Group": i % 7})})
+	}
+	if res, err := bulkClient(t, srv).Bulk(ctx(t), name, ops); err != nil || res.Failed != 0 {
+		t.Fatalf("bulk: %+v, %v", res, err)
+	}
+
+	status, out, errOut := tbl("index", "add", name, "ByGroup", "Group", "--wait")
+	if status != 0 || strings.Join(strings.Fields(out), " ") != "NAME PROPERTIES UNIQUE STATE PROGRESS ByGroup Group false ready -" ||
+		!strings.Contains(errOut, "ByGroup: ready after ") {
+		t.Errorf("index add --wait: status %d\nstdout %q\nstderr %q", status, out, errOut)
+	}
+	status, out, errOut = tbl("index", "add", name, "ByEmail", "Email", "--unique", "--wait")
+	last := errOut[strings.LastIndex(strings.TrimSuffix(errOut, "\n"), "\n")+1:]
+	if status != 1 || out != "" || !strings.HasPrefix(last, "cerulean: table index add "+name+": the index ByEmail failed: ") || !strings.Contains(last, "u7@x") && !strings.Contains(last, "00007") {
+		t.Errorf("index add --unique --wait over a duplicate: status %d\nstdout %q\nstderr %q", status, out, errOut)
+	}
+	status, out, errOut = tbl("index", "list", name)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if status != 0 || errOut != "" || len(lines) != 4 ||
+		strings.Join(strings.Fields(lines[2]), " ") != "ByEmail Email true failed -" || !strings.HasPrefix(lines[3], "ByEmail failed: ") {
+		t.Errorf("index list: status %d, stderr %q, stdout:\n%s", status, errOut, out)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/ceruleandb/cerulean/client"
 	"github.com/ceruleandb/cerulean/internal/progress"
 )
@@ -26,8 +28,12 @@ import (
 // whole, so the write carries back everything read — the other settings and the other
 // indexes — and changes only the one index named.
 
-// indexPollInterval is how often `add --wait` reads the index's state.
-const indexPollInterval = 250 * time.Millisecond
+// indexPollInterval is how often `add --wait` reads the index's state, and
+// indexLinesEvery the least time between its progress lines when stderr is no terminal.
+const (
+	indexPollInterval = 250 * time.Millisecond
+	indexLinesEvery   = 5 * time.Second
+)
 
 // runTableIndex runs `cerulean table index ARGS` (args after "index").
 func runTableIndex(args []string) error {
@@ -181,45 +187,63 @@ func dropIndex(t client.Table, name string) (client.TableSettings, error) {
 }
 
 // waitIndex polls the table's settings until the index named is ready (nil) or failed
-// (an error with the server's reason), showing on w how many rows the build has passed.
-// It ends with ctx (an interrupt): the build goes on in the server either way.
+// (an error with the server's reason), showing on w how many rows the build has passed:
+// one line redrawn in place on a terminal, a plain line at most every linesEvery
+// otherwise (a log, a pipe), and a last line saying how long the wait took. It ends with
+// ctx (an interrupt): the build goes on in the server either way.
 func waitIndex(ctx context.Context, c *client.Client, tbl, name string, w *os.File) error {
-	rep := progress.ForFile(w, false, "indexed", 0)
-	var shown int64
-	defer rep.Finish()
+	tty := term.IsTerminal(int(w.Fd()))
+	start := time.Now()
+	var lastLine time.Time
+	var shown int64 = -1
+	drawn := false
+	show := func(line string) {
+		if tty {
+			fmt.Fprintf(w, "\r%s\x1b[K", line)
+			drawn = true
+		} else {
+			fmt.Fprintln(w, line)
+		}
+	}
+	end := func(line string) {
+		if drawn {
+			fmt.Fprint(w, "\r\x1b[K")
+		}
+		if line != "" {
+			fmt.Fprintln(w, line)
+		}
+	}
 	for {
 		rctx, cancel := context.WithTimeout(ctx, tableTimeout)
 		t, err := c.GetTableSettings(rctx, tbl)
 		cancel()
 		if err != nil {
-			rep.Stopped(err)
+			end("")
 			return err
 		}
 		i := slices.IndexFunc(t.Indexes, func(d client.Index) bool { return strings.EqualFold(d.Name, name) })
 		if i < 0 {
-			err := fmt.Errorf("the index %s was dropped while it was being built", name)
-			rep.Stopped(err)
-			return err
+			end("")
+			return fmt.Errorf("the index %s was dropped while it was being built", name)
 		}
 		d := t.Indexes[i]
 		name = d.Name // as declared, for messages
-		if d.Progress > shown {
-			rep.Done(int(d.Progress-shown), 0)
-			shown = d.Progress
-		}
 		switch d.State {
 		case "ready":
+			end(fmt.Sprintf("%s: ready after %s", d.Name, time.Since(start).Round(100*time.Millisecond)))
 			return nil
 		case "failed":
-			err := fmt.Errorf("the index %s failed: %s", d.Name, d.Failure)
-			rep.Stopped(err)
-			return err
+			end("")
+			return fmt.Errorf("the index %s failed: %s", d.Name, d.Failure)
+		}
+		if d.Progress != shown && (tty || time.Since(lastLine) >= indexLinesEvery) {
+			show(fmt.Sprintf("%s: building, %s rows passed, elapsed %s", d.Name, progress.Count(d.Progress), progress.Clock(time.Since(start))))
+			shown, lastLine = d.Progress, time.Now()
 		}
 		select {
 		case <-ctx.Done():
-			err := errors.New("interrupted; the index goes on building in the server (see cerulean table index list)")
-			rep.Stopped(err)
-			return err
+			end("")
+			return errors.New("interrupted; the index goes on building in the server (see cerulean table index list)")
 		case <-time.After(indexPollInterval):
 		}
 	}
