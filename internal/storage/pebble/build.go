@@ -32,6 +32,10 @@ import (
 // naming both, and is no longer enforced (it is never used; the user drops it).
 const kindBuild byte = 0x0A
 
+// testHookBuildBeforeCommit, when set by a test, runs in a build chunk with its rows
+// read and its locks held, before its commit.
+var testHookBuildBeforeCommit func()
+
 // buildChunk is how many rows a build passes per synced batch: few row locks held at a
 // time (as the expiry purge's batches), and a restart redoes at most that many.
 const buildChunk = 256
@@ -154,6 +158,9 @@ func (e *Engine) buildIndexChunk(ctx context.Context, t *table, id uint32) (int,
 			_ = b.Set(buildKey(t.id, id), last[9:], nil)
 		}
 		_ = b.Set(settingsKey(t.id), storage.MarshalSettings(next), nil)
+		if testHookBuildBeforeCommit != nil {
+			testHookBuildBeforeCommit()
+		}
 		err = e.commit(b)
 		b.Close()
 		locks.unlock()

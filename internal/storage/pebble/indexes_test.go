@@ -14,6 +14,7 @@ import (
 	"github.com/ceruleandb/cerulean/internal/index"
 	"github.com/ceruleandb/cerulean/internal/odata"
 	"github.com/ceruleandb/cerulean/internal/storage"
+	pebbledb "github.com/cockroachdb/pebble/v2"
 )
 
 // storedIndexEntries lists the index entry keys the store holds for table id.
@@ -279,4 +280,233 @@ func TestScanIndex(t *testing.T) {
 func hasProp(e *entity.Entity, name string) bool {
 	_, ok := e.Get(name)
 	return ok
+}
+
+// keysUnder counts the keys of the store from lo up to hi.
+func keysUnder(t *testing.T, e *Engine, lo, hi []byte) int {
+	t.Helper()
+	it, err := e.db.NewIter(&pebbledb.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		n++
+	}
+	return n
+}
+
+// uniqueEntries counts the unique entries of table id's index idx.
+func uniqueEntries(t *testing.T, e *Engine, id uint64, idx uint32) int {
+	t.Helper()
+	return keysUnder(t, e, appendUniquePrefix(nil, id, idx), appendUniquePrefix(nil, id, idx+1))
+}
+
+// TestUniquePurges: the unique entries of rows the expiry purge removes go with them
+// (unless another row has taken the value over), a dropped index's entries of both
+// kinds go with the settings change, and a deleted table's with its purge.
+func TestUniquePurges(t *testing.T) {
+	ctx := context.Background()
+	e := openTest(t, t.TempDir(), Options{ExpiryInterval: -1})
+	const acct = "ix"
+	defs := []storage.IndexDef{{Name: "ByA", Properties: []string{"A"}, Unique: true}, {Name: "ByB", Properties: []string{"B"}}}
+	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{Elastic: true, DefaultTTL: -1, Indexes: defs}); err != nil {
+		t.Fatal(err)
+	}
+	tb, _ := e.lookup(acct, "T")
+	ttl := entity.Property{Name: storage.DefaultTTLProperty, Value: entity.Int32Value(1)}
+	for i := range 10 {
+		props := []entity.Property{{Name: "A", Value: entity.Int32Value(int32(i))}, {Name: "B", Value: entity.Int32Value(1)}}
+		if i%2 == 0 {
+			props = append(props, ttl)
+		}
+		if _, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: storage.Insert, RowKey: fmt.Sprint(i), Props: props}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := uniqueEntries(t, e, tb.id, 1); n != 10 {
+		t.Fatalf("%d unique entries for 10 rows", n)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	// Row 0's value taken over by another row once 0 has expired.
+	if _, err := e.Apply(ctx, acct, "T", "q", []storage.Mutation{{Op: storage.Insert, RowKey: "x",
+		Props: []entity.Property{{Name: "A", Value: entity.Int32Value(0)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.PurgeExpired(ctx); err != nil || n != 5 {
+		t.Fatalf("PurgeExpired = %d, %v; want 5", n, err)
+	}
+	if n := uniqueEntries(t, e, tb.id, 1); n != 6 {
+		t.Fatalf("%d unique entries after the purge, want the 5 kept rows' and the one taken over", n)
+	}
+	if _, err := e.Apply(ctx, acct, "T", "r", []storage.Mutation{{Op: storage.Insert, RowKey: "y",
+		Props: []entity.Property{{Name: "A", Value: entity.Int32Value(0)}}}}); err == nil {
+		t.Fatal("the value taken over was lost to the purge of its expired holder")
+	}
+	// Dropping the unique index removes its entries of both kinds, and only its.
+	if err := e.SetTableSettings(ctx, acct, "T", storage.TableSettings{Elastic: true, Indexes: defs[1:]}); err != nil {
+		t.Fatal(err)
+	}
+	if n := uniqueEntries(t, e, tb.id, 1); n != 0 {
+		t.Fatalf("%d unique entries of the dropped index", n)
+	}
+	if n := keysUnder(t, e, appendIndexPrefix(nil, tb.id, 1), appendIndexPrefix(nil, tb.id, 2)); n != 0 {
+		t.Fatalf("%d entries of the dropped index", n)
+	}
+	if n := keysUnder(t, e, appendIndexPrefix(nil, tb.id, 2), appendIndexPrefix(nil, tb.id, 3)); n != 5 {
+		t.Fatalf("%d entries of the index kept, want the 5 of the rows with B", n)
+	}
+	if err := e.SetTableSettings(ctx, acct, "T", storage.TableSettings{Elastic: true, Indexes: defs}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.BuildIndexes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := uniqueEntries(t, e, tb.id, 3); n != 6 {
+		t.Fatalf("%d unique entries after the index is built again, want 6", n)
+	}
+	if err := e.DeleteTable(ctx, acct, "T"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := keysUnder(t, e, uniqueTablePrefix(tb.id), uniqueTablePrefix(tb.id+1)); n != 0 {
+		t.Fatalf("%d unique entries after the table's purge", n)
+	}
+}
+
+// TestBuildReopen: a build stopped after a chunk resumes after a restart where it was —
+// the progress and position committed with the chunk — and passes each row once; the
+// index then holds exactly what the rows call for.
+func TestBuildReopen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := Options{ExpiryInterval: -1, noBuilder: true}
+	e := openTest(t, dir, opts)
+	const acct = "ix"
+	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{Elastic: true}); err != nil {
+		t.Fatal(err)
+	}
+	const rows = 600 // over two chunks
+	for p := range rows / 100 {
+		var muts []storage.Mutation
+		for r := range 100 {
+			muts = append(muts, storage.Mutation{Op: storage.Insert, RowKey: fmt.Sprintf("r%03d", r),
+				Props: []entity.Property{{Name: "A", Value: entity.Int32Value(int32(p*100 + r))}}})
+		}
+		if _, err := e.Apply(ctx, acct, "T", fmt.Sprintf("p%d", p), muts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defs := []storage.IndexDef{{Name: "ByA", Properties: []string{"A"}, Unique: true}}
+	if err := e.SetTableSettings(ctx, acct, "T", storage.TableSettings{Elastic: true, Indexes: defs}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.BuildIndexes(ctx); err != nil || n != buildChunk {
+		t.Fatalf("BuildIndexes = %d, %v; want a chunk of %d", n, err, buildChunk)
+	}
+	tb, _ := e.lookup(acct, "T")
+	if got := len(storedIndexEntries(t, e, tb.id)); got != buildChunk {
+		t.Fatalf("%d entries after a chunk, want %d", got, buildChunk)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openTest(t, dir, opts)
+	info, _ := e.GetTable(ctx, acct, "T")
+	if d := info.Settings.Indexes[0]; d.State != storage.IndexBuilding || d.Progress != buildChunk {
+		t.Fatalf("after a restart: %+v, want building with progress %d", d, buildChunk)
+	}
+	passed := 0
+	for {
+		n, err := e.BuildIndexes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if passed += n; passed > rows {
+			t.Fatalf("the resumed build has passed %d rows of %d and goes on", passed, rows)
+		}
+	}
+	if passed != rows-buildChunk {
+		t.Fatalf("the resumed build passed %d rows, want the %d left", passed, rows-buildChunk)
+	}
+	info, _ = e.GetTable(ctx, acct, "T")
+	if d := info.Settings.Indexes[0]; d.State != storage.IndexReady || d.Progress != rows {
+		t.Fatalf("after the build: %+v, want ready with progress %d", d, rows)
+	}
+	tb, _ = e.lookup(acct, "T")
+	if got := len(storedIndexEntries(t, e, tb.id)); got != rows {
+		t.Fatalf("%d entries, want %d", got, rows)
+	}
+	if n := uniqueEntries(t, e, tb.id, info.Settings.Indexes[0].ID); n != rows {
+		t.Fatalf("%d unique entries, want %d", n, rows)
+	}
+	if n := keysUnder(t, e, buildTablePrefix(tb.id), buildTablePrefix(tb.id+1)); n != 0 {
+		t.Fatalf("%d build positions left after the build", n)
+	}
+}
+
+// TestBuildRacingWrites: writes to a chunk's rows while the chunk is between its reads
+// and its commit wait for it (the chunk holds their locks), so the entries end as the
+// rows call for: a row deleted, one whose value changes, one inserted. (The index is
+// not unique: a unique one's value locks would hold the writes back too.)
+func TestBuildRacingWrites(t *testing.T) {
+	ctx := context.Background()
+	e := openTest(t, t.TempDir(), Options{ExpiryInterval: -1, noBuilder: true})
+	const acct = "ix"
+	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{Elastic: true}); err != nil {
+		t.Fatal(err)
+	}
+	a := func(v int32) []entity.Property { return []entity.Property{{Name: "A", Value: entity.Int32Value(v)}} }
+	var muts []storage.Mutation
+	for r := range 10 {
+		muts = append(muts, storage.Mutation{Op: storage.Insert, RowKey: fmt.Sprintf("r%d", r), Props: a(int32(r))})
+	}
+	if _, err := e.Apply(ctx, acct, "T", "p", muts); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetTableSettings(ctx, acct, "T", storage.TableSettings{Elastic: true, Indexes: []storage.IndexDef{
+		{Name: "ByA", Properties: []string{"A"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	testHookBuildBeforeCommit = func() {
+		testHookBuildBeforeCommit = nil
+		go func() {
+			_, err := e.Apply(ctx, acct, "T", "p", []storage.Mutation{{Op: storage.Delete, RowKey: "r1"},
+				{Op: storage.Replace, RowKey: "r2", Props: a(20)}, {Op: storage.Insert, RowKey: "r21", Props: a(21)}})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			done <- err // not held back: the rows are not locked
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	defer func() { testHookBuildBeforeCommit = nil }()
+	if _, err := e.BuildIndexes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	tb, _ := e.lookup(acct, "T")
+	info, _ := e.GetTable(ctx, acct, "T")
+	res, err := e.Scan(ctx, acct, "T", storage.ScanRequest{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want [][]byte
+	for _, rec := range res.Records {
+		want = appendIndexEntries(want, tb.id, info.Settings.Indexes, rec.Entity.PartitionKey, rec.Entity.RowKey, rec.Entity.Props)
+	}
+	slices.SortFunc(want, bytes.Compare)
+	if got := storedIndexEntries(t, e, tb.id); !slices.EqualFunc(got, want, bytes.Equal) {
+		t.Fatalf("after a build raced by writes the store holds %d entries, the rows call for %d", len(got), len(want))
+	}
 }
