@@ -32,7 +32,7 @@ type accessLine struct {
 	BytesOut        int64    `json:"bytes_out"`
 	ClientIP        string   `json:"client_ip"`
 	Auth            string   `json:"auth"`
-	// Plan is a Query Entities line's plan (x-ms-cerulean-plan).
+	// Plan is a Query Entities line's plan (x-cerulean-plan).
 	Plan string `json:"plan"`
 }
 

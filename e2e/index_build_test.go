@@ -185,7 +185,7 @@ func TestIndexBuildKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if plan := resp.Header.Get("x-ms-cerulean-plan"); plan != "index ByTag: range" {
+	if plan := resp.Header.Get("x-cerulean-plan"); plan != "index ByTag: range" {
 		t.Errorf("plan of the Tag query: %q", plan)
 	}
 	keysOf := func(prop string) []string {

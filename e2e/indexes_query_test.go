@@ -2,7 +2,7 @@ package e2e
 
 // Queries on secondary indexes, black box (issue 46, docs/indexes-design.md §4): the Go
 // SDK pages through equality plans in Azure's order and through range plans with their
-// index tokens to the end; every answer names its plan in x-ms-cerulean-plan, and the
+// index tokens to the end; every answer names its plan in x-cerulean-plan, and the
 // access log records it.
 
 import (
@@ -117,8 +117,8 @@ func TestIndexQueries(t *testing.T) {
 		}
 		r := srv.do(t, rawReq{Method: http.MethodGet, Path: path, Query: q.Encode(), Header: map[string]string{"x-ms-client-request-id": "plan-" + c.plan}})
 		requireStatus(t, r, http.StatusOK, c.filter)
-		if got := r.Header.Get("x-ms-cerulean-plan"); got != c.plan {
-			t.Errorf("%s: x-ms-cerulean-plan %q, want %q", c.filter, got, c.plan)
+		if got := r.Header.Get("x-cerulean-plan"); got != c.plan {
+			t.Errorf("%s: x-cerulean-plan %q, want %q", c.filter, got, c.plan)
 		}
 		if c.top == "2" {
 			pk, rk := r.Header.Get("x-ms-continuation-NextPartitionKey"), r.Header.Get("x-ms-continuation-NextRowKey")

@@ -254,7 +254,7 @@ const TimeLayout = "2006-01-02T15:04:05.000000Z07:00"
 //	auth               "SharedKey", "SharedKeyLite", "SAS", "Bearer", "Unknown" or ""
 //
 // and when they apply: throttled (the scale target that refused the request), fault
-// (the fault injected) and plan (a Query Entities answer's plan, as x-ms-cerulean-plan
+// (the fault injected) and plan (a Query Entities answer's plan, as x-cerulean-plan
 // says: "keys", "index ByEmail: 1 point", …).
 func AppendLine(b []byte, r *observe.Request) []byte {
 	b = append(b, `{"time":"`...)

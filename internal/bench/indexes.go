@@ -30,7 +30,7 @@ import (
 //     index queries and a few TagCopy eq '…' queries, which must scan the table, one at
 //     a time. The speed-up is the scans' median latency over the index queries' (both
 //     alone, so that it is the plans' ratio, not the load's). The first index
-//     query's plan (x-ms-cerulean-plan) is reported, so a run that did not use the
+//     query's plan (x-cerulean-plan) is reported, so a run that did not use the
 //     index shows it.
 
 // indexPerValue is about how many indexquery entities share one Tag.
@@ -320,7 +320,7 @@ func (b *bench) loadTagged(ctx context.Context, c *client.Client, table string, 
 }
 
 // planOf runs one query page of filter on table and returns the plan the server says it
-// used (x-ms-cerulean-plan; "" from a server that does not say).
+// used (x-cerulean-plan; "" from a server that does not say).
 func (b *bench) planOf(ctx context.Context, c *client.Client, table, filter string) (string, error) {
 	q := url.Values{"$filter": {filter}, "$top": {"1"}}
 	resp, err := c.Do(ctx, http.MethodGet, table+"()", q, nil, nil)
@@ -331,5 +331,5 @@ func (b *bench) planOf(ctx context.Context, c *client.Client, table, filter stri
 	if err := client.ResponseError(resp); err != nil {
 		return "", err
 	}
-	return resp.Header.Get("x-ms-cerulean-plan"), nil
+	return resp.Header.Get("x-cerulean-plan"), nil
 }

@@ -51,7 +51,7 @@ type Request struct {
 	EntitiesScanned int
 	// PageCut is whether the 5 s page budget ended a query page early.
 	PageCut bool
-	// Plan is, for QueryEntities, how its page was read (x-ms-cerulean-plan: "keys",
+	// Plan is, for QueryEntities, how its page was read (x-cerulean-plan: "keys",
 	// "keys: 3 ranges", "index ByEmail: 1 point", …), "" for the others.
 	Plan string
 	// AuthFailure is why authentication or authorization refused the request, one of a

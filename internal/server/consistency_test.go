@@ -275,7 +275,7 @@ func TestReadHeadersCORS(t *testing.T) {
 		}
 		want := "x-ms-request-id,X-Cerulean-Read-Source,x-ms-session-token,x-cerulean-read-position"
 		if strings.Contains(name, "query") && name != "query tables" {
-			want += ",x-ms-cerulean-plan" // Query Entities names its plan
+			want += ",x-cerulean-plan" // Query Entities names its plan
 		}
 		if got := resp.Header.Get("Access-Control-Expose-Headers"); got != want {
 			t.Errorf("%s: Access-Control-Expose-Headers %q, want %q", name, got, want)

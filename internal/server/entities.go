@@ -271,8 +271,8 @@ func (s *Server) queryEntities(rq *request) error {
 // headerPlanName is its spelling in Access-Control-Expose-Headers: a browser's script
 // (the console's, say) may read it like the read headers.
 const (
-	headerPlan     = "X-Ms-Cerulean-Plan"
-	headerPlanName = "x-ms-cerulean-plan"
+	headerPlan     = "X-Cerulean-Plan"
+	headerPlanName = "x-cerulean-plan"
 )
 
 // queryPartition is the one partition filter confines a query to, or "" if it may read

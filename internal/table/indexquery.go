@@ -39,10 +39,16 @@ import (
 // values runs as a range plan on the index, or on the keys.
 const MaxEqualityPoints = 64
 
-// probeLimit bounds the planner's probes (CountIndex, CountRows): an index whose spans
-// hold this many entries or more is not used, so that a plan is chosen at a bounded cost
-// and an index plan, which reads each entity by a seek, is used only when it reads few.
-const probeLimit = 1000
+// The planner's probes (CountIndex, CountRows) are bounded: the first counts up to
+// probeLimit, and while every candidate index and the key plan all reach the limit it is
+// raised eightfold, up to probeMax. A probe thus costs about what the plan it picks reads
+// (a few times over at most, and key-only), however large the table: a plan is chosen at
+// a cost proportional to its own. An index whose spans hold probeMax entries or more is
+// not used: an index plan reads each entity by a seek, the key plan reads in order.
+const (
+	probeLimit = 1000
+	probeMax   = 64 << 10
+)
 
 // probeRanges is the most key ranges the key plan's probe counts; beyond them the key plan
 // is taken to read at least the probe's limit (its ranges are as many seeks at least).
@@ -60,7 +66,7 @@ type plan struct {
 	points bool
 }
 
-// name is the plan's x-ms-cerulean-plan value: "keys", "keys: 3 ranges" (one range,
+// name is the plan's x-cerulean-plan value: "keys", "keys: 3 ranges" (one range,
 // which may be the whole table, is plain "keys"), "keys: point" (the Get fast path),
 // "index ByEmail: 1 point", "index ByEmail: 5 points", "index ByDate: range",
 // "index ByDate: 2 ranges".
@@ -82,10 +88,10 @@ func (pl *plan) name() string {
 	return fmt.Sprintf("index %s: %d ranges", pl.def.Name, len(pl.spans))
 }
 
-// planPoint is the x-ms-cerulean-plan of a page served by the Get fast path.
+// planPoint is the x-cerulean-plan of a page served by the Get fast path.
 const planPoint = "keys: point"
 
-// planNone is the x-ms-cerulean-plan of a $top=0 page, which reads no entity.
+// planNone is the x-cerulean-plan of a $top=0 page, which reads no entity.
 const planNone = "none"
 
 // cursor is where a page resumes: nothing (a first page), the standard continuation (key:
@@ -197,56 +203,66 @@ func (s *Service) choosePlan(ctx context.Context, rd storage.Reader, account, ta
 	if len(info.Settings.Indexes) == 0 {
 		return pl, nil
 	}
-	best, bestCost := -1, math.MaxInt
-	var bestSpans []index.Span
-	var bestPoints bool
-	for i, d := range info.Settings.Indexes {
-		if d.State != storage.IndexReady {
-			continue
-		}
-		spans, ok := indexSpans(f, &d)
-		if !ok {
-			continue
-		}
-		points := allPoints(&d, spans)
-		if cur.key != nil && !points {
-			continue // a range plan's order is not the keys': it cannot take up a key continuation
-		}
-		var cost int
-		if d.Unique && points {
-			cost = len(spans) // a value of a unique index is one entity at most
-		} else {
-			n, err := rd.CountIndex(ctx, account, table, d.ID, spans, probeLimit)
-			switch {
-			case errors.Is(err, storage.ErrIndexNotFound):
-				continue // dropped since the settings were read
-			case err != nil:
-				return plan{}, s.mapErr(err, entityScope)
-			case n >= probeLimit:
+	for limit := probeLimit; ; limit *= 8 {
+		best, bestCost := -1, math.MaxInt
+		var bestSpans []index.Span
+		var bestPoints bool
+		for i, d := range info.Settings.Indexes {
+			if d.State != storage.IndexReady {
 				continue
 			}
-			cost = n
+			spans, ok := indexSpans(f, &d)
+			if !ok {
+				continue
+			}
+			points := allPoints(&d, spans)
+			if cur.key != nil && !points {
+				continue // a range plan's order is not the keys': it cannot take up a key continuation
+			}
+			var cost int
+			if d.Unique && points {
+				cost = len(spans) // a value of a unique index is one entity at most
+			} else {
+				n, err := rd.CountIndex(ctx, account, table, d.ID, spans, limit)
+				switch {
+				case errors.Is(err, storage.ErrIndexNotFound):
+					continue // dropped since the settings were read
+				case err != nil:
+					return plan{}, s.mapErr(err, entityScope)
+				case n >= limit:
+					continue
+				}
+				cost = n
+			}
+			if cost < bestCost {
+				best, bestCost, bestSpans, bestPoints = i, cost, spans, points
+			}
 		}
-		if cost < bestCost {
-			best, bestCost, bestSpans, bestPoints = i, cost, spans, points
+		// The index plan reads an entry and a row for each of its entities, the key plan
+		// reads rows in order: the index wins when the key plan would read more than
+		// twice as many. With no index under the limit, the key plan wins if it reads at
+		// most twice the limit; else both are larger, and the probes go on.
+		cost := bestCost
+		if best < 0 {
+			cost = limit
 		}
-	}
-	if best < 0 {
+		rows, err := s.countRows(ctx, rd, account, table, ranges, 2*cost+1)
+		if err != nil {
+			return plan{}, err
+		}
+		if rows <= 2*cost {
+			return pl, nil
+		}
+		if best < 0 {
+			if limit >= probeMax {
+				return pl, nil
+			}
+			continue
+		}
+		d := info.Settings.Indexes[best]
+		pl.def, pl.spans, pl.points = &d, bestSpans, bestPoints
 		return pl, nil
 	}
-	// The index plan reads an entry and a row for each of its entities, the key plan
-	// reads rows in order: the index wins when the key plan would read more than twice
-	// as many.
-	rows, err := s.countRows(ctx, rd, account, table, ranges, 2*bestCost+1)
-	if err != nil {
-		return plan{}, err
-	}
-	if rows <= 2*bestCost {
-		return pl, nil
-	}
-	d := info.Settings.Indexes[best]
-	pl.def, pl.spans, pl.points = &d, bestSpans, bestPoints
-	return pl, nil
 }
 
 // countRows counts the rows in ranges, stopping at limit (CountRows probes); more than

@@ -40,6 +40,9 @@ func runIndexQuerySuite(t *testing.T, open engineFactory) {
 		t.Parallel()
 		testIndexPlanChosen(t, open(t))
 	})
+	t.Run("LargeSelections", func(t *testing.T) {
+		testIndexLargeSelections(t, open(t))
+	})
 	t.Run("Tokens", func(t *testing.T) {
 		t.Parallel()
 		testIndexTokens(t, open(t))
@@ -530,6 +533,34 @@ func testIndexPlanChosen(t *testing.T, eng storage.Engine) {
 		}
 		if got = sortedByKey(got); !slices.EqualFunc(got, want, sameRecord) {
 			t.Errorf("bound, $top=%d: %s", top, diffRecords(got, want))
+		}
+	}
+}
+
+// testIndexLargeSelections: the probes grow with the selections, so an index selecting
+// thousands of entities still wins over a key plan reading many times more, and one
+// selecting nearly the whole table loses to it.
+func testIndexLargeSelections(t *testing.T, eng storage.Engine) {
+	account := uniqueAccount("indexlarge")
+	const tbl, n = "Large", 24000
+	svc := planTable(t, eng, account, tbl, n)
+	all := scanAll(t, eng, account, tbl)
+	for _, c := range []struct{ filter, plan string }{
+		{"Cat eq '3' and Num ge 0", "index ByCatNum: range"},         // 1 in 7: the key plan reads 7 times more
+		{"Cat eq '3' and Num ge 0 and PartitionKey eq 'p1'", "keys"}, // a partition of 2,400 rows against 3,429 entries
+		{"(Num eq 1 or Num eq 2 or Num eq 3 or Num eq 4) and Cat ne 'x'", "index ByNum: 4 points"},
+		{"Num ge 1", "keys"}, // 99 in 100: the keys win
+	} {
+		f, err := odata.Parse(c.filter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, plan := indexPages(t, svc, account, tbl, table.Query{Filter: f}, 100, func() string { return c.filter })
+		if plan != c.plan {
+			t.Errorf("%s: plan %q, want %q", c.filter, plan, c.plan)
+		}
+		if want := bruteForce(all, f); !slices.EqualFunc(sortedByKey(got), want, sameRecord) {
+			t.Errorf("%s (%s): %s", c.filter, plan, diffRecords(sortedByKey(got), want))
 		}
 	}
 }

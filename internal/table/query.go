@@ -66,7 +66,7 @@ type Page struct {
 	Records                      []storage.Record
 	NextPartitionKey, NextRowKey string
 	Served                       Served
-	// Plan names how the page was read, for the x-ms-cerulean-plan header and the access
+	// Plan names how the page was read, for the x-cerulean-plan header and the access
 	// log: "keys", "keys: 3 ranges", "keys: point", "index ByEmail: 1 point",
 	// "index ByDate: range", … (see plan.name), "none" for $top=0.
 	Plan string
