@@ -126,6 +126,7 @@ type queries struct {
 	ixDropEntries, ixDropTable                  [2]string
 	ixDropDone                                  string
 	ixWorkPut, ixWorkDrop, ixWorkForget         string
+	ixDropWaited, ixDropWait                    string
 
 	// Stored access policies and service properties: one statement each, no cache.
 	getACL, setACL           string
