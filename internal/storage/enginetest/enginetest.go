@@ -164,6 +164,9 @@ func Run(t *testing.T, h Harness) {
 		{"Indexes/Unique", testIndexUnique},
 		{"Indexes/UniqueExpiry", testIndexUniqueExpiry},
 		{"Indexes/UniqueConcurrent", testIndexUniqueConcurrent},
+		{"Indexes/Dropped", testIndexDropped},
+		{"Indexes/Build", testIndexBuild},
+		{"Indexes/BuildUnique", testIndexBuildUnique},
 		{"Indexes/KeyFilter", testIndexKeyFilter},
 	}
 	for _, tc := range tests {

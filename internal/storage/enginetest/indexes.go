@@ -23,7 +23,10 @@ func (x *env) wantIndexes(what, table string, ids []uint32, states []storage.Ind
 		x.t.Fatalf("%s: %+v, want %d indexes and mark %d", what, s, len(ids), mark)
 	}
 	for i, d := range s.Indexes {
-		if d.ID != ids[i] || d.State != states[i] {
+		// A building index on a table the builder has passed over (these are empty)
+		// may be ready already.
+		built := states[i] == storage.IndexBuilding && d.State == storage.IndexReady
+		if d.ID != ids[i] || d.State != states[i] && !built {
 			x.t.Fatalf("%s: index %d (%s) has id %d, state %q; want %d, %q", what, i, d.Name, d.ID, d.State, ids[i], states[i])
 		}
 	}

@@ -266,6 +266,8 @@ type Options struct {
 
 	// statfs, when set by a test, replaces the reading of the volume's free space.
 	statfs func() (uint64, error)
+	// noBuilder, when set by a test, leaves index builds to BuildIndexes calls.
+	noBuilder bool
 }
 
 // quietLogger passes Pebble's errors to the standard logger and drops its informational
@@ -312,6 +314,9 @@ type Engine struct {
 	// format is the store's format mark as committed (keys.go); ddlMu guards raising it.
 	format atomic.Uint64
 
+	buildMu   sync.Mutex // serialises BuildIndexes calls
+	buildWake chan struct{}
+	buildDone chan struct{}
 	purgeMu   sync.Mutex // serialises purge passes
 	expiryMu  sync.Mutex // serialises expiry passes
 	purgeWake chan struct{}
@@ -465,6 +470,8 @@ func Open(dir string, opts Options) (*Engine, error) {
 		purgeWake: make(chan struct{}, 1),
 		purgeStop: make(chan struct{}),
 		purgeDone: make(chan struct{}),
+		buildWake: make(chan struct{}, 1),
+		buildDone: make(chan struct{}),
 
 		expiryInterval: opts.ExpiryInterval,
 		positionWait:   opts.PositionWait,
@@ -483,6 +490,12 @@ func Open(dir string, opts Options) (*Engine, error) {
 	}
 	go e.purgeLoop()
 	e.wakePurger() // resume purges a previous run left pending
+	if opts.noBuilder {
+		close(e.buildDone)
+	} else {
+		go e.buildLoop()
+		e.wakeBuilder() // resume builds a previous run left unfinished
+	}
 	return e, nil
 }
 
@@ -752,6 +765,7 @@ func (e *Engine) Close() error {
 
 	close(e.purgeStop)
 	<-e.purgeDone
+	<-e.buildDone
 	// The clock mark is an optimisation (see load): on a full disk it is skipped.
 	b := e.db.NewBatch()
 	_ = b.Set(metaClock, binary.BigEndian.AppendUint64(nil, uint64(e.clock.Next(0))), nil)
@@ -1919,7 +1933,8 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 	// commit: a change of the feed is ordered with every write of the table.
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	settings = storage.AssignIndexIDs(*t.settings.Load(), settings, false)
+	stored := *t.settings.Load()
+	settings = storage.AssignIndexIDs(stored, settings, false)
 	b := e.db.NewBatch()
 	defer b.Close()
 	if v := storage.MarshalSettings(settings); v == nil {
@@ -1927,6 +1942,7 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 	} else {
 		_ = b.Set(settingsKey(t.id), v, nil)
 	}
+	building := putDroppedIndexes(b, t.id, stored, settings)
 	var started, retained *feedState
 	switch f := t.feed; {
 	case settings.ChangeFeedOn() && f == nil:
@@ -1962,5 +1978,8 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 	}
 	t.settings.Store(&settings)
 	e.raiseFormat(mark)
+	if building {
+		e.wakeBuilder()
+	}
 	return nil
 }

@@ -410,6 +410,3 @@ func (e *Engine) CountRows(ctx context.Context, account, tableName string, start
 	}
 	return n, ctx.Err()
 }
-
-// BuildIndexes: being built (branch i46-indexes).
-func (e *Engine) BuildIndexes(ctx context.Context) (int, error) { return 0, nil }

@@ -31,6 +31,9 @@ import (
 //	0x09 table id (8 bytes BE) index id (4 bytes BE) index key
 //	                                    → esc(PK) esc(RK): the row holding a unique
 //	                                      index's value (unique.go)
+//	0x0A table id (8 bytes BE) index id (4 bytes BE)
+//	                                    → esc(PK) esc(RK): how far an index's online
+//	                                      build has come (build.go)
 //	0x10 table id (8 bytes BE) esc(PK) esc(RK)
 //	                                    → entity value (see appendValue)
 //
@@ -60,7 +63,8 @@ const (
 	kindSettings byte = 0x05
 	kindExpiry   byte = 0x06
 	kindFeed     byte = 0x07
-	// kindIndex (0x08) and kindUnique (0x09) are in indexes.go and unique.go.
+	// kindIndex (0x08), kindUnique (0x09) and kindBuild (0x0A) are in indexes.go,
+	// unique.go and build.go.
 	kindData byte = 0x10
 )
 
@@ -81,7 +85,7 @@ var (
 // which then gets such rows), so that a format-3 build, which would misread them,
 // refuses it.
 //
-// Format 5 added secondary index entries (kinds 0x08 and 0x09, indexes.go, unique.go): a store is marked 5 when
+// Format 5 added secondary index entries (kinds 0x08 to 0x0A: indexes.go, unique.go, build.go): a store is marked 5 when
 // a table first declares an index (markIndexes), so that a format-4 build, which would
 // write rows without their entries, refuses it; other stores keep their mark.
 const (

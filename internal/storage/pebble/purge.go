@@ -335,6 +335,7 @@ func (e *Engine) purgePending(ctx context.Context) error {
 		_ = b.DeleteRange(expiryPrefix(id), expiryPrefix(id+1), nil)
 		_ = b.DeleteRange(indexTablePrefix(id), indexTablePrefix(id+1), nil)
 		_ = b.DeleteRange(uniqueTablePrefix(id), uniqueTablePrefix(id+1), nil)
+		_ = b.DeleteRange(buildTablePrefix(id), buildTablePrefix(id+1), nil)
 		_ = b.Delete(aclKey(id), nil) // DeleteTable removed it; this covers older stores
 		_ = b.Delete(settingsKey(id), nil)
 		_ = b.Delete(purgeKey(id), nil)

@@ -55,11 +55,11 @@ type uniqueKey struct {
 	def *storage.IndexDef
 }
 
-// appendUniqueKeys appends the unique entry keys, in the unique indexes among defs, of an
-// entity with props.
+// appendUniqueKeys appends the unique entry keys, in the enforced unique indexes among
+// defs, of an entity with props.
 func appendUniqueKeys(dst []uniqueKey, tableID uint64, defs []storage.IndexDef, props []entity.Property) []uniqueKey {
 	for i := range defs {
-		if !defs[i].Unique {
+		if !enforced(&defs[i]) {
 			continue
 		}
 		if k, ok := appendIndexKey(appendUniquePrefix(nil, tableID, defs[i].ID), &defs[i], props); ok {
@@ -69,9 +69,16 @@ func appendUniqueKeys(dst []uniqueKey, tableID uint64, defs []storage.IndexDef, 
 	return dst
 }
 
-// hasUnique reports whether defs declare a unique index.
+// enforced reports whether d is a unique index writes must respect: one whose build
+// found a value twice (failed) is not, being never used and waiting to be dropped; its
+// unique entries stay as they were until then.
+func enforced(d *storage.IndexDef) bool {
+	return d.Unique && d.State != storage.IndexFailed
+}
+
+// hasUnique reports whether defs declare an enforced unique index.
 func hasUnique(defs []storage.IndexDef) bool {
-	return slices.ContainsFunc(defs, func(d storage.IndexDef) bool { return d.Unique })
+	return slices.ContainsFunc(defs, func(d storage.IndexDef) bool { return enforced(&d) })
 }
 
 func containsKey(ks []uniqueKey, k []byte) bool {
