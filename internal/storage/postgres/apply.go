@@ -370,10 +370,16 @@ func (e *Engine) mergeSingles(group []*single) (stmt, bool) {
 		sql = e.q.insertGroup
 	case e.q.upsert1:
 		sql = e.q.upsertGroup
-	case e.q.ixInsert1:
-		sql, nargs = e.q.ixInsertGroup, 11
-	case e.q.ixUpsert1:
-		sql, nargs = e.q.ixUpsertGroup, 11
+	case e.q.ixInsert1[0], e.q.ixInsert1[1], e.q.ixUpsert1[0], e.q.ixUpsert1[1]:
+		nargs = 11
+		for v := range 2 {
+			switch one {
+			case e.q.ixInsert1[v]:
+				sql = e.q.ixInsertGroup[v]
+			case e.q.ixUpsert1[v]:
+				sql = e.q.ixUpsertGroup[v]
+			}
+		}
 	case e.q.feedInsert1, e.q.feedUpsert1:
 		// One feed table's: the group's records are numbered as one statement's.
 		sql, nargs = e.q.feedInsertGroup, 9

@@ -94,7 +94,9 @@ func buildSQL(q *queries) {
 	// was), a deleted table's work.
 	q.ixWorkPut = `INSERT INTO cerulean_index_work (table_id, index_id, kind) VALUES ($1, $2, 0) ON CONFLICT DO NOTHING`
 	q.ixWorkDrop = `INSERT INTO cerulean_index_work (table_id, index_id, kind) VALUES ($1, $2, 1)
-		ON CONFLICT (table_id, index_id) DO UPDATE SET kind = 1`
+		ON CONFLICT (table_id, index_id) DO UPDATE SET kind = 1, waited = FALSE`
+	q.ixDropWaited = `SELECT waited FROM cerulean_index_work WHERE table_id = $1 AND index_id = $2 AND kind = 1`
+	q.ixDropWait = `UPDATE cerulean_index_work SET waited = TRUE WHERE table_id = $1 AND index_id = $2 AND kind = 1`
 	q.ixWorkForget = `DELETE FROM cerulean_index_work WHERE table_id = $1`
 }
 
@@ -211,8 +213,25 @@ func (e *Engine) indexPass(ctx context.Context) (int, error) {
 }
 
 // dropChunk removes up to dropChunk entries of each entries table of a dropped index, and
-// its work row once none are left. It returns how many it removed.
+// its work row once none are left. It returns how many it removed. Before its first
+// chunk it waits for the writes that started before the drop (waitOlder), which may
+// still add entries of the index.
 func (e *Engine) dropChunk(ctx context.Context, tid int64, idx int32) (int, error) {
+	var waited bool
+	if err := e.pool.QueryRow(ctx, e.q.ixDropWaited, tid, idx).Scan(&waited); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	if !waited {
+		if err := e.waitOlder(ctx); err != nil {
+			return 0, err
+		}
+		if _, err := e.pool.Exec(ctx, e.q.ixDropWait, tid, idx); err != nil {
+			return 0, err
+		}
+	}
 	n, err := e.dropEntries(ctx, e.q.ixDropEntries, tid, idx, dropChunk)
 	if err != nil || n > 0 {
 		return n, err
@@ -254,8 +273,8 @@ func (e *Engine) purgeTableEntries(ctx context.Context, tid int64) error {
 	return err
 }
 
-// waitOlder waits until every transaction of the database that started before now has
-// ended (PostgreSQL only: the other databases' writes hold their own settings checks).
+// waitOlder waits until every client transaction of the database that started before
+// now has ended (PostgreSQL only).
 func (e *Engine) waitOlder(ctx context.Context) error {
 	if e.dialect != dialectPostgres {
 		return nil
@@ -267,7 +286,8 @@ func (e *Engine) waitOlder(ctx context.Context) error {
 	for {
 		var n int
 		if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start < $1`, t0).Scan(&n); err != nil {
+			WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()
+			AND xact_start < $1`, t0).Scan(&n); err != nil {
 			return err
 		}
 		if n == 0 {

@@ -185,12 +185,22 @@ func indexSQL(q *queries) {
 			WHERE x.pk = excluded.pk AND x.rk = excluded.rk RETURNING 1`
 		allTaken = `(CASE WHEN (SELECT count(*) FROM i2) = (SELECT count(*) FROM w, n WHERE n.uniq) THEN 1 ELSE 0 END)`
 	)
-	withEntries := func(dml string, n int) string {
+	withEntries := func(dml string, n int, unique bool) string {
 		const ret = `RETURNING e.version`
 		if !strings.HasSuffix(dml, ret) {
 			panic("indexSQL: a statement that does not end in " + ret)
 		}
 		ids, keys, uniq := fmt.Sprintf("$%d::INT[]", n+1), fmt.Sprintf("$%d::BYTEA[]", n+2), fmt.Sprintf("$%d::BOOLEAN[]", n+3)
+		if !unique {
+			// A table without unique indexes: the plain entries only.
+			return `WITH w AS (` + strings.TrimSuffix(dml, ret) + ` RETURNING e.table_id, e.pk, e.rk, e.version),
+		n AS (SELECT * FROM unnest(` + ids + `, ` + keys + `, ` + uniq + `) AS n (idx, key, uniq)),
+		d1 AS (DELETE FROM cerulean_index_entries x USING w WHERE x.table_id = w.table_id AND x.pk = w.pk AND x.rk = w.rk
+			AND NOT EXISTS (SELECT 1 FROM n WHERE n.idx = x.index_id AND n.key = x.key)),
+		i1 AS (INSERT INTO cerulean_index_entries (table_id, index_id, key, pk, rk)
+			SELECT w.table_id, n.idx, n.key, w.pk, w.rk FROM w, n ON CONFLICT DO NOTHING)
+		SELECT version FROM w`
+		}
 		return `WITH w AS (` + strings.TrimSuffix(dml, ret) + ` RETURNING e.table_id, e.pk, e.rk, e.version),
 		n AS (SELECT * FROM unnest(` + ids + `, ` + keys + `, ` + uniq + `) AS n (idx, key, uniq)),
 		d1 AS (DELETE FROM cerulean_index_entries x USING w WHERE x.table_id = w.table_id AND x.pk = w.pk AND x.rk = w.rk
@@ -204,16 +214,28 @@ func indexSQL(q *queries) {
 			` + keepOwn + `)
 		SELECT version / ` + allTaken + ` FROM w`
 	}
-	q.ixInsert1, q.ixUpsert1 = withEntries(q.insert1, 8), withEntries(q.upsert1, 8)
+	for i, unique := range []bool{true, false} {
+		q.ixInsert1[i], q.ixUpsert1[i] = withEntries(q.insert1, 8, unique), withEntries(q.upsert1, 8, unique)
+		q.ixReplace1[i], q.ixDelete1[i] = withEntries(q.replace1, 9, unique), withEntries(q.delete1, 7, unique)
+	}
 	// insertGroup and upsertGroup with the group's entries (mergeSingles): after their
 	// eight arrays, each entry's table id, PartitionKey, RowKey, index id, index key and
 	// uniqueness.
-	groupEntries := func(dml string) string {
+	groupEntries := func(dml string, unique bool) string {
 		const ret = `RETURNING e.table_id, e.pk, e.rk, e.version`
 		if !strings.HasSuffix(dml, ret) {
 			panic("indexSQL: a group statement that does not end in " + ret)
 		}
 		const of = `n.tid = w.table_id AND n.pk = w.pk AND n.rk = w.rk`
+		if !unique {
+			return `WITH w AS (` + dml + `),
+		n AS (SELECT * FROM unnest($9::BIGINT[], $10::BYTEA[], $11::BYTEA[], $12::INT[], $13::BYTEA[], $14::BOOLEAN[]) AS n (tid, pk, rk, idx, key, uniq)),
+		d1 AS (DELETE FROM cerulean_index_entries x USING w WHERE x.table_id = w.table_id AND x.pk = w.pk AND x.rk = w.rk
+			AND NOT EXISTS (SELECT 1 FROM n WHERE ` + of + ` AND n.idx = x.index_id AND n.key = x.key)),
+		i1 AS (INSERT INTO cerulean_index_entries (table_id, index_id, key, pk, rk)
+			SELECT w.table_id, n.idx, n.key, w.pk, w.rk FROM w JOIN n ON ` + of + ` ON CONFLICT DO NOTHING)
+		SELECT table_id, pk, rk, version FROM w`
+		}
 		return `WITH w AS (` + dml + `),
 		n AS (SELECT * FROM unnest($9::BIGINT[], $10::BYTEA[], $11::BYTEA[], $12::INT[], $13::BYTEA[], $14::BOOLEAN[]) AS n (tid, pk, rk, idx, key, uniq)),
 		d1 AS (DELETE FROM cerulean_index_entries x USING w WHERE x.table_id = w.table_id AND x.pk = w.pk AND x.rk = w.rk
@@ -227,8 +249,9 @@ func indexSQL(q *queries) {
 			` + keepOwn + `)
 		SELECT table_id, pk, rk, version / ` + strings.Replace(allTaken, "FROM w, n WHERE", "FROM w JOIN n ON "+of+" WHERE", 1) + ` FROM w`
 	}
-	q.ixInsertGroup, q.ixUpsertGroup = groupEntries(q.insertGroup), groupEntries(q.upsertGroup)
-	q.ixReplace1, q.ixDelete1 = withEntries(q.replace1, 9), withEntries(q.delete1, 7)
+	for i, unique := range []bool{true, false} {
+		q.ixInsertGroup[i], q.ixUpsertGroup[i] = groupEntries(q.insertGroup, unique), groupEntries(q.upsertGroup, unique)
+	}
 	buildSQL(q)
 }
 
@@ -306,16 +329,20 @@ func (e *Engine) applyIndexed(ctx context.Context, a *applyArgs, defs []storage.
 		return storage.Applied{}, false, nil
 	}
 	m := &a.muts[0]
+	v := 1 // the statements without unique entries, unless an index is unique
+	if slices.ContainsFunc(defs, func(d storage.IndexDef) bool { return d.Unique }) {
+		v = 0
+	}
 	var sql string
 	switch m.Op {
 	case storage.Insert:
-		sql = e.q.ixInsert1
+		sql = e.q.ixInsert1[v]
 	case storage.InsertOrReplace:
-		sql = e.q.ixUpsert1
+		sql = e.q.ixUpsert1[v]
 	case storage.Replace:
-		sql = e.q.ixReplace1
+		sql = e.q.ixReplace1[v]
 	case storage.Delete:
-		sql = e.q.ixDelete1
+		sql = e.q.ixDelete1[v]
 	default:
 		return storage.Applied{}, false, nil
 	}

@@ -114,16 +114,19 @@ type queries struct {
 	// indexes' and deleted tables' entries.
 	ixGen, ixGenLock, ixDelete, ixInsert, ixHolders string
 	ixHoldersLive, ixLockHolder, ixTakeOver         string
-	ixInsert1, ixUpsert1, ixReplace1, ixDelete1     string
-	ixInsertGroup, ixUpsertGroup                    string
-	ixScan, ixScanTo, ixCount, ixCountTo            [2]string
-	ixTable, ixCountRows, ixCountRowsTo             string
-	ixWork, ixLockTable, ixPosition, ixRows         string
-	ixRowsFrom, ixBuildPlain, ixBuildUnique         string
-	ixSetSettings, ixFail, ixAdvance, ixDone        string
-	ixDropEntries, ixDropTable                      [2]string
-	ixDropDone                                      string
-	ixWorkPut, ixWorkDrop, ixWorkForget             string
+	// The single writes with their entries, and their groups: [0] for a table with a
+	// unique index, [1] without.
+	ixInsert1, ixUpsert1, ixReplace1, ixDelete1 [2]string
+	ixInsertGroup, ixUpsertGroup                [2]string
+	ixScan, ixScanTo, ixCount, ixCountTo        [2]string
+	ixTable, ixCountRows, ixCountRowsTo         string
+	ixWork, ixLockTable, ixPosition, ixRows     string
+	ixRowsFrom, ixBuildPlain, ixBuildUnique     string
+	ixSetSettings, ixFail, ixAdvance, ixDone    string
+	ixDropEntries, ixDropTable                  [2]string
+	ixDropDone                                  string
+	ixWorkPut, ixWorkDrop, ixWorkForget         string
+	ixDropWaited, ixDropWait                    string
 
 	// Stored access policies and service properties: one statement each, no cache.
 	getACL, setACL           string
@@ -443,7 +446,8 @@ func buildQueries(d dialect) queries {
 		&q.setSettingsFeed, &q.deleteTableFeed, &q.feedSeal, &q.feedTrimBound, &q.purgeExpiredFeed,
 		&q.feedInsert1, &q.feedUpsert1, &q.feedReplace1, &q.feedDelete1, &q.feedInsertB, &q.feedUpsertB, &q.feedReplaceB,
 		&q.feedDeleteB, &q.feedInsertGroup, &q.feedUpsertGroup, &q.feedInsertMany, &q.feedUpsertMany, &q.feedUpsertFirst1, &q.feedUpsertFirstB,
-		&q.ixScan[0], &q.ixScan[1], &q.ixScanTo[0], &q.ixScanTo[1], &q.ixInsert1, &q.ixUpsert1, &q.ixReplace1, &q.ixDelete1, &q.ixInsertGroup, &q.ixUpsertGroup, &q.ixHoldersLive, &q.ixLockHolder} {
+		&q.ixScan[0], &q.ixScan[1], &q.ixScanTo[0], &q.ixScanTo[1], &q.ixInsert1[0], &q.ixUpsert1[0], &q.ixReplace1[0], &q.ixDelete1[0], &q.ixInsertGroup[0], &q.ixUpsertGroup[0],
+		&q.ixInsert1[1], &q.ixUpsert1[1], &q.ixReplace1[1], &q.ixDelete1[1], &q.ixInsertGroup[1], &q.ixUpsertGroup[1], &q.ixHoldersLive, &q.ixLockHolder} {
 		*p = d.sql(*p)
 	}
 	return q
