@@ -66,7 +66,11 @@ func TestIndexBuildKill(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("CERULEAN_TEST_INDEX_BUILD_ENTITIES")); err == nil && v > 0 {
 		n = v
 	}
-	srv := startServer(t)
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, withPort(port)) // the same address after the restart: writers and client keep it
 	c := bulkClient(t, srv)
 	_, name := newElasticTable(t, srv, c)
 	const parts, values = 100, 1000
