@@ -63,37 +63,6 @@ func AppendValue(b []byte, v entity.Value) []byte {
 	return b
 }
 
-// AppendExact appends the exact key of v, for the entries of unique indexes: AppendValue's
-// key, and for a number (not NaN) 8 more bytes holding how far an Int64 lies from the
-// float64 its key holds (zero for Int32, Double, and Int64s a float64 holds exactly). Two
-// values have one exact key only when the evaluator's eq holds between them and they are
-// equal as numbers: Int32 5, Int64 5 and Double 5.0 share theirs, while Int64s beyond 2^53
-// that round to one float64 — one key — are told apart, so a unique index never refuses
-// a value for another that merely rounds alike. Exact keys are as prefix-free as keys
-// (the suffix has a fixed length) and keep their order among numbers.
-func AppendExact(b []byte, v entity.Value) []byte {
-	n := len(b)
-	b = AppendValue(b, v)
-	if len(b) > n && b[n] == tagNum {
-		var d int64
-		if v.Type == entity.Int64 {
-			d = int64Offset(v.Int)
-		}
-		b = binary.BigEndian.AppendUint64(b, uint64(d)^(1<<63))
-	}
-	return b
-}
-
-// int64Offset is i minus the float64 nearest it (as an exact integer), computed without
-// overflow: the float64 of an Int64 near MaxInt64 is 2^63, which no Int64 holds.
-func int64Offset(i int64) int64 {
-	f := float64(i)
-	if f >= 1<<63 {
-		return i - math.MaxInt64 - 1
-	}
-	return i - int64(f)
-}
-
 // Known reports whether values of type t have keys.
 func Known(t entity.Type) bool {
 	switch t {

@@ -386,38 +386,3 @@ func TestUnionIntersect(t *testing.T) {
 		}
 	}
 }
-
-// TestAppendExact: exact keys are equal exactly when the numbers are (across Int32, Int64
-// and Double), tell apart the Int64s a float64 cannot, keep the numbers' order, and are
-// the plain key for every other type.
-func TestAppendExact(t *testing.T) {
-	const big = 1 << 53
-	ordered := []entity.Value{
-		entity.DoubleValue(-1e300), entity.Int64Value(math.MinInt64), entity.Int64Value(math.MinInt64 + 1),
-		entity.Int32Value(-1), entity.Int64Value(0), entity.DoubleValue(0.5), entity.Int32Value(5),
-		entity.Int64Value(big - 1), entity.Int64Value(big), entity.Int64Value(big + 1), entity.Int64Value(big + 2),
-		entity.Int64Value(math.MaxInt64 - 1), entity.Int64Value(math.MaxInt64), entity.DoubleValue(1e300),
-	}
-	for i := 1; i < len(ordered); i++ {
-		a, b := index.AppendExact(nil, ordered[i-1]), index.AppendExact(nil, ordered[i])
-		if bytes.Compare(a, b) >= 0 {
-			t.Errorf("exact key of %v is not below that of %v: %x, %x", ordered[i-1], ordered[i], a, b)
-		}
-	}
-	for _, same := range [][]entity.Value{
-		{entity.Int32Value(5), entity.Int64Value(5), entity.DoubleValue(5)},
-		{entity.Int64Value(big), entity.DoubleValue(big)},
-		{entity.Int64Value(0), entity.DoubleValue(math.Copysign(0, -1))},
-	} {
-		for _, v := range same[1:] {
-			if a, b := index.AppendExact(nil, same[0]), index.AppendExact(nil, v); !bytes.Equal(a, b) {
-				t.Errorf("exact keys of %v and %v differ: %x, %x", same[0], v, a, b)
-			}
-		}
-	}
-	for _, v := range []entity.Value{entity.StringValue("a"), entity.BoolValue(true), entity.DoubleValue(math.NaN()), entity.BinaryValue([]byte{0, 1})} {
-		if a, b := index.AppendExact(nil, v), index.AppendValue(nil, v); !bytes.Equal(a, b) {
-			t.Errorf("exact key of %v is not its key: %x, %x", v, a, b)
-		}
-	}
-}

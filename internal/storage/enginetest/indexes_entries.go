@@ -36,23 +36,13 @@ func compareEntries(a, b entry) int {
 // concatenated), or false when the entity has no entry: a property missing or of a type
 // no index holds.
 func indexKeyOf(d storage.IndexDef, props []entity.Property) ([]byte, bool) {
-	return keyOfValues(d, props, index.AppendValue)
-}
-
-// exactKeyOf is indexKeyOf with index.AppendExact: the value a unique index holds.
-func exactKeyOf(d storage.IndexDef, props []entity.Property) ([]byte, bool) {
-	return keyOfValues(d, props, index.AppendExact)
-}
-
-// keyOfValues concatenates the keys appendKey gives d's properties in props.
-func keyOfValues(d storage.IndexDef, props []entity.Property, appendKey func([]byte, entity.Value) []byte) ([]byte, bool) {
 	var k []byte
 	for _, name := range d.Properties {
 		i := slices.IndexFunc(props, func(p entity.Property) bool { return p.Name == name })
 		if i < 0 || !index.Known(props[i].Value.Type) {
 			return nil, false
 		}
-		k = appendKey(k, props[i].Value)
+		k = index.AppendValue(k, props[i].Value)
 	}
 	return k, true
 }

@@ -3,7 +3,6 @@ package enginetest
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"testing"
 	"time"
@@ -58,7 +57,7 @@ func (x *env) wantUniqueHeld(what, table string) {
 		}
 		seen := map[string]storage.Key{}
 		for _, r := range x.snapshot(table) {
-			if k, ok := exactKeyOf(d, r.Entity.Props); ok {
+			if k, ok := indexKeyOf(d, r.Entity.Props); ok {
 				if o, dup := seen[string(k)]; dup {
 					x.t.Fatalf("%s: rows %v and %v both hold %x in unique index %s", what, o, keyOf(&r), k, d.Name)
 				}
@@ -88,12 +87,6 @@ func testIndexUnique(t *testing.T, x *env) {
 	x.applyViolation(tbl, "r", 0, "ByEmail", "q", "c", ins("e", i64("Email", 5)))
 	x.applyViolation(tbl, "r", 0, "ByEmail", "q", "c", ins("e", prop("Email", entity.DoubleValue(5))))
 	x.apply(tbl, "r", ins("e", str("Email", "5")), ins("f", prop("Email", entity.BinaryValue([]byte("x@")))))
-	// Int64s beyond 2^53 that round to one float64 (one index key) are distinct values;
-	// the one a Double holds exactly collides with that Double.
-	x.apply(tbl, "big", ins("a", i64("Email", 1<<53)), ins("b", i64("Email", 1<<53+1)), ins("c", i64("Email", math.MaxInt64)),
-		ins("d", i64("Email", math.MaxInt64-1)))
-	x.applyViolation(tbl, "big", 0, "ByEmail", "big", "a", ins("e", prop("Email", entity.DoubleValue(1<<53))))
-	x.applyViolation(tbl, "big", 0, "ByEmail", "big", "b", ins("e", i64("Email", 1<<53+1)))
 	// Every kind of write that would take a held value.
 	x.applyViolation(tbl, "q", 0, "ByEmail", "p", "a", mut(storage.Replace, "b", str("Email", "x@")))
 	x.applyViolation(tbl, "q", 0, "ByEmail", "p", "a", mut(storage.Merge, "b", str("Email", "x@")))

@@ -34,19 +34,14 @@ func appendIndexPrefix(dst []byte, tableID uint64, id uint32) []byte {
 // appendIndexKey appends to dst the index key of props in d (its values' keys,
 // concatenated), or reports false, appending nothing, when the entity has no entry in d:
 // it lacks one of d's properties, or holds one in a type no index orders.
-// With exact, the values' keys are index.AppendExact's (unique entries).
-func appendIndexKey(dst []byte, d *storage.IndexDef, props []entity.Property, exact bool) ([]byte, bool) {
+func appendIndexKey(dst []byte, d *storage.IndexDef, props []entity.Property) ([]byte, bool) {
 	n := len(dst)
 	for _, name := range d.Properties {
 		i := slices.IndexFunc(props, func(p entity.Property) bool { return p.Name == name })
 		if i < 0 || !index.Known(props[i].Value.Type) {
 			return dst[:n], false
 		}
-		if exact {
-			dst = index.AppendExact(dst, props[i].Value)
-		} else {
-			dst = index.AppendValue(dst, props[i].Value)
-		}
+		dst = index.AppendValue(dst, props[i].Value)
 	}
 	return dst, true
 }
@@ -57,7 +52,7 @@ func appendIndexKey(dst []byte, d *storage.IndexDef, props []entity.Property, ex
 // the same for both.
 func appendIndexEntries(keys [][]byte, tableID uint64, defs []storage.IndexDef, pk, rk string, props []entity.Property) [][]byte {
 	for i := range defs {
-		k, ok := appendIndexKey(appendIndexPrefix(nil, tableID, defs[i].ID), &defs[i], props, false)
+		k, ok := appendIndexKey(appendIndexPrefix(nil, tableID, defs[i].ID), &defs[i], props)
 		if ok {
 			keys = append(keys, appendEscaped(appendEscaped(k, pk), rk))
 		}
