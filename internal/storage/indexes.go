@@ -64,6 +64,22 @@ type IndexDef struct {
 	Failure string `json:"failure,omitempty"`
 }
 
+// AppendKey appends to dst the index key of an entity with props in d: its values' keys
+// (index.AppendValue), concatenated in d's order. It reports false, appending nothing,
+// when the entity has no entry in d: it lacks one of d's properties, or holds one in a
+// type no index orders. Both engines and the conformance suite key entries with it.
+func (d *IndexDef) AppendKey(dst []byte, props []entity.Property) ([]byte, bool) {
+	n := len(dst)
+	for _, name := range d.Properties {
+		i := slices.IndexFunc(props, func(p entity.Property) bool { return p.Name == name })
+		if i < 0 || !index.Known(props[i].Value.Type) {
+			return dst[:n], false
+		}
+		dst = index.AppendValue(dst, props[i].Value)
+	}
+	return dst, true
+}
+
 // SameDefinition reports whether d and o declare the same index (name, properties and
 // uniqueness), whatever their ids and states.
 func (d IndexDef) SameDefinition(o IndexDef) bool {

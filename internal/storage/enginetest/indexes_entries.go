@@ -36,15 +36,7 @@ func compareEntries(a, b entry) int {
 // concatenated), or false when the entity has no entry: a property missing or of a type
 // no index holds.
 func indexKeyOf(d storage.IndexDef, props []entity.Property) ([]byte, bool) {
-	var k []byte
-	for _, name := range d.Properties {
-		i := slices.IndexFunc(props, func(p entity.Property) bool { return p.Name == name })
-		if i < 0 || !index.Known(props[i].Value.Type) {
-			return nil, false
-		}
-		k = index.AppendValue(k, props[i].Value)
-	}
-	return k, true
+	return d.AppendKey(nil, props)
 }
 
 // indexDef returns the table's declaration of the index named name.

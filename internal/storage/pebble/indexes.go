@@ -31,28 +31,13 @@ func appendIndexPrefix(dst []byte, tableID uint64, id uint32) []byte {
 	return binary.BigEndian.AppendUint32(dst, id)
 }
 
-// appendIndexKey appends to dst the index key of props in d (its values' keys,
-// concatenated), or reports false, appending nothing, when the entity has no entry in d:
-// it lacks one of d's properties, or holds one in a type no index orders.
-func appendIndexKey(dst []byte, d *storage.IndexDef, props []entity.Property) ([]byte, bool) {
-	n := len(dst)
-	for _, name := range d.Properties {
-		i := slices.IndexFunc(props, func(p entity.Property) bool { return p.Name == name })
-		if i < 0 || !index.Known(props[i].Value.Type) {
-			return dst[:n], false
-		}
-		dst = index.AppendValue(dst, props[i].Value)
-	}
-	return dst, true
-}
-
 // appendIndexEntries appends to keys the entry keys, in each of defs, of the entity
 // (pk, rk) with props: none for an index one of whose properties it lacks. Unique
 // indexes have these entries too (besides their unique entries), so an index read is
 // the same for both.
 func appendIndexEntries(keys [][]byte, tableID uint64, defs []storage.IndexDef, pk, rk string, props []entity.Property) [][]byte {
 	for i := range defs {
-		k, ok := appendIndexKey(appendIndexPrefix(nil, tableID, defs[i].ID), &defs[i], props)
+		k, ok := defs[i].AppendKey(appendIndexPrefix(nil, tableID, defs[i].ID), props)
 		if ok {
 			keys = append(keys, appendEscaped(appendEscaped(k, pk), rk))
 		}

@@ -62,7 +62,7 @@ func appendUniqueKeys(dst []uniqueKey, tableID uint64, defs []storage.IndexDef, 
 		if !enforced(&defs[i]) {
 			continue
 		}
-		if k, ok := appendIndexKey(appendUniquePrefix(nil, tableID, defs[i].ID), &defs[i], props); ok {
+		if k, ok := defs[i].AppendKey(appendUniquePrefix(nil, tableID, defs[i].ID), props); ok {
 			dst = append(dst, uniqueKey{key: k, def: &defs[i]})
 		}
 	}

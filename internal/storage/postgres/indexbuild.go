@@ -373,7 +373,7 @@ func (e *Engine) buildChunk(ctx context.Context, tid int64, idx int32) (int, err
 				rows.Close()
 				return err
 			}
-			if k, ok := indexKey(def, ps); ok {
+			if k, ok := def.AppendKey(nil, ps); ok {
 				pks, rks, keys = append(pks, slices.Clone(pk)), append(rks, slices.Clone(rk)), append(keys, k)
 			}
 		}

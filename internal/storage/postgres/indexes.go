@@ -71,25 +71,11 @@ func building(defs []storage.IndexDef) bool {
 func rowEntries(defs []storage.IndexDef, props []entity.Property) []ixEntry {
 	var out []ixEntry
 	for _, d := range defs {
-		if k, ok := indexKey(d, props); ok {
+		if k, ok := d.AppendKey(nil, props); ok {
 			out = append(out, ixEntry{id: d.ID, key: k, unique: d.Unique})
 		}
 	}
 	return out
-}
-
-// indexKey is the index key of props in index d, and whether they have every property
-// of it.
-func indexKey(d storage.IndexDef, props []entity.Property) ([]byte, bool) {
-	var k []byte
-	for _, name := range d.Properties {
-		i := slices.IndexFunc(props, func(p entity.Property) bool { return p.Name == name })
-		if i < 0 || !index.Known(props[i].Value.Type) {
-			return nil, false
-		}
-		k = index.AppendValue(k, props[i].Value)
-	}
-	return k, true
 }
 
 // ixRow is a row a swap writes: its RowKey, whether it is stored afterwards, and its
