@@ -24,6 +24,30 @@ type TableSettings struct {
 	// ChangeFeedRetention turns the table's change feed on and keeps its records that
 	// many seconds (1 … 2^31−1); 0 is off (docs/change-feed.md).
 	ChangeFeedRetention int32 `json:"ChangeFeedRetention,omitempty"`
+	// Indexes are an elastic table's secondary indexes (docs/indexes-design.md). A
+	// settings change replaces them with these, so a change of other settings sends back
+	// the ones it read.
+	Indexes []Index `json:"Indexes,omitempty"`
+}
+
+// Index is a secondary index of an elastic table.
+type Index struct {
+	// Name names the index: letters and digits, starting with a letter.
+	Name string `json:"Name"`
+	// Properties are the properties it orders by, the first first (1 to 4).
+	Properties []string `json:"Properties"`
+	// Unique: no two entities hold equal values in all of Properties.
+	Unique bool `json:"Unique,omitempty"`
+	// State is the server's: building (writes maintain the index while a background
+	// build adds the entities stored before it was declared), ready (queries may use
+	// it) or failed (a unique index whose build met one value twice; never used).
+	// State, Progress and Failure are ignored in a request.
+	State string `json:"State,omitempty"`
+	// Progress is the server's, while building: how many of the table's rows the build
+	// has passed.
+	Progress int64 `json:"Progress,omitempty"`
+	// Failure is the server's, once failed: why (the entities holding one value).
+	Failure string `json:"Failure,omitempty"`
 }
 
 // Table is a table's name (in the case it was created with) and settings.
@@ -164,7 +188,7 @@ func (c *Client) ListTables(ctx context.Context, withSettings bool) ([]Table, er
 	for {
 		q := url.Values{}
 		if withSettings {
-			q.Set("$select", "TableName,Elastic,DefaultTimeToLive,TimeToLiveProperty,ChangeFeedRetention")
+			q.Set("$select", "TableName,Elastic,DefaultTimeToLive,TimeToLiveProperty,ChangeFeedRetention,Indexes")
 		}
 		if next != "" {
 			q.Set("NextTableName", next)

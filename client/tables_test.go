@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 
 	"github.com/ceruleandb/cerulean/client"
@@ -57,7 +58,7 @@ func TestTableSettings(t *testing.T) {
 	}
 	for name, w := range want {
 		got, err := c.GetTableSettings(ctx, name)
-		if err != nil || got.Name != name || got.TableSettings != w {
+		if err != nil || got.Name != name || !reflect.DeepEqual(got.TableSettings, w) {
 			t.Errorf("GetTableSettings(%s) = %+v, %v; want %+v", name, got, err, w)
 		}
 	}
@@ -70,11 +71,11 @@ func TestTableSettings(t *testing.T) {
 		t.Fatalf("ListTables = %+v, %v", list, err)
 	}
 	for _, tb := range list {
-		if tb.TableSettings != want[tb.Name] {
+		if !reflect.DeepEqual(tb.TableSettings, want[tb.Name]) {
 			t.Errorf("ListTables: %+v; want %+v", tb, want[tb.Name])
 		}
 	}
-	if list, err := c.ListTables(ctx, false); err != nil || len(list) != 3 || list[2] != (client.Table{Name: "Events"}) {
+	if list, err := c.ListTables(ctx, false); err != nil || len(list) != 3 || !reflect.DeepEqual(list[2], client.Table{Name: "Events"}) {
 		t.Errorf("ListTables without settings = %+v, %v", list, err)
 	}
 
@@ -108,5 +109,35 @@ func TestListTablesPages(t *testing.T) {
 	list, err := c.ListTables(ctx, false)
 	if err != nil || len(list) != n || list[n-1].Name != fmt.Sprintf("t%04d", n-1) {
 		t.Fatalf("ListTables: %d tables, %v", len(list), err)
+	}
+}
+
+// Index declarations come back with the server's state, from GetTableSettings and from
+// ListTables with settings; a settings answer sent back unchanged (states included) keeps
+// them.
+func TestTableIndexes(t *testing.T) {
+	c := newClient(t, "")
+	ctx := context.Background()
+	decl := []client.Index{{Name: "ByEmail", Properties: []string{"Email"}, Unique: true}, {Name: "ByCD", Properties: []string{"Customer", "Date"}}}
+	if err := c.CreateTable(ctx, "Orders", &client.TableSettings{Elastic: true, Indexes: decl}); err != nil {
+		t.Fatal(err)
+	}
+	want := []client.Index{
+		{Name: "ByEmail", Properties: []string{"Email"}, Unique: true, State: "ready"},
+		{Name: "ByCD", Properties: []string{"Customer", "Date"}, State: "ready"},
+	}
+	got, err := c.GetTableSettings(ctx, "Orders")
+	if err != nil || !reflect.DeepEqual(got.Indexes, want) {
+		t.Fatalf("GetTableSettings = %+v, %v; want indexes %+v", got, err, want)
+	}
+	if err := c.SetTableSettings(ctx, "Orders", got.TableSettings); err != nil {
+		t.Fatalf("SetTableSettings(what was read) = %v", err)
+	}
+	list, err := c.ListTables(ctx, true)
+	if err != nil || len(list) != 1 || !reflect.DeepEqual(list[0].Indexes, want) {
+		t.Fatalf("ListTables(with settings) = %+v, %v; want indexes %+v", list, err, want)
+	}
+	if list, err := c.ListTables(ctx, false); err != nil || len(list) != 1 || list[0].Indexes != nil {
+		t.Errorf("ListTables without settings = %+v, %v", list, err)
 	}
 }

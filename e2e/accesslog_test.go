@@ -32,6 +32,8 @@ type accessLine struct {
 	BytesOut        int64    `json:"bytes_out"`
 	ClientIP        string   `json:"client_ip"`
 	Auth            string   `json:"auth"`
+	// Plan is a Query Entities line's plan (x-cerulean-plan).
+	Plan string `json:"plan"`
 }
 
 // readAccessLog parses the file: every line must be whole and valid JSON.
@@ -159,7 +161,7 @@ func TestAccessLog(t *testing.T) {
 		}
 	}
 	l := waitAccessLine(t, path, func(l accessLine) bool { return l.RequestID == rawID })
-	if l.Operation != "QueryEntities" || l.ClientRequestID != "raw-1" || l.Table != name || l.PartitionKey != "" {
+	if l.Operation != "QueryEntities" || l.ClientRequestID != "raw-1" || l.Table != name || l.PartitionKey != "" || l.Plan != "keys" {
 		t.Errorf("raw query: %+v", l)
 	}
 

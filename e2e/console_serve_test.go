@@ -43,7 +43,14 @@ func consoleGet(t *testing.T, client *http.Client, base, path, key string) (int,
 func TestConsoleServing(t *testing.T) {
 	t.Run("default", func(t *testing.T) {
 		srv := startServer(t)
-		if !strings.Contains(srv.logs.Tail(8<<10), "Web console") || !strings.Contains(srv.logs.Tail(8<<10), srv.BaseURL()+"/-/\n") {
+		// The server answers before its start-up message is written: give it a moment.
+		hasURL := func() bool {
+			return strings.Contains(srv.logs.Tail(8<<10), "Web console") && strings.Contains(srv.logs.Tail(8<<10), srv.BaseURL()+"/-/\n")
+		}
+		for deadline := time.Now().Add(5 * time.Second); !hasURL() && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !hasURL() {
 			t.Fatalf("the start-up message does not give the console URL %s/-/:\n%s", srv.BaseURL(), srv.logs.Tail(8<<10))
 		}
 		c := http.DefaultClient

@@ -1,9 +1,14 @@
 package e2e
 
 import (
+	"encoding/json"
+	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ceruleandb/cerulean/client"
 )
 
 // `cerulean table` against a running server: what each command prints, and its exit
@@ -79,7 +84,7 @@ func TestTableCommand(t *testing.T) {
 		t.Errorf("cerulean table list: status %d, stdout %q, stderr %q", status, out, errOut)
 	}
 	status, out, errOut = tbl("list", "--settings")
-	want := []string{"NAME ELASTIC DEFAULT TTL TTL PROPERTY CHANGE FEED", pat + " true 60 TTLInSeconds off", ev + " true off TTLInSeconds off", std + " false - - off"}
+	want := []string{"NAME ELASTIC DEFAULT TTL TTL PROPERTY CHANGE FEED INDEXES", pat + " true 60 TTLInSeconds off -", ev + " true off TTLInSeconds off -", std + " false - - off -"}
 	if got := ours(out, true); status != 0 || errOut != "" || !slices.Equal(got, want) {
 		t.Errorf("cerulean table list --settings: status %d, stderr %q, stdout:\n%s", status, errOut, out)
 	}
@@ -89,5 +94,147 @@ func TestTableCommand(t *testing.T) {
 	status, _, errOut = runCLI(t, "table", "list", "--endpoint", srv.Endpoint(devAccount), "--key", randomKey(t))
 	if status != 1 || !strings.Contains(errOut, "403 AuthenticationFailed") || strings.Count(errOut, "\n") != 1 {
 		t.Errorf("wrong key: status %d, stderr %q", status, errOut)
+	}
+}
+
+// `cerulean table index` against a running server: add, drop and list print the indexes
+// in force with their states; a change keeps the table's other settings and indexes
+// (and `table set` keeps the indexes); refusals exit 1 with one line, mistakes 2. Lines
+// are compared by their fields (TestWriteIndexes checks the layout), with an index
+// declared on an existing table taken as ready whether or not its background build has
+// finished: its state and progress are the engine's (docs/indexes.md).
+func TestTableIndexCommand(t *testing.T) {
+	srv := startServer(t)
+	conn := []string{"--endpoint", srv.Endpoint(devAccount), "--account", devAccount, "--key", devKey}
+	id := runID
+	tbl := func(args ...string) (int, string, string) {
+		t.Helper()
+		return runCLI(t, append(append([]string{"table"}, args...), conn...)...)
+	}
+	building := regexp.MustCompile(`\bbuilding( \d+ rows)?`)
+	fields := func(out string) string {
+		var ls []string
+		for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+			l = strings.Join(strings.Fields(l), " ")
+			ls = append(ls, building.ReplaceAllStringFunc(l, func(m string) string {
+				if m == "building" {
+					return "ready"
+				}
+				return "ready -"
+			}))
+		}
+		return strings.Join(ls, "\n")
+	}
+	ok := func(want string, args ...string) {
+		t.Helper()
+		status, out, errOut := tbl(args...)
+		if status != 0 || fields(out) != want || errOut != "" {
+			t.Errorf("cerulean table %s: status %d\nstdout %q\nwant   %q\nstderr %q", strings.Join(args, " "), status, out, want, errOut)
+		}
+	}
+	fails := func(status int, want string, args ...string) {
+		t.Helper()
+		st, out, errOut := tbl(args...)
+		if st != status || out != "" || !strings.Contains(errOut, want) || (status == 1 && strings.Count(errOut, "\n") != 1) {
+			t.Errorf("cerulean table %s: status %d, stdout %q, stderr %q; want %d with %q", strings.Join(args, " "), st, out, errOut, status, want)
+		}
+	}
+	ord, std := "Orders"+id, "plainix"+id
+	const header = "NAME PROPERTIES UNIQUE STATE PROGRESS"
+	if st, _, errOut := tbl("create", ord, "--elastic", "--ttl", "60", "--change-feed", "1h"); st != 0 {
+		t.Fatalf("create: %d %s", st, errOut)
+	}
+	if st, _, errOut := tbl("create", std); st != 0 {
+		t.Fatalf("create: %d %s", st, errOut)
+	}
+	ok(header, "index", "list", ord)
+	ok("[]", "index", "list", ord, "--json")
+	ok(header+"\nByEmail Email true ready -", "index", "add", ord, "ByEmail", "Email", "--unique")
+	ok(header+"\nByEmail Email true ready -\nByCD Customer,OrderDate false ready -", "index", "add", "--", ord, "ByCD", "Customer, OrderDate")
+	status, out, errOut := tbl("index", "list", "--json", strings.ToLower(ord))
+	var got []client.Index
+	if err := json.Unmarshal([]byte(out), &got); status != 0 || errOut != "" || err != nil || len(got) != 2 ||
+		got[0].Name != "ByEmail" || !got[0].Unique || got[1].Name != "ByCD" || !slices.Equal(got[1].Properties, []string{"Customer", "OrderDate"}) {
+		t.Errorf("cerulean table index list --json: status %d, stdout %q (%v), stderr %q", status, out, err, errOut)
+	}
+	for _, ix := range got {
+		if ix.State != "building" && ix.State != "ready" {
+			t.Errorf("index %s: state %q", ix.Name, ix.State)
+		}
+	}
+
+	fails(1, "cerulean: table index add "+ord+": the table has an index named ByEmail already (Email; unique): drop it first", "index", "add", ord, "byemail", "Other")
+	fails(1, "cerulean: table index add "+std+": "+std+" is a standard table: secondary indexes are for elastic tables", "index", "add", std, "ByA", "A")
+	fails(1, "400 InvalidInput: The index 'ByKey' names 'RowKey', which is not an indexable property", "index", "add", ord, "ByKey", "RowKey")
+	fails(1, "400 InvalidInput: The index name '1x' is not valid", "index", "add", ord, "1x", "A")
+	fails(1, "the table has no index named ByZ: its indexes are ByEmail, ByCD", "index", "drop", ord, "ByZ")
+	fails(1, "404 TableNotFound", "index", "list", "nosuch"+id)
+	fails(2, "index add: missing the index's PROPERTIES", "index", "add", ord, "ByX")
+
+	// The other settings survive index changes, and indexes survive setting changes.
+	show := "TableName: " + ord + "\nElastic: true\nChangeFeed: on, retention 3600 s (1h)\n" +
+		"DefaultTimeToLive: 60 s\nTimeToLiveProperty: TTLInSeconds\n" +
+		"Indexes: ByEmail (Email; unique) ready; ByCD (Customer, OrderDate) ready"
+	ok(show, "show", ord)
+	ok(strings.Replace(show, "60 s", "120 s", 1), "set", ord, "--ttl", "120")
+	ok(header+"\nByCD Customer,OrderDate false ready -", "index", "drop", ord, "byemail")
+	ok("TableName: "+ord+"\nElastic: true\nChangeFeed: on, retention 3600 s (1h)\n"+
+		"DefaultTimeToLive: 120 s\nTimeToLiveProperty: TTLInSeconds\nIndexes: ByCD (Customer, OrderDate) ready", "show", ord)
+
+	status, out, errOut = tbl("list", "--settings")
+	var line string
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == ord {
+			line = strings.Join(f, " ")
+		}
+	}
+	if status != 0 || errOut != "" || line != ord+" true 120 TTLInSeconds 3600 ByCD" {
+		t.Errorf("cerulean table list --settings: status %d, stderr %q, line %q in\n%s", status, errOut, line, out)
+	}
+}
+
+// `cerulean table index add --wait` over a table with entities: the build runs online and
+// the command returns once the index is ready (exit 0, the list printed); a unique index
+// whose build meets one value twice fails, and the command says why (exit 1), as `index
+// list` does.
+func TestTableIndexWait(t *testing.T) {
+	srv := startServer(t)
+	conn := []string{"--endpoint", srv.Endpoint(devAccount), "--account", devAccount, "--key", devKey}
+	tbl := func(args ...string) (int, string, string) {
+		t.Helper()
+		return runCLI(t, append(append([]string{"table"}, args...), conn...)...)
+	}
+	name := tableName(t)
+	if st, _, errOut := tbl("create", name, "--elastic"); st != 0 {
+		t.Fatalf("create: %d %s", st, errOut)
+	}
+	var ops []client.BulkOp
+	for i := range 3000 {
+		email := fmt.Sprintf("u%d@x", i)
+		if i == 2999 {
+			email = "u7@x" // one value twice
+		}
+		ops = append(ops, client.BulkOp{Op: client.BulkInsert, Entity: marshal(t, map[string]any{
+			"PartitionKey": fmt.Sprintf("p%02d", i%20), "RowKey": fmt.Sprintf("%05d", i), "Email": email, "Group": i % 7})})
+	}
+	if res, err := bulkClient(t, srv).Bulk(ctx(t), name, ops); err != nil || res.Failed != 0 {
+		t.Fatalf("bulk: %+v, %v", res, err)
+	}
+
+	status, out, errOut := tbl("index", "add", name, "ByGroup", "Group", "--wait")
+	if status != 0 || strings.Join(strings.Fields(out), " ") != "NAME PROPERTIES UNIQUE STATE PROGRESS ByGroup Group false ready -" ||
+		!strings.Contains(errOut, "ByGroup: ready after ") {
+		t.Errorf("index add --wait: status %d\nstdout %q\nstderr %q", status, out, errOut)
+	}
+	status, out, errOut = tbl("index", "add", name, "ByEmail", "Email", "--unique", "--wait")
+	last := errOut[strings.LastIndex(strings.TrimSuffix(errOut, "\n"), "\n")+1:]
+	if status != 1 || out != "" || !strings.HasPrefix(last, "cerulean: table index add "+name+": the index ByEmail failed: ") || !strings.Contains(last, "u7@x") && !strings.Contains(last, "00007") {
+		t.Errorf("index add --unique --wait over a duplicate: status %d\nstdout %q\nstderr %q", status, out, errOut)
+	}
+	status, out, errOut = tbl("index", "list", name)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if status != 0 || errOut != "" || len(lines) != 4 ||
+		strings.Join(strings.Fields(lines[2]), " ") != "ByEmail Email true failed -" || !strings.HasPrefix(lines[3], "ByEmail failed: ") {
+		t.Errorf("index list: status %d, stderr %q, stdout:\n%s", status, errOut, out)
 	}
 }

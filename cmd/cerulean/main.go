@@ -122,7 +122,7 @@ func commandList(w io.Writer) {
 	fmt.Fprint(w, `Usage:
   cerulean [serve] [flags]   serve the Azure Table API (default 127.0.0.1:10002, data in ./data)
   cerulean bench [flags]     load-test an Azure Table endpoint (the Go SDK, or --client raw)
-  cerulean table COMMAND     create, show, change (elastic, time-to-live) and list tables of a running server
+  cerulean table COMMAND     create, show, change (elastic, time-to-live, indexes) and list tables of a running server
   cerulean backup [flags]    back up the pebble store of a running server or a stopped data directory
   cerulean restore [flags]   check a backup and install it as a data directory
   cerulean export [flags]    write tables of any endpoint to JSON Lines or CSV

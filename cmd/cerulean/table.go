@@ -31,6 +31,9 @@ var tableCommands = [][2]string{
 	{"show NAME [--json]", "print a table's settings"},
 	{"set NAME [--elastic=true|false] [--ttl N|-1|off] [--ttl-property P] [--change-feed RETENTION|off]", "change a table's settings; those not named are kept"},
 	{"list [--settings]", "list the tables, with their settings if asked"},
+	{"index add NAME INDEX PROP[,PROP…] [--unique] [--wait]", "declare a secondary index of an elastic table on 1 to 4 properties (docs/indexes.md); --wait shows its build until it is ready"},
+	{"index drop NAME INDEX", "drop an index; the table's other settings and indexes are kept"},
+	{"index list NAME [--json]", "list a table's indexes: properties, unique, state (building, ready, failed) and build progress"},
 }
 
 // tableUsage writes the help of `cerulean table`.
@@ -50,6 +53,11 @@ then: write it again to keep it.
 Any table may have a change feed (docs/change-feed.md): --change-feed RETENTION turns it on
 and keeps its records that long (seconds, or a duration such as 36h or 7d; at most
 2147483647 s); --change-feed off turns it off. Read it with cerulean changes.
+An elastic table may have up to 8 secondary indexes (docs/indexes.md): a query whose $filter
+compares an indexed property may read the index rather than the table. --unique makes the index an
+alternate key: a write giving a second entity the same values is refused with 409
+UniqueIndexViolation. An index declared on a table with data is built in the background
+(state building, then ready; a unique index whose build finds a value twice is failed).
 Flags may come before or after NAME. Exit status: 0 done, 1 refused or unreachable, 2 a
 command-line mistake.
 
@@ -58,7 +66,7 @@ Flags of every cerulean table command:
 	fs := tableFlags("", &tableOptions{})
 	fs.SetOutput(w)
 	fs.PrintDefaults()
-	for _, cmd := range []string{"create", "set", "show", "list"} {
+	for _, cmd := range []string{"create", "set", "show", "list", "index add", "index list"} {
 		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 		commandFlags(cmd, fs, &tableOptions{})
 		fmt.Fprintf(w, "Flags of cerulean table %s:\n", cmd)
@@ -77,6 +85,8 @@ type tableOptions struct {
 	changeFeed  string
 	json        bool
 	settings    bool
+	unique      bool // index add
+	wait        bool // index add
 	// given records which flags the command line set.
 	given map[string]bool
 }
@@ -110,6 +120,11 @@ func commandFlags(cmd string, fs *flag.FlagSet, o *tableOptions) {
 		fs.StringVar(&o.changeFeed, "change-feed", "", "turn the table's change feed on, keeping its records this long (seconds, or a duration such as 36h or 7d), or off")
 	case "show":
 		fs.BoolVar(&o.json, "json", false, "print the settings as JSON")
+	case "index add":
+		fs.BoolVar(&o.unique, "unique", false, "a unique index (alternate key): no two entities may hold the same values of its properties")
+		fs.BoolVar(&o.wait, "wait", false, "wait until the index is built (ready), showing the build's progress on stderr; exit 1 if it fails")
+	case "index list":
+		fs.BoolVar(&o.json, "json", false, "print the indexes as a JSON array, with the settings endpoint's member names")
 	case "list":
 		fs.BoolVar(&o.settings, "settings", false, "print each table's settings")
 	}
@@ -149,15 +164,17 @@ func parseTTL(v string) (int32, error) {
 
 func runTable(args []string) error {
 	if len(args) == 0 {
-		return usageErrorf("missing command: create, show, set or list")
+		return usageErrorf("missing command: create, show, set, list or index")
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
 	case "-h", "-help", "--help", "help":
 		return flag.ErrHelp
 	case "create", "show", "set", "list":
+	case "index":
+		return runTableIndex(args)
 	default:
-		return usageErrorf("unknown command %q: want create, show, set or list", cmd)
+		return usageErrorf("unknown command %q: want create, show, set, list or index", cmd)
 	}
 	o := &tableOptions{given: map[string]bool{}}
 	fs := tableFlags(cmd, o)
@@ -334,9 +351,17 @@ func writeSettings(w io.Writer, t client.Table) {
 	}
 	fmt.Fprintf(w, "DefaultTimeToLive:  %s\n", ttlText(t.DefaultTimeToLive))
 	fmt.Fprintf(w, "TimeToLiveProperty: %s\n", t.TimeToLiveProperty)
+	if len(t.Indexes) > 0 {
+		parts := make([]string, len(t.Indexes))
+		for i, d := range t.Indexes {
+			parts[i] = fmt.Sprintf("%s (%s) %s", d.Name, indexText(d), d.State)
+		}
+		fmt.Fprintf(w, "Indexes:            %s\n", strings.Join(parts, "; "))
+	}
 }
 
-// writeTables prints a table list: names, one per line, or a table with the settings.
+// writeTables prints a table list: names, one per line, or a table with the settings
+// (indexes by name; cerulean table index list shows them whole).
 func writeTables(w io.Writer, tables []client.Table, settings bool) {
 	if !settings {
 		for _, t := range tables {
@@ -345,7 +370,7 @@ func writeTables(w io.Writer, tables []client.Table, settings bool) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tELASTIC\tDEFAULT TTL\tTTL PROPERTY\tCHANGE FEED")
+	fmt.Fprintln(tw, "NAME\tELASTIC\tDEFAULT TTL\tTTL PROPERTY\tCHANGE FEED\tINDEXES")
 	for _, t := range tables {
 		ttl, prop := "-", "-"
 		if t.Elastic {
@@ -358,7 +383,15 @@ func writeTables(w io.Writer, tables []client.Table, settings bool) {
 		if t.ChangeFeedRetention != 0 {
 			feed = strconv.Itoa(int(t.ChangeFeedRetention))
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\n", t.Name, t.Elastic, ttl, prop, feed)
+		ixs := "-"
+		if len(t.Indexes) > 0 {
+			names := make([]string, len(t.Indexes))
+			for i, d := range t.Indexes {
+				names[i] = d.Name
+			}
+			ixs = strings.Join(names, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%s\n", t.Name, t.Elastic, ttl, prop, feed, ixs)
 	}
 	tw.Flush()
 }

@@ -21,7 +21,7 @@ func TestTableCommandLine(t *testing.T) {
 		{[]string{"table", "-h"}, 0, "cerulean table set NAME [--elastic=true|false]"},
 		{[]string{"help", "table"}, 0, "CERULEAN_TABLE_KEY"},
 		{[]string{"table", "create", "--help"}, 0, "Flags of cerulean table create:"},
-		{[]string{"table"}, 2, "cerulean table: missing command: create, show, set or list"},
+		{[]string{"table"}, 2, "cerulean table: missing command: create, show, set, list or index"},
 		{[]string{"table", "drop", "x"}, 2, `unknown command "drop"`},
 		{[]string{"table", "create"}, 2, "create: missing the table NAME"},
 		{[]string{"table", "show", "a", "b"}, 2, "show: unexpected arguments: b"},

@@ -252,6 +252,10 @@ const TimeLayout = "2006-01-02T15:04:05.000000Z07:00"
 //	client_ip          the peer's address without port (the TCP peer: a proxy's address
 //	                   behind a proxy; X-Forwarded-For is not trusted)
 //	auth               "SharedKey", "SharedKeyLite", "SAS", "Bearer", "Unknown" or ""
+//
+// and when they apply: throttled (the scale target that refused the request), fault
+// (the fault injected) and plan (a Query Entities answer's plan, as x-cerulean-plan
+// says: "keys", "index ByEmail: 1 point", …).
 func AppendLine(b []byte, r *observe.Request) []byte {
 	b = append(b, `{"time":"`...)
 	b = appendTime(b, r.Start)
@@ -288,6 +292,10 @@ func AppendLine(b []byte, r *observe.Request) []byte {
 	if r.Fault != "" { // --faults injected it
 		b = append(b, `,"fault":`...)
 		b = edmjson.AppendString(b, r.Fault)
+	}
+	if r.Plan != "" { // a query's plan
+		b = append(b, `,"plan":`...)
+		b = edmjson.AppendString(b, r.Plan)
 	}
 	b = append(b, "}\n"...)
 	return b

@@ -53,11 +53,11 @@ type bench struct {
 	floorHC    *http.Client
 	onFloor    bool    // the workload being run goes to the floor
 	rate       float64 // ops/s the workload being run is paced at; 0 runs flat out
-	// The feed workload's table (feed.go) through the measured client kinds, and
-	// whether the workload being run writes to it.
-	feedTable *aztables.Client
-	feedRawEP *rawEndpoint
-	onFeed    bool
+	// alt, when set, is where the workload being run sends its measured requests instead
+	// of the bench table: the table of a workload that needs its own (feed.go,
+	// indexes.go). measuredClient makes the SDK clients for such tables.
+	alt            *altTable
+	measuredClient func(table string) (*aztables.Client, error)
 	// lastInsert is the insert workload's result in this run, which the feed workload
 	// compares its inserts with.
 	lastInsert *Result
@@ -72,6 +72,11 @@ type bench struct {
 	preloaded    bool
 
 	tableGenerated bool // the table name is ours, not the caller's
+
+	// indexQuery is the indexquery workload's loaded table, kept across its rounds.
+	indexQuery *indexQueryTable
+	// cleanups run at the end of Run, last first (tables workloads kept across rounds).
+	cleanups []func()
 }
 
 // Run executes the selected workloads against opts.ConnectionString and
@@ -134,6 +139,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) ([]Result, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		errs = append(errs, err)
+	}
+	for _, f := range slices.Backward(b.cleanups) {
+		f()
 	}
 
 	switch {
@@ -209,9 +217,7 @@ func newBench(opts Options, out io.Writer) (*bench, error) {
 	if b.table, err = mk(b.opts.Table, measured, true); err != nil {
 		return nil, err
 	}
-	if b.feedTable, err = mk(b.feedTableName(), measured, true); err != nil {
-		return nil, err
-	}
+	b.measuredClient = func(table string) (*aztables.Client, error) { return mk(table, measured, true) }
 	if b.setupTable, err = mk(b.opts.Table, policy.RetryOptions{MaxRetries: 3, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 5 * time.Second}, false); err != nil {
 		return nil, err
 	}
@@ -221,9 +227,6 @@ func newBench(opts Options, out io.Writer) (*bench, error) {
 		}
 		b.rawEP.rec = b.rec
 		b.rawEP.consistency = opts.Consistency
-		if b.feedRawEP, err = newRawEndpoint(opts.ConnectionString, b.feedTableName(), nil); err != nil {
-			return nil, errors.New("bench: invalid connection string: want AccountName plus AccountKey or SharedAccessSignature")
-		}
 	}
 	return b, nil
 }
@@ -304,10 +307,10 @@ func (b *bench) startFloor() error {
 // or, while b.onFloor, at the floor.
 func (b *bench) newTarget() target {
 	switch {
-	case b.onFeed && b.opts.Client == ClientRaw:
-		return newRawTarget(b.feedRawEP)
-	case b.onFeed:
-		return sdkTarget{b.feedTable}
+	case b.alt != nil && b.alt.raw != nil:
+		return newRawTarget(b.alt.raw)
+	case b.alt != nil:
+		return sdkTarget{b.alt.sdk}
 	case b.opts.Client == ClientRaw && b.onFloor:
 		return newRawTarget(b.floorRawEP)
 	case b.opts.Client == ClientRaw:
@@ -316,6 +319,28 @@ func (b *bench) newTarget() target {
 		return sdkTarget{b.floorTable}
 	}
 	return sdkTarget{b.table}
+}
+
+// altTable is a workload's own table through the measured client kind (bench.alt).
+type altTable struct {
+	sdk *aztables.Client
+	raw *rawEndpoint // --client raw
+}
+
+// altTable makes the measured clients for table name.
+func (b *bench) altTable(name string) (*altTable, error) {
+	sdk, err := b.measuredClient(name)
+	if err != nil {
+		return nil, err
+	}
+	a := &altTable{sdk: sdk}
+	if b.opts.Client == ClientRaw {
+		if a.raw, err = newRawEndpoint(b.opts.ConnectionString, name, nil); err != nil {
+			return nil, errors.New("bench: invalid connection string: want AccountName plus AccountKey or SharedAccessSignature")
+		}
+		a.raw.consistency = b.opts.Consistency
+	}
+	return a, nil
 }
 
 // createTable creates the table, reporting whether this run created it. A

@@ -34,6 +34,10 @@ func (b *bench) runFeed(ctx context.Context) Result {
 		return skip("creating a table with a change feed: " + summarize(err))
 	}
 	defer b.dropTable(ctx, c, name)
+	alt, err := b.altTable(name)
+	if err != nil {
+		return skip(err.Error())
+	}
 	start, err := c.ReadChanges(ctx, name, client.ChangesOptions{From: client.FromNow})
 	if err != nil {
 		return skip("reading the change feed: " + summarize(err))
@@ -57,7 +61,7 @@ func (b *bench) runFeed(ctx context.Context) Result {
 	}()
 
 	parts := b.partitions()
-	b.onFeed = true
+	b.alt = alt
 	st, secs := b.drive(ctx, WorkloadFeed, parts, func(ctx context.Context, w *worker) (int, int, error) {
 		p := w.pick(parts)
 		rk := b.rowKey(w)
@@ -72,7 +76,7 @@ func (b *bench) runFeed(ctx context.Context) Result {
 		mu.Unlock()
 		return 1, p, nil
 	})
-	b.onFeed = false
+	b.alt = nil
 
 	// Wait for the reader to have every acknowledged write (at most a minute).
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {

@@ -36,6 +36,8 @@ const (
 	DefaultPreload    = 10000
 	DefaultPartitions = 100
 	DefaultLoad       = 100_000
+	// DefaultIndexEntities is the indexquery workload's table size: the issue's million.
+	DefaultIndexEntities = 1_000_000
 )
 
 // PartitionTarget is Azure Table Storage's documented scalability target for
@@ -59,27 +61,33 @@ const (
 	// WorkloadFeed inserts into a table with Cerulean's change feed on while a reader
 	// long-polls it (feed.go); only on request, since only Cerulean serves feeds.
 	WorkloadFeed = "feed"
+	// WorkloadIndexInsert and WorkloadIndexQuery measure Cerulean's secondary indexes
+	// (indexes.go); only on request, since only Cerulean serves them.
+	WorkloadIndexInsert = "indexinsert"
+	WorkloadIndexQuery  = "indexquery"
 )
 
 // AllWorkloads lists every workload in execution order.
-var AllWorkloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpsert, WorkloadUpdate, WorkloadQuery, WorkloadScan, WorkloadBatch, WorkloadBatchLoad, WorkloadBulkLoad, WorkloadFeed}
+var AllWorkloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpsert, WorkloadUpdate, WorkloadQuery, WorkloadScan, WorkloadBatch, WorkloadBatchLoad, WorkloadBulkLoad, WorkloadFeed, WorkloadIndexInsert, WorkloadIndexQuery}
 
 // DefaultWorkloads are the workloads run when none are named: every workload any Azure
-// Table endpoint serves.
-var DefaultWorkloads = AllWorkloads[:len(AllWorkloads)-1]
+// Table endpoint serves (not Cerulean's own: feed, indexinsert, indexquery).
+var DefaultWorkloads = AllWorkloads[:len(AllWorkloads)-3]
 
 // workloadHelp describes each workload for --help.
 var workloadHelp = map[string]string{
-	WorkloadInsert:    "AddEntity of new entities with unique keys",
-	WorkloadRead:      "GetEntity of random preloaded entities",
-	WorkloadUpsert:    "UpsertEntity (the SDKs' default, InsertOrMerge) of random preloaded entities: updates in place, no ETag",
-	WorkloadUpdate:    "If-Match read-modify-write of one shared counter; checks for lost updates",
-	WorkloadQuery:     "partition query: whole preloaded partitions (PartitionKey eq '…', ~200 entities), following continuation; entities/s = entities returned",
-	WorkloadScan:      "filtered scan of all preloaded entities for the 1% with Ratio lt 0.01, following continuation; entities/s = entities examined (preload × scans / time), returned in notes; at most 4 concurrent scans",
-	WorkloadBatch:     "100-entity insert transactions in one partition; skipped if the server rejects batches",
-	WorkloadBatchLoad: "loads --load new entities with 100-entity insert transactions (Workers at once); entities/s of the whole load",
-	WorkloadBulkLoad:  "loads --load new entities into an elastic table with Cerulean bulk requests (?comp=bulk, ~3 MiB each, Workers/8 at once); entities/s of the whole load; skipped on other servers",
-	WorkloadFeed:      "AddEntity of new entities, as insert does, into a table with Cerulean's change feed on while one reader long-polls the feed: entities/s (against insert's when both run), the delay from each write's acknowledgement to the reader seeing it (p50, p99), then the feed read from its beginning (changes/s); only when named, skipped on other servers",
+	WorkloadInsert:      "AddEntity of new entities with unique keys",
+	WorkloadRead:        "GetEntity of random preloaded entities",
+	WorkloadUpsert:      "UpsertEntity (the SDKs' default, InsertOrMerge) of random preloaded entities: updates in place, no ETag",
+	WorkloadUpdate:      "If-Match read-modify-write of one shared counter; checks for lost updates",
+	WorkloadQuery:       "partition query: whole preloaded partitions (PartitionKey eq '…', ~200 entities), following continuation; entities/s = entities returned",
+	WorkloadScan:        "filtered scan of all preloaded entities for the 1% with Ratio lt 0.01, following continuation; entities/s = entities examined (preload × scans / time), returned in notes; at most 4 concurrent scans",
+	WorkloadBatch:       "100-entity insert transactions in one partition; skipped if the server rejects batches",
+	WorkloadBatchLoad:   "loads --load new entities with 100-entity insert transactions (Workers at once); entities/s of the whole load",
+	WorkloadBulkLoad:    "loads --load new entities into an elastic table with Cerulean bulk requests (?comp=bulk, ~3 MiB each, Workers/8 at once); entities/s of the whole load; skipped on other servers",
+	WorkloadIndexInsert: "AddEntity of new entities, as insert does, into three elastic tables with 0, 1 and 3 secondary indexes, in turns of a sixth of --duration each: entities/s with 1 index, the three rates and their ratios in notes; only when named, skipped on other servers",
+	WorkloadIndexQuery:  "loads --index-entities entities (untimed, bulk) into an elastic table with an index on Tag (about 100 entities per value) and an unindexed copy TagCopy; then queries Tag eq '…' (entities/s returned, p50) and, for comparison, a few TagCopy eq '…' scans: the speed-up is the scans' p50 over the index queries'; only when named, skipped on other servers",
+	WorkloadFeed:        "AddEntity of new entities, as insert does, into a table with Cerulean's change feed on while one reader long-polls the feed: entities/s (against insert's when both run), the delay from each write's acknowledgement to the reader seeing it (p50, p99), then the feed read from its beginning (changes/s); only when named, skipped on other servers",
 }
 
 // Limits that keep generated entities and batches inside Azure's service
@@ -127,6 +135,8 @@ type Options struct {
 	Partitions int
 	// Load is how many entities batchload and bulkload each write. Default 100,000.
 	Load int
+	// IndexEntities is how many entities the indexquery workload loads. Default 1,000,000.
+	IndexEntities int
 	// HotPartition aims each workload's whole load at a single partition:
 	// the partition stress test of Azure's partitioning guide.
 	HotPartition bool
@@ -211,6 +221,9 @@ func (o Options) normalize() (Options, error) {
 	if o.Partitions == 0 {
 		o.Partitions = DefaultPartitions
 	}
+	if o.IndexEntities == 0 {
+		o.IndexEntities = DefaultIndexEntities
+	}
 	if o.Load == 0 {
 		o.Load = DefaultLoad
 	}
@@ -240,6 +253,8 @@ func (o Options) normalize() (Options, error) {
 		return o, fmt.Errorf("bench: preload must be positive, got %d", o.Preload)
 	case o.Partitions < 0:
 		return o, fmt.Errorf("bench: partitions must be positive, got %d", o.Partitions)
+	case o.IndexEntities < 0:
+		return o, fmt.Errorf("bench: index entities must be positive, got %d", o.IndexEntities)
 	case o.Load < 0:
 		return o, fmt.Errorf("bench: load must be positive, got %d", o.Load)
 	case o.Client != ClientSDK && o.Client != ClientRaw:
@@ -332,6 +347,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	fs.IntVar(&o.Preload, "preload", DefaultPreload, "entities loaded before the read, query and scan workloads")
 	fs.IntVar(&o.Partitions, "partitions", DefaultPartitions, "partitions the load is spread over")
 	fs.IntVar(&o.Load, "load", DefaultLoad, "entities batchload and bulkload each write")
+	fs.IntVar(&o.IndexEntities, "index-entities", DefaultIndexEntities, "entities the indexquery workload loads (about 100 share each indexed value)")
 	fs.BoolVar(&o.HotPartition, "hot-partition", false, "aim all load at a single partition (partition stress test)")
 	fs.StringVar(&workloads, "workloads", strings.Join(DefaultWorkloads, ","), "comma-separated subset of "+strings.Join(AllWorkloads, ",")+" (feed, Cerulean's change feed, only when named)")
 	fs.StringVar(&o.Table, "table", "", `table to use (default "bench" + random; a pre-existing table is reused and never dropped)`)
@@ -361,7 +377,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	}{
 		{"workers", int64(o.Workers)}, {"duration", int64(o.Duration)},
 		{"entity-size", int64(o.EntitySize)}, {"preload", int64(o.Preload)},
-		{"partitions", int64(o.Partitions)}, {"load", int64(o.Load)}, {"rounds", int64(o.Rounds)},
+		{"partitions", int64(o.Partitions)}, {"load", int64(o.Load)}, {"index_entities", int64(o.IndexEntities)}, {"rounds", int64(o.Rounds)},
 	} {
 		if c.v <= 0 {
 			return Options{}, fmt.Errorf("bench: --%s must be positive", c.name)

@@ -67,6 +67,15 @@ type Result struct {
 	FeedDelayP50   time.Duration `json:"-"`
 	FeedDelayP99   time.Duration `json:"-"`
 	FeedReadPerSec float64       `json:"feed_read_changes_per_sec,omitempty"`
+	// IndexInsertPerSec is, for indexinsert, the entities/s into the tables with 0, 1
+	// and 3 indexes.
+	IndexInsertPerSec []float64 `json:"index_insert_entities_per_sec,omitempty"`
+	// IndexSpeedup is, for indexquery, the unindexed scans' median latency over the
+	// index queries', each run one at a time; IndexScanP50 and IndexAloneP50 are those
+	// medians (JSON: index_scan_p50_ms, index_alone_p50_ms).
+	IndexSpeedup  float64       `json:"index_speedup,omitempty"`
+	IndexScanP50  time.Duration `json:"-"`
+	IndexAloneP50 time.Duration `json:"-"`
 }
 
 // Paced is Options.Rounds rounds run at a fixed rate below the maximum: the median round
@@ -110,12 +119,14 @@ func (r Result) MarshalJSON() ([]byte, error) {
 	type plain Result // no methods: avoids recursion
 	return json.Marshal(struct {
 		plain
-		OpsPerSec    float64 `json:"ops_per_sec"`
-		P50          float64 `json:"p50_ms"`
-		P99          float64 `json:"p99_ms"`
-		FeedDelayP50 float64 `json:"feed_delay_p50_ms,omitempty"`
-		FeedDelayP99 float64 `json:"feed_delay_p99_ms,omitempty"`
-	}{plain(r), r.OpsPerSec(), ms(r.P50), ms(r.P99), ms(r.FeedDelayP50), ms(r.FeedDelayP99)})
+		OpsPerSec     float64 `json:"ops_per_sec"`
+		P50           float64 `json:"p50_ms"`
+		P99           float64 `json:"p99_ms"`
+		FeedDelayP50  float64 `json:"feed_delay_p50_ms,omitempty"`
+		FeedDelayP99  float64 `json:"feed_delay_p99_ms,omitempty"`
+		IndexScanP50  float64 `json:"index_scan_p50_ms,omitempty"`
+		IndexAloneP50 float64 `json:"index_alone_p50_ms,omitempty"`
+	}{plain(r), r.OpsPerSec(), ms(r.P50), ms(r.P99), ms(r.FeedDelayP50), ms(r.FeedDelayP99), ms(r.IndexScanP50), ms(r.IndexAloneP50)})
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

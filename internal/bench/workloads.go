@@ -61,6 +61,10 @@ func (b *bench) runWorkload(ctx context.Context, name string) (Result, error) {
 		return b.runBulkLoad(ctx), nil
 	case WorkloadFeed:
 		return b.runFeed(ctx), nil
+	case WorkloadIndexInsert:
+		return b.runIndexInsert(ctx), nil
+	case WorkloadIndexQuery:
+		return b.runIndexQuery(ctx), nil
 	}
 	return Result{Workload: name}, fmt.Errorf("bench: unknown workload %q", name)
 }

@@ -3,6 +3,7 @@ package edmjson
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -106,6 +107,7 @@ const (
 	kString      // val holds the unescaped content
 	kInt         // a number without fraction or exponent; val holds the literal
 	kFloat       // any other number; val holds the literal
+	kRaw         // an array, where the decoder allows them (rawArrays); val holds its JSON
 )
 
 // role is what a member means for the entity.
@@ -715,6 +717,9 @@ func daysFromCivil(y, m, d int64) int64 {
 type decoder struct {
 	b []byte
 	i int
+	// rawArrays lets a member's value be an array, kept as its JSON (kRaw): the
+	// table-settings bodies' Indexes. Entities stay flat.
+	rawArrays bool
 	// base is the offset of b in the whole body, for errors (a bulk body scanned in
 	// pieces; 0 otherwise).
 	base int
@@ -795,6 +800,11 @@ func (d *decoder) object(ms []member) ([]member, error) {
 			case c == 'n' && bytes.HasPrefix(d.b[d.i:], []byte("null")):
 				m.kind = kNull
 				d.i += 4
+			case c == '[' && d.rawArrays:
+				m.kind = kRaw
+				if m.val, err = d.raw(); err != nil {
+					return nil, err
+				}
 			case c == '{' || c == '[':
 				return nil, invalidf("property %q: nested objects and arrays are not allowed", key)
 			default:
@@ -848,6 +858,36 @@ var strPlain = func() (t [256]bool) {
 // there are no escapes, a fresh buffer otherwise. Invalid UTF-8, raw control characters,
 // bad escapes and unpaired surrogate escapes are InvalidInput: Go strings are UTF-8 and
 // the service's limits count UTF-16, so there is no faithful way to store them.
+// raw reads one JSON array or object at d.i and returns its bytes, which must be valid
+// JSON (checked with encoding/json once the brackets balance).
+func (d *decoder) raw() ([]byte, error) {
+	start, depth := d.i, 0
+	for d.i < len(d.b) {
+		switch c := d.b[d.i]; c {
+		case '"':
+			d.i++
+			for d.i < len(d.b) && d.b[d.i] != '"' {
+				if d.b[d.i] == '\\' {
+					d.i++
+				}
+				d.i++
+			}
+		case '[', '{':
+			depth++
+		case ']', '}':
+			if depth--; depth == 0 {
+				d.i++
+				if v := d.b[start:d.i]; json.Valid(v) {
+					return v, nil
+				}
+				return nil, d.errSyntax("invalid JSON array")
+			}
+		}
+		d.i++
+	}
+	return nil, d.errSyntax("unterminated array")
+}
+
 func (d *decoder) str() ([]byte, error) {
 	b := d.b
 	start := d.i + 1

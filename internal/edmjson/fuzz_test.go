@@ -66,6 +66,10 @@ func FuzzDecodeTable(f *testing.F) {
 	f.Add([]byte(`{"TableName":"c","Elastic":false,"DefaultTimeToLive":null,"TimeToLiveProperty":null}`))
 	f.Add([]byte(`{"TableName":"c","Elastic":"yes","DefaultTimeToLive":1.5}`))
 	f.Add([]byte(`{"Elastic":true,"DefaultTimeToLive":2147483648}`))
+	f.Add([]byte(`{"TableName":"i","Elastic":true,"Indexes":[{"Name":"ByA","Properties":["A","B"],"Unique":true}]}`))
+	f.Add([]byte(`{"TableName":"i","x":[1,{"y":"]"}],"Indexes":null}`))
+	f.Add([]byte(`{"TableName":"i","Elastic":true,"Indexes":[{"Name":"B","Properties":["A"],"State":"building","Progress":12},{"Name":"F","Properties":["C"],"Unique":true,"State":"failed","Failure":"x"}]}`))
+	f.Add([]byte(`{"TableName":"i","Elastic":true,"Indexes":[{"Name":"B","Properties":["A"],"Progress":"12"}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		is400 := func(err error) {
 			var ae *azerr.Error
@@ -80,7 +84,8 @@ func FuzzDecodeTable(f *testing.F) {
 			back, err := DecodeTableSettings(out)
 			if err != nil || back.Settings.Elastic != tb.Settings.Elastic ||
 				(tb.Settings.TTLOn() && back.Settings.DefaultTTL != tb.Settings.DefaultTTL) ||
-				(tb.Settings.Elastic && back.Settings.TTLPropertyName() != tb.Settings.TTLPropertyName()) {
+				(tb.Settings.Elastic && back.Settings.TTLPropertyName() != tb.Settings.TTLPropertyName()) ||
+				len(back.Settings.Indexes) != len(tb.Settings.Indexes) {
 				t.Fatalf("settings %+v: %+v %v (%s)", tb.Settings, back.Settings, err, out)
 			}
 		}

@@ -2,6 +2,7 @@ package edmjson
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"strconv"
 
@@ -24,6 +25,10 @@ const (
 	// MemberChangeFeed is the retention of the table's change feed in seconds, 1 to
 	// 2147483647; absent or null is off (docs/change-feed.md).
 	MemberChangeFeed = "ChangeFeedRetention"
+	// MemberIndexes declares an elastic table's secondary indexes: an array of objects
+	// {"Name", "Properties", "Unique"}; answers add each one's "State", its "Progress"
+	// while building and its "Failure" once failed (docs/indexes.md).
+	MemberIndexes = "Indexes"
 )
 
 // TableBody is a decoded table object: a Create Table body or a table-settings body.
@@ -67,13 +72,13 @@ func DecodeTableSettings(body []byte) (TableBody, error) {
 
 func decodeTable(body []byte, strict bool) (TableBody, error) {
 	var stack [8]member
-	d := decoder{b: body}
+	d := decoder{b: body, rawArrays: true}
 	ms, err := d.object(stack[:0])
 	if err != nil {
 		return TableBody{}, err
 	}
 	var tb TableBody
-	var seen [5]bool
+	var seen [6]bool
 	for i := range ms {
 		m := &ms[i]
 		k := -1
@@ -88,10 +93,12 @@ func decodeTable(body []byte, strict bool) (TableBody, error) {
 			k = 3
 		case MemberChangeFeed:
 			k = 4
+		case MemberIndexes:
+			k = 5
 		}
 		if k < 0 {
 			if strict && !bytes.HasPrefix(m.key, []byte("odata.")) && !bytes.HasSuffix(m.key, []byte(annotSuffix)) {
-				return TableBody{}, azerr.Newf(azerr.InvalidInput, "The member '%s' is not a table setting: the settings are %s, %s, %s and %s.", m.key, MemberElastic, MemberDefaultTTL, MemberTTLProperty, MemberChangeFeed)
+				return TableBody{}, azerr.Newf(azerr.InvalidInput, "The member '%s' is not a table setting: the settings are %s, %s, %s, %s and %s.", m.key, MemberElastic, MemberDefaultTTL, MemberTTLProperty, MemberChangeFeed, MemberIndexes)
 			}
 			continue
 		}
@@ -99,6 +106,9 @@ func decodeTable(body []byte, strict bool) (TableBody, error) {
 			return TableBody{}, dupErr(m.key)
 		}
 		seen[k] = true
+		if k != 5 && m.kind == kRaw {
+			return TableBody{}, invalidf("%s must not be an array", m.key)
+		}
 		if k == 0 {
 			switch m.kind {
 			case kNull:
@@ -162,8 +172,58 @@ func decodeSettingsMember(s *storage.TableSettings, m *member) error {
 			return azerr.Newf(azerr.InvalidInput, "The value %s of '%s' is not valid: it must be a number of seconds from 1 to 2147483647; null or no '%s' turns the change feed off.", valueText(m), MemberChangeFeed, MemberChangeFeed)
 		}
 		s.ChangeFeed = int32(n)
+	case MemberIndexes:
+		if m.kind == kNull {
+			return nil
+		}
+		if m.kind != kRaw {
+			return azerr.Newf(azerr.InvalidInput, "The value of '%s' must be an array of index declarations.", MemberIndexes)
+		}
+		var ws []wireIndex
+		dec := json.NewDecoder(bytes.NewReader(m.val))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ws); err != nil {
+			return azerr.Newf(azerr.InvalidInput, "The value of '%s' must be an array of objects with Name, Properties (an array of property names) and Unique: %v.", MemberIndexes, err)
+		}
+		s.Indexes = make([]storage.IndexDef, len(ws))
+		for i, w := range ws {
+			s.Indexes[i] = storage.IndexDef{Name: w.Name, Properties: w.Properties, Unique: w.Unique}
+		}
 	}
 	return nil
+}
+
+// wireIndex is an index declaration on the wire. State, Progress and Failure are the
+// answers' (the engine's account of the index: storage.IndexDef); a request may carry
+// them back, since a GET answer is a valid PUT body, and they are ignored there: only
+// the engine sets them.
+type wireIndex struct {
+	Name       string   `json:"Name"`
+	Properties []string `json:"Properties"`
+	Unique     bool     `json:"Unique,omitempty"`
+	State      string   `json:"State,omitempty"`
+	// Progress is written while the index builds, 0 included (rows the build has
+	// passed), and never otherwise: a pointer, so that 0 is written.
+	Progress *int64 `json:"Progress,omitempty"`
+	// Failure is written for a failed index only.
+	Failure string `json:"Failure,omitempty"`
+}
+
+// appendIndexes appends the Indexes member's value for defs: each one's declaration and
+// State, with Progress while building and Failure once failed.
+func appendIndexes(dst []byte, defs []storage.IndexDef) []byte {
+	ws := make([]wireIndex, len(defs))
+	for i, d := range defs {
+		ws[i] = wireIndex{Name: d.Name, Properties: d.Properties, Unique: d.Unique, State: string(d.State)}
+		switch d.State {
+		case storage.IndexBuilding:
+			ws[i].Progress = &d.Progress
+		case storage.IndexFailed:
+			ws[i].Failure = d.Failure
+		}
+	}
+	b, _ := json.Marshal(ws) // cannot fail: strings and bools
+	return append(dst, b...)
 }
 
 // valueText is a member's value as it appeared, for messages (bounded in length).
@@ -196,6 +256,7 @@ const (
 	SelectDefaultTTL
 	SelectTTLProperty
 	SelectChangeFeed
+	SelectIndexes
 )
 
 // NewTableSelect returns the settings members a parsed $select list names (nil: none).
@@ -212,6 +273,8 @@ func NewTableSelect(names []string) TableSelect {
 			sel |= SelectTTLProperty
 		case MemberChangeFeed:
 			sel |= SelectChangeFeed
+		case MemberIndexes:
+			sel |= SelectIndexes
 		}
 	}
 	return sel
@@ -250,6 +313,14 @@ func appendSelectedSettings(dst []byte, s storage.TableSettings, sel TableSelect
 			dst = append(dst, "null"...)
 		}
 	}
+	if sel&SelectIndexes != 0 {
+		dst = append(dst, `,"`+MemberIndexes+`":`...)
+		if len(s.Indexes) > 0 {
+			dst = appendIndexes(dst, s.Indexes)
+		} else {
+			dst = append(dst, "null"...)
+		}
+	}
 	return dst
 }
 
@@ -275,6 +346,10 @@ func AppendTableSettings(dst []byte, t storage.TableInfo) []byte {
 	if t.Settings.ChangeFeedOn() {
 		dst = append(dst, `,"`+MemberChangeFeed+`":`...)
 		dst = strconv.AppendInt(dst, int64(t.Settings.ChangeFeed), 10)
+	}
+	if len(t.Settings.Indexes) > 0 {
+		dst = append(dst, `,"`+MemberIndexes+`":`...)
+		dst = appendIndexes(dst, t.Settings.Indexes)
 	}
 	return append(dst, '}')
 }

@@ -55,6 +55,21 @@ func TestDecodeTable(t *testing.T) {
 		{body: `{"TableName":"e","Elastic":true,"TimeToLiveProperty":5}`, code: azerr.InvalidInput, detail: "'TimeToLiveProperty' must be a property name"},
 		{body: `{"TableName":"e","Elastic":true,"Elastic":false}`, code: azerr.DuplicatePropertiesSpecified},
 		{body: `{"TableName":"e","Elastic":{"a":1}}`, code: azerr.InvalidInput},
+
+		// Index declarations: an array of objects, strictly decoded; State (an answer's)
+		// is ignored.
+		{body: `{"TableName":"e","Elastic":true,"Indexes":[{"Name":"ByA","Properties":["A"]},{"Name":"U","Properties":["B","C"],"Unique":true,"State":"ready"}]}`,
+			want: "e", has: true, settings: st{Elastic: true, Indexes: []storage.IndexDef{
+				{Name: "ByA", Properties: []string{"A"}}, {Name: "U", Properties: []string{"B", "C"}, Unique: true}}}},
+		{body: `{"TableName":"e","Elastic":true,"Indexes":[{"Name":"a\"]}","Properties":["x"]}]}`,
+			want: "e", has: true, settings: st{Elastic: true, Indexes: []storage.IndexDef{{Name: `a"]}`, Properties: []string{"x"}}}}},
+		{body: `{"TableName":"e","Elastic":true,"Indexes":null}`, want: "e", has: true, settings: st{Elastic: true}},
+		{body: `{"TableName":"e","Elastic":true,"Indexes":[]}`, want: "e", has: true, settings: st{Elastic: true, Indexes: []storage.IndexDef{}}},
+		{body: `{"TableName":"e","Indexes":[{"Name":"A","Props":["A"]}]}`, code: azerr.InvalidInput, detail: "'Indexes' must be an array of objects"},
+		{body: `{"TableName":"e","Indexes":[{"Name":"A","Properties":"A"}]}`, code: azerr.InvalidInput, detail: "'Indexes'"},
+		{body: `{"TableName":"e","Indexes":5}`, code: azerr.InvalidInput, detail: "'Indexes' must be an array"},
+		{body: `{"TableName":"e","Indexes":[{"Name":"A"}`, code: azerr.InvalidInput},
+		{body: `{"TableName":"e","Elastic":[true]}`, code: azerr.InvalidInput, detail: "must not be an array"},
 	} {
 		got, err := DecodeTable([]byte(tc.body))
 		if codeOf(err) != tc.code || (err != nil) != (tc.code != "") {
@@ -67,7 +82,7 @@ func TestDecodeTable(t *testing.T) {
 			}
 			continue
 		}
-		if got.Name != tc.want || !got.HasName || got.Settings != tc.settings || got.HasSettings != tc.has {
+		if got.Name != tc.want || !got.HasName || !got.Settings.Equal(tc.settings) || got.HasSettings != tc.has {
 			t.Errorf("DecodeTable(%s) = %+v; want name %q, settings %+v, has %v", tc.body, got, tc.want, tc.settings, tc.has)
 		}
 	}
@@ -105,7 +120,7 @@ func TestDecodeTableSettings(t *testing.T) {
 			}
 			continue
 		}
-		if got.Name != tc.name || got.HasName != (tc.name != "") || got.Settings != tc.settings {
+		if got.Name != tc.name || got.HasName != (tc.name != "") || !got.Settings.Equal(tc.settings) {
 			t.Errorf("DecodeTableSettings(%s) = %+v; want name %q, settings %+v", tc.body, got, tc.name, tc.settings)
 		}
 	}
@@ -173,8 +188,43 @@ func TestAppendTableSettings(t *testing.T) {
 		if want.TTLProperty == "" && want.Elastic {
 			want.TTLProperty = storage.DefaultTTLProperty
 		}
-		if err != nil || back.Name != "T1" || back.Settings != want {
+		if err != nil || back.Name != "T1" || !back.Settings.Equal(want) {
 			t.Errorf("DecodeTableSettings(%s) = %+v, %v; want %+v", got, back, err, want)
 		}
+	}
+}
+
+// TestIndexesRoundTrip: a settings answer with indexes is a PUT body for the same
+// declarations, and Query Tables writes them when $select names Indexes.
+func TestIndexesRoundTrip(t *testing.T) {
+	s := storage.TableSettings{Elastic: true, IndexIDs: 5, Indexes: []storage.IndexDef{
+		{Name: "ByA", Properties: []string{"A"}, ID: 1, State: storage.IndexReady, Progress: 40},
+		{Name: "U", Properties: []string{"B", "C"}, Unique: true, ID: 2, State: storage.IndexBuilding},
+		{Name: "V", Properties: []string{"D"}, ID: 4, State: storage.IndexBuilding, Progress: 1234},
+		{Name: "W", Properties: []string{"E"}, Unique: true, ID: 5, State: storage.IndexFailed, Progress: 9, Failure: `two entities hold one value: ("p", "1") and ("p", "2")`}}}
+	body := AppendTableSettings(nil, storage.TableInfo{Name: "t", Settings: s})
+	// Progress while building (0 too), Failure when failed; neither otherwise.
+	if !strings.Contains(string(body), `"Indexes":[{"Name":"ByA","Properties":["A"],"State":"ready"},`+
+		`{"Name":"U","Properties":["B","C"],"Unique":true,"State":"building","Progress":0},`+
+		`{"Name":"V","Properties":["D"],"State":"building","Progress":1234},`+
+		`{"Name":"W","Properties":["E"],"Unique":true,"State":"failed","Failure":"two entities hold one value: (\"p\", \"1\") and (\"p\", \"2\")"}]`) {
+		t.Fatalf("answer %s", body)
+	}
+	// The answer is a PUT body: the engine's members are accepted and ignored.
+	back, err := DecodeTableSettings(body)
+	if err != nil || len(back.Settings.Indexes) != 4 {
+		t.Fatalf("DecodeTableSettings(%s) = %+v, %v", body, back, err)
+	}
+	for i, d := range back.Settings.Indexes {
+		if !d.SameDefinition(s.Indexes[i]) || d.ID != 0 || d.State != "" || d.Progress != 0 || d.Failure != "" {
+			t.Fatalf("index %d read back as %+v, want the declaration of %+v", i, d, s.Indexes[i])
+		}
+	}
+	sel := appendSelectedSettings(nil, s, NewTableSelect([]string{"Indexes"}))
+	if !strings.HasPrefix(string(sel), `,"Indexes":[{"Name":"ByA"`) {
+		t.Fatalf("selected %s", sel)
+	}
+	if sel := appendSelectedSettings(nil, storage.TableSettings{}, SelectIndexes); string(sel) != `,"Indexes":null` {
+		t.Fatalf("selected on a table without indexes: %s", sel)
 	}
 }

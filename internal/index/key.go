@@ -114,3 +114,33 @@ func PrefixEnd(k []byte) []byte {
 	}
 	return nil
 }
+
+// ValueLen returns the length of the key of one value at the start of k, or false if k
+// does not start with a whole one.
+func ValueLen(k []byte) (int, bool) {
+	if len(k) == 0 {
+		return 0, false
+	}
+	switch k[0] {
+	case tagNaN:
+		return 1, true
+	case tagBool:
+		return 2, len(k) >= 2
+	case tagNum, tagDate:
+		return 9, len(k) >= 9
+	case tagGUID, tagStr, tagBin:
+		for i := 1; i+1 < len(k); i++ {
+			if k[i] == 0 {
+				switch k[i+1] {
+				case 1:
+					return i + 2, true
+				case 0xFF:
+					i++
+					continue
+				}
+				return 0, false
+			}
+		}
+	}
+	return 0, false
+}

@@ -319,3 +319,70 @@ func TestSpansShape(t *testing.T) {
 		t.Fatalf("Spans of a value of no type = %x", s)
 	}
 }
+
+// TestValueLen: the key of every value, alone or followed by more, has the length
+// ValueLen reads; a cut or unknown key is refused.
+func TestValueLen(t *testing.T) {
+	r := rand.New(rand.NewPCG(46, 4))
+	for range 5000 {
+		v := randValue(r, false)
+		k := key(v)
+		for _, more := range [][]byte{nil, key(randValue(r, false))} {
+			if n, ok := index.ValueLen(append(append([]byte(nil), k...), more...)); !ok || n != len(k) {
+				t.Fatalf("ValueLen(key of %v followed by %x) = %d, %v; want %d", v, more, n, ok, len(k))
+			}
+		}
+		if n, ok := index.ValueLen(k[:len(k)-1]); ok {
+			t.Fatalf("ValueLen of a cut key of %v = %d, true", v, n)
+		}
+	}
+	if _, ok := index.ValueLen([]byte{0x99, 1, 2}); ok {
+		t.Fatal("ValueLen of an unknown tag succeeded")
+	}
+}
+
+// TestUnionIntersect: over a small universe of keys, Union and Intersect hold exactly the
+// keys of the set operations, and stay sorted and disjoint.
+func TestUnionIntersect(t *testing.T) {
+	r := rand.New(rand.NewPCG(46, 6))
+	universe := [][]byte{{}, {1}, {1, 0}, {1, 5}, {2}, {2, 9}, {3}, {4}, {4, 4}, {5}, {0xFF}}
+	randSpans := func() []index.Span {
+		var out []index.Span
+		for range r.IntN(3) {
+			lo := universe[r.IntN(len(universe))]
+			var hi []byte
+			if r.IntN(5) > 0 {
+				hi = universe[r.IntN(len(universe))]
+			}
+			if hi != nil && bytes.Compare(lo, hi) >= 0 {
+				continue
+			}
+			out = index.Union(out, []index.Span{{Lo: lo, Hi: hi}})
+		}
+		return out
+	}
+	sorted := func(s []index.Span) bool {
+		for i := range s {
+			if s[i].Hi != nil && bytes.Compare(s[i].Lo, s[i].Hi) >= 0 {
+				return false
+			}
+			if i > 0 && (s[i-1].Hi == nil || bytes.Compare(s[i-1].Hi, s[i].Lo) > 0) {
+				return false
+			}
+		}
+		return true
+	}
+	for range 3000 {
+		a, b := randSpans(), randSpans()
+		u, n := index.Union(a, b), index.Intersect(a, b)
+		if !sorted(u) || !sorted(n) {
+			t.Fatalf("Union %x or Intersect %x of %x and %x not sorted and disjoint", u, n, a, b)
+		}
+		for _, k := range universe {
+			ina, inb := index.Contains(a, k), index.Contains(b, k)
+			if index.Contains(u, k) != (ina || inb) || index.Contains(n, k) != (ina && inb) {
+				t.Fatalf("key %x: in %x %v, in %x %v; union %x, intersection %x", k, a, ina, b, inb, u, n)
+			}
+		}
+	}
+}

@@ -136,3 +136,62 @@ func Spans(op Op, v entity.Value, want bool) []Span {
 	}
 	return out
 }
+
+// hiLess reports whether upper bound a is below upper bound b (nil: unbounded).
+func hiLess(a, b []byte) bool {
+	if a == nil {
+		return false
+	}
+	return b == nil || bytes.Compare(a, b) < 0
+}
+
+// Union returns the spans of keys in a or b, sorted, disjoint and non-adjacent.
+func Union(a, b []Span) []Span {
+	all := make([]Span, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		if j == len(b) || i < len(a) && bytes.Compare(a[i].Lo, b[j].Lo) <= 0 {
+			all = append(all, a[i])
+			i++
+		} else {
+			all = append(all, b[j])
+			j++
+		}
+	}
+	var out []Span
+	for _, s := range all {
+		if n := len(out); n > 0 && (out[n-1].Hi == nil || bytes.Compare(s.Lo, out[n-1].Hi) <= 0) {
+			if hiLess(out[n-1].Hi, s.Hi) {
+				out[n-1].Hi = s.Hi
+			}
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Intersect returns the spans of keys in both a and b, sorted and disjoint.
+func Intersect(a, b []Span) []Span {
+	var out []Span
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		lo := a[i].Lo
+		if bytes.Compare(b[j].Lo, lo) > 0 {
+			lo = b[j].Lo
+		}
+		hi := a[i].Hi
+		if hiLess(b[j].Hi, hi) {
+			hi = b[j].Hi
+		}
+		if hi == nil || bytes.Compare(lo, hi) < 0 {
+			out = append(out, Span{Lo: lo, Hi: hi})
+		}
+		if hiLess(a[i].Hi, b[j].Hi) || (a[i].Hi != nil && b[j].Hi != nil && bytes.Equal(a[i].Hi, b[j].Hi)) {
+			i++
+		} else {
+			j++
+		}
+	}
+	return out
+}

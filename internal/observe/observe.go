@@ -51,6 +51,9 @@ type Request struct {
 	EntitiesScanned int
 	// PageCut is whether the 5 s page budget ended a query page early.
 	PageCut bool
+	// Plan is, for QueryEntities, how its page was read (x-cerulean-plan: "keys",
+	// "keys: 3 ranges", "index ByEmail: 1 point", …), "" for the others.
+	Plan string
 	// AuthFailure is why authentication or authorization refused the request, one of a
 	// small fixed set ("signature", "date", "no_credentials", …; see the server's
 	// authFailureReason), or "" if it was not refused for that.

@@ -249,8 +249,11 @@ func (s *Server) queryEntities(rq *request) error {
 	rq.obs.QueryPartition = onePartition(page.Records)
 	rq.obs.EntitiesScanned = page.Scanned
 	rq.obs.PageCut = page.Cut
+	rq.obs.Plan = page.Plan
 	h := rq.w.Header()
+	h[headerPlan] = []string{page.Plan}
 	s.setServed(h, page.Served)
+	exposeHeaders(h, headerPlanName)
 	if page.NextPartitionKey != "" {
 		h["X-Ms-Continuation-Nextpartitionkey"] = []string{page.NextPartitionKey}
 		h["X-Ms-Continuation-Nextrowkey"] = []string{page.NextRowKey}
@@ -262,6 +265,15 @@ func (s *Server) queryEntities(rq *request) error {
 	page.Release() // written out: the stored bags' buffers serve the next query
 	return nil
 }
+
+// headerPlan names, on every Query Entities answer, the plan its page was read with
+// (table.Page.Plan): the keys, or which secondary index (docs/indexes-design.md §4);
+// headerPlanName is its spelling in Access-Control-Expose-Headers: a browser's script
+// (the console's, say) may read it like the read headers.
+const (
+	headerPlan     = "X-Cerulean-Plan"
+	headerPlanName = "x-cerulean-plan"
+)
 
 // queryPartition is the one partition filter confines a query to, or "" if it may read
 // several: the partition a throttled query is admitted against.

@@ -62,6 +62,7 @@ type ReadOptions struct {
 // methods read its latest committed state (what a write that returned has written, from
 // any front end); a View's read the state it was opened at, or a later one.
 type Reader interface {
+	IndexReader
 	Get(ctx context.Context, account, table, partitionKey, rowKey string) (Record, error)
 	// GetEncoded is Get for a caller that only writes the entity out (a point read's
 	// response): where the engine keeps the stored entity.AppendProps form, the record

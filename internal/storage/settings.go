@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/ceruleandb/cerulean/internal/azerr"
 	"github.com/ceruleandb/cerulean/internal/entity"
@@ -45,11 +46,26 @@ type TableSettings struct {
 	// in seconds: records older than that are removed (changes.go). 0 is off. Standard
 	// and elastic tables alike may have it.
 	ChangeFeed int32 `json:"changeFeed,omitempty"`
+	// Indexes are the table's secondary indexes (indexes.go); elastic tables only.
+	Indexes []IndexDef `json:"indexes,omitempty"`
+	// IndexIDs is the highest index id the engine has assigned in the table: ids are
+	// never reused. Only the engine sets it.
+	IndexIDs uint32 `json:"indexIds,omitempty"`
 }
 
 // IsStandard reports whether s is the zero value (a standard table without a change
-// feed).
-func (s TableSettings) IsStandard() bool { return s == TableSettings{} }
+// feed or indexes).
+func (s TableSettings) IsStandard() bool {
+	return !s.Elastic && s.DefaultTTL == 0 && s.TTLProperty == "" && s.ChangeFeed == 0 && len(s.Indexes) == 0 && s.IndexIDs == 0
+}
+
+// Equal reports whether s and o are the same settings.
+func (s TableSettings) Equal(o TableSettings) bool {
+	return s.Elastic == o.Elastic && s.DefaultTTL == o.DefaultTTL && s.TTLProperty == o.TTLProperty &&
+		s.ChangeFeed == o.ChangeFeed && s.IndexIDs == o.IndexIDs && slices.EqualFunc(s.Indexes, o.Indexes, func(a, b IndexDef) bool {
+		return a.SameDefinition(b) && a.Name == b.Name && a.ID == b.ID && a.State == b.State
+	})
+}
 
 // TTLOn reports whether entities of the table can expire.
 func (s TableSettings) TTLOn() bool { return s.Elastic && s.DefaultTTL != TTLOff }
@@ -83,7 +99,7 @@ func (s TableSettings) Validate() error {
 			return azerr.Newf(azerr.InvalidInput, "The time-to-live property name '%s' is not a valid property name.", s.TTLProperty)
 		}
 	}
-	return nil
+	return validateIndexes(s)
 }
 
 // MarshalSettings encodes settings for an engine's catalogue; a standard table encodes to

@@ -137,15 +137,16 @@ type Each struct {
 }
 
 // PerMutation reports whether err, a mutation's Err in an Each, is about that mutation
-// alone (a failed precondition, or an entity the mutation would leave invalid) rather
-// than about the call as a whole (the table is gone, the store cannot be reached or is
-// full, the caller gave up).
+// alone (a failed precondition, a unique index's value held by another entity, or an
+// entity the mutation would leave invalid) rather than about the call as a whole (the
+// table is gone, the store cannot be reached or is full, the caller gave up).
 func PerMutation(err error) bool {
 	if errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrVersionMismatch) {
 		return true
 	}
 	var ae *azerr.Error
-	return errors.As(err, &ae)
+	var uv *UniqueViolation
+	return errors.As(err, &ae) || errors.As(err, &uv)
 }
 
 // Key addresses an entity within a table.
@@ -366,6 +367,8 @@ type Engine interface {
 	// ChangeFeed reads, waits on and trims the change feeds of tables that record one
 	// (changes.go).
 	ChangeFeed
+	// IndexBuilder builds indexes declared on tables with data (indexes.go).
+	IndexBuilder
 
 	// Name is the engine's name ("pebble", "postgres"); Positions of different engines
 	// are not comparable.

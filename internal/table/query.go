@@ -66,6 +66,10 @@ type Page struct {
 	Records                      []storage.Record
 	NextPartitionKey, NextRowKey string
 	Served                       Served
+	// Plan names how the page was read, for the x-cerulean-plan header and the access
+	// log: "keys", "keys: 3 ranges", "keys: point", "index ByEmail: 1 point",
+	// "index ByDate: range", … (see plan.name), "none" for $top=0.
+	Plan string
 	// Scanned is how many stored entities the engine examined for the page (at least
 	// len(Records); more when the filter is not captured by key ranges).
 	Scanned int
@@ -73,6 +77,8 @@ type Page struct {
 	Cut bool
 	// blocks hold the Encoded records' bags (storage.ScanResult.Blocks).
 	blocks []*[]byte
+	// ix is set on a page read on an index (CutAt needs its plan).
+	ix *ixPage
 }
 
 // Release hands the buffers of the page's Encoded records back for reuse by later
@@ -85,10 +91,12 @@ func (p *Page) Release() {
 	p.blocks = nil
 }
 
-// QueryEntities returns one page of q's results in (PartitionKey, RowKey) order.
+// QueryEntities returns one page of q's results in (PartitionKey, RowKey) order, or in
+// index order on a range plan of a secondary index (docs/indexes-design.md §4).
 //
 // The filter's key ranges are scanned in order; the filter itself runs on what they hold
-// unless the ranges capture it exactly. A page ends at Top entities, at the end of the
+// unless the ranges capture it exactly. A filter they do not capture may run on a ready
+// index of the table instead (choosePlan), with the same paging rules. A page ends at Top entities, at the end of the
 // last range, when its entities' size reaches PageBytes (past it by at most one entity),
 // or when PageBudget has passed — then it may hold fewer entities, even none, and its
 // continuation resumes exactly where the scan stopped, so resuming with the same query
@@ -102,15 +110,28 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 	ranges := q.Filter.KeyRanges()
 	resuming := q.NextPartitionKey != "" || q.NextRowKey != ""
 	var cont storage.Position
+	var cur cursor
 	if resuming {
 		// The position is NextRowKey's; one in NextPartitionKey (we never write one) is
-		// ignored, not refused.
-		pk, _, err1 := decodeToken(q.NextPartitionKey)
+		// ignored, not refused. An index token (NextPartitionKey "ix1.…", which no
+		// standard token starts with) resumes an index read; its NextRowKey carries the
+		// position only.
 		rk, pos, err2 := decodeToken(q.NextRowKey)
+		var err1 error
+		if strings.HasPrefix(q.NextPartitionKey, ixTokenPrefix) {
+			var tok ixToken
+			tok, err1 = decodeIndexToken(q.NextPartitionKey)
+			cur.ix = &tok
+		} else {
+			var pk string
+			pk, _, err1 = decodeToken(q.NextPartitionKey)
+			from := storage.Key{PartitionKey: pk, RowKey: rk}
+			ranges = odata.ClipRanges(ranges, from)
+			cur.key = &from
+		}
 		if err1 != nil || err2 != nil {
 			return Page{}, azerr.Newf(azerr.InvalidInput, "The continuation token is not valid.")
 		}
-		ranges = odata.ClipRanges(ranges, storage.Key{PartitionKey: pk, RowKey: rk})
 		cont = pos
 	}
 	// Open the view (waiting for the token's position) before anything else is read, so
@@ -119,7 +140,7 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 	if err != nil {
 		return Page{}, err
 	}
-	p, err := s.queryPage(ctx, v, account, table, q, top, ranges, resuming)
+	p, err := s.queryPage(ctx, v, account, table, q, top, ranges, cur)
 	if err != nil {
 		return Page{Served: notFound(v, err)}, err
 	}
@@ -130,22 +151,62 @@ func (s *Service) QueryEntities(ctx context.Context, account, table string, q Qu
 	return p, nil
 }
 
-// queryPage reads one page of q from v (QueryEntities).
-func (s *Service) queryPage(ctx context.Context, rd storage.Reader, account, table string, q Query, top int, ranges []odata.KeyRange, resuming bool) (Page, error) {
+// queryPage reads one page of q from v (QueryEntities), resuming at cur.
+func (s *Service) queryPage(ctx context.Context, rd storage.Reader, account, table string, q Query, top int, ranges []odata.KeyRange, cur cursor) (Page, error) {
 	if top < 0 {
 		// $top=0: nothing to return, but the table must exist.
 		if _, err := rd.GetTable(ctx, account, table); err != nil {
 			return Page{}, s.mapErr(err, entityScope)
 		}
 		s.markAvailable()
-		return Page{}, nil
+		return Page{Plan: planNone}, nil
 	}
+	resuming := cur.key != nil || cur.ix != nil
 	if pk, rk, ok := q.Filter.IsPoint(); ok && !resuming && (q.Bound == nil || q.Bound.Contains(storage.Key{PartitionKey: pk, RowKey: rk})) {
-		return s.pointQuery(ctx, rd, account, table, q.Filter, pk, rk)
+		p, err := s.pointQuery(ctx, rd, account, table, q.Filter, pk, rk)
+		p.Plan = planPoint
+		return p, err
 	}
 	if q.Bound != nil {
 		ranges = intersect(ranges, *q.Bound)
 	}
+	pl, err := s.choosePlan(ctx, rd, account, table, q.Filter, ranges, cur)
+	if err != nil {
+		return Page{}, err
+	}
+	if pl.def != nil {
+		var p Page
+		switch {
+		case len(pl.ranges) == 0:
+			// The key predicates (or the Bound) leave nothing; the token was checked.
+			s.markAvailable()
+		case pl.points:
+			p, err = s.equalityPage(ctx, rd, account, table, q.Filter, &pl, cur.key, top)
+		default:
+			var after *storage.IndexCursor
+			if cur.ix != nil {
+				after = cur.ix.after
+			}
+			p, err = s.rangePage(ctx, rd, account, table, q.Filter, &pl, after, top)
+		}
+		switch {
+		case !errors.Is(err, storage.ErrIndexNotFound):
+			p.Plan = pl.name()
+			return p, err
+		case cur.ix != nil:
+			return Page{}, errIndexGone()
+		}
+		// Dropped between the settings read and the index read: a first page, or one
+		// resuming a standard token, runs on the keys as it would have a moment later.
+		pl.def, pl.spans, pl.points = nil, nil, false
+	}
+	p, err := s.keysPage(ctx, rd, account, table, q, top, ranges)
+	p.Plan = pl.name()
+	return p, err
+}
+
+// keysPage reads one page of q on the key plan: ranges, in order.
+func (s *Service) keysPage(ctx context.Context, rd storage.Reader, account, table string, q Query, top int, ranges []odata.KeyRange) (Page, error) {
 	var residual func(*storage.Record) bool
 	var encoded func(pk, rk string, version int64, props []byte) (bool, error)
 	if !q.Filter.Exact() {
@@ -301,6 +362,20 @@ func decodeToken(tok string) (string, storage.Position, error) {
 // (the cut fault of package faults). It does nothing to a page of k entities or fewer.
 func (p *Page) CutAt(k int) {
 	if k < 0 || k >= len(p.Records) {
+		return
+	}
+	if p.ix != nil && !p.ix.points {
+		// A range plan resumes after the last entity kept (or where the page began).
+		after := p.ix.start
+		if k > 0 {
+			c := ixCursor(&p.ix.def, &p.Records[k-1])
+			after = &c
+		}
+		clear(p.Records[k:])
+		p.Records = p.Records[:k]
+		p.NextPartitionKey = encodeIndexToken(p.ix.def.ID, after)
+		p.NextRowKey = encodeToken("", p.Served.Position)
+		p.Cut = true
 		return
 	}
 	next := p.Records[k].Entity

@@ -253,5 +253,6 @@ func (s *Service) SetTableSettings(ctx context.Context, account, table string, s
 	if err != nil {
 		return err
 	}
+	defer s.indexHints.forget(account, table)
 	return s.mapErr(s.eng.SetTableSettings(ctx, account, table, st), entityScope)
 }

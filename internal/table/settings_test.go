@@ -2,6 +2,7 @@ package table
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -58,12 +59,12 @@ func TestParseElasticRules(t *testing.T) {
 			continue
 		}
 		for i := range got {
-			if got[i] != tc.want[i] {
+			if !reflect.DeepEqual(got[i], tc.want[i]) {
 				t.Errorf("ParseElasticRules(%q)[%d] = %+v, want %+v", tc.spec, i, got[i], tc.want[i])
 			}
 			// String gives the rule back in a form that parses to the same rule.
 			back, err := ParseElasticRules(got[i].String())
-			if err != nil || len(back) != 1 || back[0] != got[i] {
+			if err != nil || len(back) != 1 || !reflect.DeepEqual(back[0], got[i]) {
 				t.Errorf("ParseElasticRules(%q) = %v, %v; want %+v", got[i].String(), back, err, got[i])
 			}
 		}
@@ -88,7 +89,7 @@ func TestElasticRuleMatch(t *testing.T) {
 		"cudit0":     {},
 		"audit":      {},
 	} {
-		if got := s.settingsFor(name); got != want {
+		if got := s.settingsFor(name); !got.Equal(want) {
 			t.Errorf("settingsFor(%q) = %+v, want %+v", name, got, want)
 		}
 	}
@@ -118,7 +119,7 @@ func TestCheckSettings(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || got != tc.want {
+		if err != nil || !got.Equal(tc.want) {
 			t.Errorf("CheckSettings(%+v) = %+v, %v; want %+v", tc.in, got, err, tc.want)
 		}
 	}
@@ -173,10 +174,10 @@ func TestCreateTableSettings(t *testing.T) {
 		if err := s.CreateTable(ctx, "acct", tc.name, tc.settings); err != nil {
 			t.Fatalf("CreateTable(%s): %v", tc.name, err)
 		}
-		if got := rec.created[tc.name]; got != tc.want {
+		if got := rec.created[tc.name]; !got.Equal(tc.want) {
 			t.Errorf("CreateTable(%s, %v): engine got %+v, want %+v", tc.name, tc.settings, got, tc.want)
 		}
-		if ti, _, err := s.GetTable(ctx, "acct", strings.ToUpper(tc.name), Read{}); err != nil || ti.Name != tc.name || ti.Settings != tc.want {
+		if ti, _, err := s.GetTable(ctx, "acct", strings.ToUpper(tc.name), Read{}); err != nil || ti.Name != tc.name || !ti.Settings.Equal(tc.want) {
 			t.Errorf("GetTable(%s) = %+v, %v; want settings %+v", tc.name, ti, err, tc.want)
 		}
 	}
@@ -195,10 +196,10 @@ func TestCreateTableSettings(t *testing.T) {
 	if err := s.SetTableSettings(ctx, "acct", "plain1", storage.TableSettings{Elastic: true, DefaultTTL: 9, TTLProperty: "TTLInSeconds"}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := rec.set["plain1"], (storage.TableSettings{Elastic: true, DefaultTTL: 9}); got != want {
+	if got, want := rec.set["plain1"], (storage.TableSettings{Elastic: true, DefaultTTL: 9}); !got.Equal(want) {
 		t.Errorf("SetTableSettings: engine got %+v, want %+v", got, want)
 	}
-	if ti, _, err := s.TableSettings(ctx, "acct", "PLAIN1", Read{}); err != nil || ti.Name != "plain1" || ti.Settings != rec.set["plain1"] {
+	if ti, _, err := s.TableSettings(ctx, "acct", "PLAIN1", Read{}); err != nil || ti.Name != "plain1" || !ti.Settings.Equal(rec.set["plain1"]) {
 		t.Errorf("TableSettings(PLAIN1) = %+v, %v", ti, err)
 	}
 	err = s.SetTableSettings(ctx, "acct", "plain1", storage.TableSettings{TTLProperty: "x"})
@@ -241,10 +242,10 @@ func TestParseRetentionAndFeedRules(t *testing.T) {
 		}
 	}
 	s := &Service{elastic: []ElasticRule{{Pattern: "ev*", Settings: storage.TableSettings{Elastic: true, DefaultTTL: 60}}}, feeds: rules}
-	if st := s.settingsFor("OrdersX"); st != (storage.TableSettings{ChangeFeed: 604800}) {
+	if st := s.settingsFor("OrdersX"); !st.Equal(storage.TableSettings{ChangeFeed: 604800}) {
 		t.Errorf("settingsFor(OrdersX) = %+v", st)
 	}
-	if st := s.settingsFor("events"); st != (storage.TableSettings{Elastic: true, DefaultTTL: 60}) {
+	if st := s.settingsFor("events"); !st.Equal(storage.TableSettings{Elastic: true, DefaultTTL: 60}) {
 		t.Errorf("settingsFor(events) = %+v", st)
 	}
 }

@@ -31,6 +31,8 @@ type Service struct {
 	engine string
 	// pageBudget is PageBudget, shorter only in tests that cut pages.
 	pageBudget time.Duration
+	// indexHints spare queries no index can answer a read of their table's settings.
+	indexHints indexHints
 
 	// unavailableSince is when the engine last went from answering to failing with
 	// storage.ErrUnavailable (Unix nanoseconds), or 0 while it answers.
@@ -108,6 +110,7 @@ func (s *Service) CreateTable(ctx context.Context, account, name string, setting
 			return err
 		}
 	}
+	defer s.indexHints.forget(account, name)
 	return s.mapErr(s.eng.CreateTable(ctx, account, name, st), tableScope)
 }
 
@@ -129,6 +132,7 @@ func (s *Service) GetTable(ctx context.Context, account, name string, rd Read) (
 
 // DeleteTable deletes a table and, in the background, its entities.
 func (s *Service) DeleteTable(ctx context.Context, account, name string) error {
+	defer s.indexHints.forget(account, name)
 	return s.mapErr(s.eng.DeleteTable(ctx, account, name), tableScope)
 }
 
@@ -392,6 +396,17 @@ const diskFullDetail = "The server's disk is full: writes are refused until spac
 // write this server cannot see yet. Never a stale read: the client retries.
 const futureTokenMessage = "The session token is ahead of this server: it covers writes the server has not seen yet, so it does not answer the read from an older state. Retry after the Retry-After interval; if this persists, the token comes from another store."
 
+// uniqueViolation is the answer to a write refused by a unique index: 409
+// UniqueIndexViolation naming the index and, when the engine knows it, the entity that
+// holds the value, so the client can find it (docs/indexes.md). Keys are quoted as the
+// service quotes them in its own messages.
+func uniqueViolation(uv *storage.UniqueViolation) *azerr.Error {
+	if uv.PartitionKey == "" && uv.RowKey == "" {
+		return azerr.Newf(azerr.UniqueIndexViolation, "The entity holds a value of the unique index '%s' that another entity of the table holds.", uv.Index)
+	}
+	return azerr.Newf(azerr.UniqueIndexViolation, "The entity holds a value of the unique index '%s' that the entity with PartitionKey '%s' and RowKey '%s' holds.", uv.Index, uv.PartitionKey, uv.RowKey)
+}
+
 // mapErr turns an engine error into a service error. A missing table is TableNotFound
 // for entity operations but ResourceNotFound when the table itself is addressed.
 func (s *Service) mapErr(err error, sc scope) error {
@@ -405,6 +420,10 @@ func (s *Service) mapErr(err error, sc scope) error {
 	var ae *azerr.Error
 	if errors.As(err, &ae) {
 		return ae
+	}
+	var uv *storage.UniqueViolation
+	if errors.As(err, &uv) {
+		return uniqueViolation(uv)
 	}
 	switch {
 	case errors.Is(err, storage.ErrTableNotFound):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -99,10 +100,19 @@ func normalSettings(s client.TableSettings) client.TableSettings {
 	if s.TimeToLiveProperty == "" {
 		s.TimeToLiveProperty = "TTLInSeconds"
 	}
+	// Index declarations without their states (the server's, per table).
+	var ixs []client.Index
+	for _, ix := range s.Indexes {
+		ix.State, ix.Progress, ix.Failure = "", 0, ""
+		ixs = append(ixs, ix)
+	}
+	s.Indexes = ixs
 	return s
 }
 
-func sameSettings(a, b client.TableSettings) bool { return normalSettings(a) == normalSettings(b) }
+func sameSettings(a, b client.TableSettings) bool {
+	return reflect.DeepEqual(normalSettings(a), normalSettings(b))
+}
 
 // describeSettings is settings as a person reads them.
 func describeSettings(s client.TableSettings) string {

@@ -142,7 +142,8 @@ export function clearCreds() { sessionStorage.removeItem(STORE); }
 /**
  * can tells what the credentials allow, as the service will decide it: the page hides
  * what is not allowed (the service refuses it anyway). what: listTables, createTable,
- * deleteTable, read, add, update, delete, acl, cors, watch, sas.
+ * deleteTable, read, add, update, delete, settings, settingsWrite (a table's settings:
+ * GET and PUT ?comp=properties), acl, cors, watch, sas.
  */
 export function can(c, what, table) {
   if (!c) return false;
@@ -160,6 +161,8 @@ export function can(c, what, table) {
       case 'delete': return srt.includes('o') && p.includes('d');
       case 'cors': return srt.includes('s') && p.includes('r');
       case 'corsWrite': return srt.includes('s') && p.includes('w');
+      case 'settings': return srt.includes('c') && (p.includes('r') || p.includes('l'));
+      case 'settingsWrite': return srt.includes('c') && p.includes('w');
       default: return false; // acl, watch, sas need the key
     }
   }

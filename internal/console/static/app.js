@@ -41,6 +41,7 @@ const PLAIN = {
   InvalidResourceName: 'The name is not valid.',
   PropertyNameInvalid: 'A property name is not valid: start with a letter or _, then letters, digits or _.',
   TableBeingDeleted: 'The table is being deleted; try again in a moment.',
+  UniqueIndexViolation: 'Another entity already holds this value of a unique index of the table.',
   NetworkError: 'The service did not answer.',
 };
 const TABLE_RULES = 'Table names are 3 to 63 characters, letters and digits only, start with a letter, and are not "tables".';
@@ -279,6 +280,7 @@ function openDialog(content, focusSel) {
 function tablePane(pane, table, tab) {
   const tabs = [['entities', 'Entities']];
   if (api.can(creds, 'read', table)) tabs.push(['changes', 'Changes']);
+  if (api.can(creds, 'settings')) tabs.push(['settings', 'Settings']);
   if (creds.kind === 'key') tabs.push(['policies', 'Access policies'], ['sas', 'SAS URL']);
   const bar = h('div', { class: 'tabs', role: 'tablist' }, ...tabs.map(([k, label]) => h('button', {
     type: 'button', role: 'tab', id: 'tab-' + k, 'aria-selected': String(k === tab),
@@ -289,7 +291,157 @@ function tablePane(pane, table, tab) {
   if (tab === 'policies' && creds.kind === 'key') return policiesView(body, table);
   if (tab === 'sas' && creds.kind === 'key') return sasView(body, table);
   if (tab === 'changes' && api.can(creds, 'read', table)) return changesView(body, table);
+  if (tab === 'settings' && api.can(creds, 'settings')) return settingsView(body, table);
   return entitiesView(body, table);
+}
+
+// ---- settings: the table's settings and its secondary indexes --------------------------
+
+/** SETTINGS_POLL_MS is how often the Settings view reads again while an index builds. */
+const SETTINGS_POLL_MS = 2000;
+
+/** readSettings reads the table's settings: the GET answer, parsed, as it came. */
+async function readSettings(table) {
+  const r = await api.request(creds, 'GET', '/' + api.enc(table), { query: { comp: 'properties' } });
+  return JSON.parse(r.text);
+}
+
+/**
+ * changeIndexes changes the table's index declarations with change (a function from the
+ * declarations to the new ones, or a thrown Error to refuse) and writes the settings
+ * back. Settings are replaced whole (PUT ?comp=properties), so it reads them afresh just
+ * before writing and sends back everything it read — every other setting, every member it
+ * does not know, and every other index, states and all (the GET answer is a valid PUT
+ * body; the service ignores the states) — changing Indexes only: changing one setting
+ * must never lose another, nor an index someone declared since the view was drawn.
+ */
+async function changeIndexes(table, change) {
+  const st = await readSettings(table);
+  const next = change(Array.isArray(st.Indexes) ? st.Indexes : []);
+  const body = { ...st };
+  if (next.length) body.Indexes = next;
+  else delete body.Indexes;
+  await api.request(creds, 'PUT', '/' + api.enc(table), { query: { comp: 'properties' }, body: JSON.stringify(body) });
+}
+
+/**
+ * settingsView shows the table's settings (GET ?comp=properties) and its secondary
+ * indexes (docs/indexes.md) — name, properties, unique, state, and the build's progress
+ * or why it failed — and, with write access, adds and drops indexes on an elastic table.
+ * While an index builds it reads the settings again every SETTINGS_POLL_MS, until none
+ * does or the view is left.
+ */
+function settingsView(body, table) {
+  const status = h('div', { class: 'status', id: 'set-status', 'aria-live': 'polite' });
+  const summary = h('table', { class: 'props', id: 'set-summary' });
+  const rows = h('tbody', { id: 'ix-rows' });
+  const grid = h('table', { class: 'props', id: 'ix-grid' },
+    h('thead', {}, h('tr', {}, ...['Name', 'Properties', 'Unique', 'State', 'Progress', ''].map((c) => h('th', {}, c)))), rows);
+  const none = h('p', { class: 'hint', id: 'ix-none', hidden: true }, 'No indexes.');
+  const writable = api.can(creds, 'settingsWrite');
+  const name = h('input', { id: 'ix-name', class: 'mono', 'aria-label': 'Index name', placeholder: 'ByEmail', autocomplete: 'off', spellcheck: 'false', maxlength: 63 });
+  const props = h('input', { id: 'ix-props', class: 'mono', 'aria-label': 'Properties', placeholder: 'Email  or  CustomerId, OrderDate', autocomplete: 'off', spellcheck: 'false' });
+  const unique = h('input', { type: 'checkbox', id: 'ix-unique' });
+  const addForm = h('form', { id: 'ix-add', hidden: true },
+    h('h2', {}, 'Add an index'),
+    h('div', { class: 'row' },
+      h('div', { class: 'field' }, h('label', { for: 'ix-name' }, 'Name (letters and digits)'), name),
+      h('div', { class: 'field', style: 'flex:1' }, h('label', { for: 'ix-props' }, 'Properties, in order (1 to 4, separated by commas)'), props),
+      h('div', { class: 'field' }, h('label', { class: 'check' }, unique, 'unique (an alternate key)')),
+      h('button', { type: 'submit', class: 'primary', id: 'ix-submit' }, 'Add index')),
+    h('p', { class: 'hint' }, 'On a table with entities the index is built in the background: queries use it once it is ready. A unique index refuses (409 UniqueIndexViolation) a write giving a second entity the same values.'));
+  const standard = h('p', { class: 'hint', id: 'ix-standard', hidden: true }, 'Secondary indexes are for elastic tables; this table is standard.');
+  body.replaceChildren(h('div', { class: 'card', id: 'settings' },
+    h('h2', {}, 'Settings'), summary,
+    h('h2', {}, 'Secondary indexes'), standard, grid, none, addForm, status));
+
+  let seq = 0;
+  let poll = null;
+  const show = (st) => {
+    const ttl = st.DefaultTimeToLive === undefined ? 'off' : st.DefaultTimeToLive === -1 ? '-1 (only entities with their own TTL expire)' : st.DefaultTimeToLive + ' s';
+    const line = (k, v) => h('tr', { 'data-setting': k }, h('th', {}, k), h('td', { class: 'mono' }, v));
+    summary.replaceChildren(h('tbody', {},
+      line('Elastic', String(!!st.Elastic)),
+      st.Elastic ? line('Default time-to-live', ttl) : null,
+      st.Elastic ? line('Time-to-live property', st.TimeToLiveProperty || '') : null,
+      line('Change feed', st.ChangeFeedRetention ? `on, records kept ${st.ChangeFeedRetention} s` : 'off')));
+    const ixs = Array.isArray(st.Indexes) ? st.Indexes : [];
+    rows.replaceChildren(...ixs.map((ix) => {
+      let progress = '';
+      if (ix.State === 'building') progress = `${ix.Progress || 0} rows passed`;
+      if (ix.State === 'failed') progress = ix.Failure || '';
+      const drop = writable ? h('button', { type: 'button', class: 'danger', 'data-drop': ix.Name, 'aria-label': 'Drop index ' + ix.Name, onclick: () => confirmDropIndex(ix.Name) }, 'Drop') : null;
+      return h('tr', { 'data-index': ix.Name, 'data-state': ix.State || '' },
+        h('td', { class: 'mono' }, ix.Name), h('td', { class: 'mono' }, (ix.Properties || []).join(', ')),
+        h('td', {}, ix.Unique ? 'unique' : ''), h('td', { class: 'state' }, ix.State || ''),
+        h('td', { class: ix.State === 'failed' ? 'progress error' : 'progress' }, progress), h('td', {}, drop));
+    }));
+    grid.hidden = !ixs.length;
+    none.hidden = !!ixs.length || !st.Elastic;
+    standard.hidden = !!st.Elastic;
+    addForm.hidden = !(writable && st.Elastic);
+    clearTimeout(poll);
+    if (ixs.some((ix) => ix.State === 'building')) poll = setTimeout(() => { if (body.isConnected) load(); }, SETTINGS_POLL_MS);
+  };
+  const load = async () => {
+    const n = ++seq;
+    try {
+      const st = await readSettings(table);
+      if (n !== seq || !body.isConnected) return;
+      show(st);
+      if (status.dataset.keep !== '1') setStatus(status);
+    } catch (e) {
+      if (n !== seq) return;
+      setStatus(status, errorView(e, '', load));
+    }
+  };
+  const write = async (what, change, done) => {
+    status.dataset.keep = '1';
+    setStatus(status, what + '…');
+    for (const b of body.querySelectorAll('button')) b.disabled = true;
+    try {
+      await changeIndexes(table, change);
+      setStatus(status, h('span', { class: 'ok' }, done));
+      await load();
+      return true;
+    } catch (e) {
+      setStatus(status, errorView(e));
+      return false;
+    } finally {
+      for (const b of body.querySelectorAll('button')) b.disabled = false;
+      status.dataset.keep = '';
+    }
+  };
+  addForm.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const n = name.value.trim();
+    const ps = props.value.split(',').map((p) => p.trim());
+    if (!n || ps.some((p) => !p)) {
+      return setStatus(status, h('div', { class: 'error', role: 'alert' }, 'Give the index a name and its properties, separated by commas.'));
+    }
+    const ok = await write('Adding ' + n, (ixs) => {
+      const same = ixs.find((ix) => ix.Name.toLowerCase() === n.toLowerCase());
+      if (same) throw new Error(`The table has an index named ${same.Name} already: drop it first to declare another under that name.`);
+      return [...ixs, unique.checked ? { Name: n, Properties: ps, Unique: true } : { Name: n, Properties: ps }];
+    }, `Added ${n}.`);
+    if (ok) { name.value = ''; props.value = ''; unique.checked = false; }
+  });
+  function confirmDropIndex(n) {
+    const form = h('form', { method: 'dialog', id: 'confirm-drop-index' },
+      h('div', { class: 'body' }, h('h1', {}, 'Drop index ' + n + '?'), h('p', {}, 'Queries stop using it and its entries are removed; the entities are not touched. Adding it again builds it again.')),
+      h('div', { class: 'foot' }, h('span', { class: 'spacer' }), h('button', { type: 'button', onclick: () => dialog.close() }, 'Cancel'), h('button', { type: 'submit', class: 'danger', id: 'confirm-drop' }, 'Drop')));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      dialog.close();
+      write('Dropping ' + n, (ixs) => {
+        if (!ixs.some((ix) => ix.Name.toLowerCase() === n.toLowerCase())) throw new Error(`The table has no index named ${n} any more.`);
+        return ixs.filter((ix) => ix.Name.toLowerCase() !== n.toLowerCase());
+      }, `Dropped ${n}.`);
+    });
+    openDialog(form, '#confirm-drop');
+  }
+  setStatus(status, 'Loading…');
+  load();
 }
 
 // ---- changes: a live tail of the table's change feed ---------------------------------------

@@ -46,7 +46,7 @@ func (x *env) wantSettings(what, table string, want storage.TableSettings) {
 	if err != nil {
 		x.t.Fatalf("%s: GetTable(%q): %v", what, table, err)
 	}
-	if info.Settings != want {
+	if !info.Settings.Equal(want) {
 		x.t.Fatalf("%s: GetTable(%q).Settings = %+v, want %+v", what, table, info.Settings, want)
 	}
 }
@@ -77,7 +77,7 @@ func (x *env) wantListed(what string, want map[string]storage.TableSettings) {
 			x.t.Fatalf("%s: ListTables (limit %d) = %+v, want %+v", what, limit, got, want)
 		}
 		for name, s := range want {
-			if g, ok := got[name]; !ok || g != s {
+			if g, ok := got[name]; !ok || !g.Equal(s) {
 				x.t.Fatalf("%s: ListTables (limit %d) reports %q with %+v (listed %v), want %+v", what, limit, name, g, ok, s)
 			}
 		}

@@ -158,6 +158,16 @@ func Run(t *testing.T, h Harness) {
 		{"Changes/Wait", testChangesWait},
 		{"Changes/OffThenDeleted", testChangesOffThenDeleted},
 		{"Changes/Overwritten", testChangesOverwritten},
+		{"Indexes/Declarations", testIndexDeclarations},
+		{"Indexes/Count", testIndexCount},
+		{"Indexes/Maintenance", testIndexMaintenance},
+		{"Indexes/Unique", testIndexUnique},
+		{"Indexes/UniqueExpiry", testIndexUniqueExpiry},
+		{"Indexes/UniqueConcurrent", testIndexUniqueConcurrent},
+		{"Indexes/Dropped", testIndexDropped},
+		{"Indexes/Build", testIndexBuild},
+		{"Indexes/BuildUnique", testIndexBuildUnique},
+		{"Indexes/KeyFilter", testIndexKeyFilter},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

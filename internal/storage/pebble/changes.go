@@ -353,7 +353,11 @@ func putChanges(b *pebbledb.Batch, f *feedState, pk string, cs []change, buf []b
 func (e *Engine) newFeed(b *pebbledb.Batch, t *table, account, key string, retention int32) *feedState {
 	m := feedMark{retention: retention, account: account, key: key}
 	_ = b.Set(feedKey(t.id, 0), m.value(), nil)
-	_ = b.Set(metaFormat, binary.BigEndian.AppendUint64(nil, formatVersion), nil)
+	if e.format.Load() < formatLean {
+		// Raised in memory by the caller's Open-time mark only: a feed's first batch is
+		// rare, and writing the mark again is harmless.
+		_ = b.Set(metaFormat, binary.BigEndian.AppendUint64(nil, formatLean), nil)
+	}
 	return &feedState{id: t.id, account: account, key: key, t: t, retention: retention, next: 2, horizon: 1}
 }
 

@@ -121,16 +121,16 @@ func TestChangesNoExtraWrites(t *testing.T) {
 	if err := e.CreateTable(ctx, "a", "Feed", storage.TableSettings{ChangeFeed: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if f := storedFormat(t, e); f != formatVersion {
-		t.Fatalf("store format %d with a feed, want %d", f, formatVersion)
+	if f := storedFormat(t, e); f != formatLean {
+		t.Fatalf("store format %d with a feed, want %d", f, formatLean)
 	}
 	// A restart keeps the mark: a build without feeds must refuse the store.
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
 	e = openTest(t, dir, Options{})
-	if f := storedFormat(t, e); f != formatVersion {
-		t.Fatalf("store format %d after a restart, want %d", f, formatVersion)
+	if f := storedFormat(t, e); f != formatLean {
+		t.Fatalf("store format %d after a restart, want %d", f, formatLean)
 	}
 }
 
@@ -151,11 +151,11 @@ func TestChangesFormatUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	e = openTest(t, dir, Options{})
-	if f := storedFormat(t, e); f != formatVersion {
-		t.Fatalf("a format-%d store reopened at format %d, want %d", formatFeeds, f, formatVersion)
+	if f := storedFormat(t, e); f != formatLean {
+		t.Fatalf("a format-%d store reopened at format %d, want %d", formatFeeds, f, formatLean)
 	}
-	if formatVersion <= formatFeeds {
-		t.Fatalf("format %d: lean records need a format above %d's", formatVersion, formatFeeds)
+	if formatLean <= formatFeeds {
+		t.Fatalf("format %d: lean records need a format above %d's", formatLean, formatFeeds)
 	}
 }
 

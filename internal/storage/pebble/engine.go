@@ -266,6 +266,8 @@ type Options struct {
 
 	// statfs, when set by a test, replaces the reading of the volume's free space.
 	statfs func() (uint64, error)
+	// noBuilder, when set by a test, leaves index builds to BuildIndexes calls.
+	noBuilder bool
 }
 
 // quietLogger passes Pebble's errors to the standard logger and drops its informational
@@ -304,10 +306,17 @@ type Engine struct {
 	ddlMu  sync.Mutex
 	nextID uint64
 
-	// catMu guards tables, the in-memory copy of the catalogue.
+	// catMu guards tables, the in-memory copy of the catalogue, and byID, the same
+	// tables by id.
 	catMu  sync.RWMutex
 	tables map[tableRef]*table
+	byID   map[uint64]*table
+	// format is the store's format mark as committed (keys.go); ddlMu guards raising it.
+	format atomic.Uint64
 
+	buildMu   sync.Mutex // serialises BuildIndexes calls
+	buildWake chan struct{}
+	buildDone chan struct{}
 	purgeMu   sync.Mutex // serialises purge passes
 	expiryMu  sync.Mutex // serialises expiry passes
 	purgeWake chan struct{}
@@ -456,10 +465,13 @@ func Open(dir string, opts Options) (*Engine, error) {
 		stalls:    stalls,
 		seed:      maphash.MakeSeed(),
 		tables:    make(map[tableRef]*table),
+		byID:      make(map[uint64]*table),
 		feeds:     make(map[uint64]*feedState),
 		purgeWake: make(chan struct{}, 1),
 		purgeStop: make(chan struct{}),
 		purgeDone: make(chan struct{}),
+		buildWake: make(chan struct{}, 1),
+		buildDone: make(chan struct{}),
 
 		expiryInterval: opts.ExpiryInterval,
 		positionWait:   opts.PositionWait,
@@ -478,6 +490,12 @@ func Open(dir string, opts Options) (*Engine, error) {
 	}
 	go e.purgeLoop()
 	e.wakePurger() // resume purges a previous run left pending
+	if opts.noBuilder {
+		close(e.buildDone)
+	} else {
+		go e.buildLoop()
+		e.wakeBuilder() // resume builds a previous run left unfinished
+	}
 	return e, nil
 }
 
@@ -599,10 +617,11 @@ func (e *Engine) load() error {
 		mark = format
 	}
 	if mark >= formatFeeds {
-		mark = formatVersion
+		mark = max(mark, formatLean)
 	}
 	_ = b.Set(metaFormat, binary.BigEndian.AppendUint64(nil, mark), nil)
 	err = b.Commit(pebbledb.Sync)
+	e.format.Store(mark)
 	if err == nil {
 		e.noteCommitted(batchPosition(b))
 	}
@@ -654,7 +673,9 @@ func (e *Engine) load() error {
 		if err != nil {
 			return fmt.Errorf("read catalogue: %w", err)
 		}
-		e.tables[tableRef{account, key}] = newTable(id, name, settings[id])
+		t := newTable(id, name, settings[id])
+		e.tables[tableRef{account, key}] = t
+		e.byID[id] = t
 		e.nextID = max(e.nextID, id+1) // never reuse an id, even if the counter were stale
 	}
 	if err := it.Error(); err != nil {
@@ -744,6 +765,7 @@ func (e *Engine) Close() error {
 
 	close(e.purgeStop)
 	<-e.purgeDone
+	<-e.buildDone
 	// The clock mark is an optimisation (see load): on a full disk it is skipped.
 	b := e.db.NewBatch()
 	_ = b.Set(metaClock, binary.BigEndian.AppendUint64(nil, uint64(e.clock.Next(0))), nil)
@@ -803,6 +825,7 @@ func (e *Engine) CreateTable(ctx context.Context, account, name string, settings
 	}
 	id := e.nextID
 	e.nextID++ // even if the commit fails: an id is never handed out twice
+	settings = storage.AssignIndexIDs(storage.TableSettings{}, settings, true)
 	b := e.db.NewBatch()
 	defer b.Close()
 	_ = b.Set(catalogKey(account, ref.key), catalogValue(id, name), nil)
@@ -816,6 +839,7 @@ func (e *Engine) CreateTable(ctx context.Context, account, name string, settings
 		f = e.newFeed(b, t, account, ref.key, settings.ChangeFeed)
 		f.on = true
 	}
+	mark := e.markIndexes(b, settings) // after newFeed's mark, which it may raise
 	if err := e.commit(b); err != nil {
 		return fmt.Errorf("create table: %w", err)
 	}
@@ -824,7 +848,9 @@ func (e *Engine) CreateTable(ctx context.Context, account, name string, settings
 	}
 	e.catMu.Lock()
 	e.tables[ref] = t
+	e.byID[id] = t
 	e.catMu.Unlock()
+	e.raiseFormat(mark)
 	return nil
 }
 
@@ -939,6 +965,7 @@ func (e *Engine) DeleteTable(ctx context.Context, account, name string) error {
 	t.dropped = true
 	e.catMu.Lock()
 	delete(e.tables, ref)
+	delete(e.byID, t.id)
 	e.catMu.Unlock()
 	e.wakePurger()
 	return nil
@@ -1060,6 +1087,10 @@ type row struct {
 	// lastWrite is 1 + the index, among the Apply's records, of the write that left the
 	// row's state (0: none), which is then written lean with the row referring to it.
 	lastWrite int
+	// keepStored asks loadRow for the stored row's encoded properties (storedEnc),
+	// expired or not: a table with indexes replaces the stored row's entries.
+	keepStored bool
+	storedEnc  []byte
 }
 
 // noteChange appends the records of mutation m, which has just succeeded on row r
@@ -1189,47 +1220,130 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 	if settings.ChangeFeedOn() && t.feed != nil && t.feed.on {
 		feed = t.feed
 	}
-	locks := e.lockRows(rows)
-	defer locks.unlock()
-
-	now := e.clock.Now()
-	if err := e.loadRows(rows, needProps, now); err != nil {
-		return nil, 0, err
+	indexes := settings.Indexes
+	for j := range rows {
+		rows[j].keepStored = len(indexes) > 0
 	}
-	versions := make([]int64, len(muts))
-	dirty := false
-	var changes []change
-	for i := range muts {
-		r := &rows[rowOf[i]]
-		if errs != nil && errs[i] != nil {
-			continue // an unknown mutation
+	// A table with a unique index locks the stripes of the values the Apply may take
+	// or give up too (unique.go); those it finds only once it has read its rows it
+	// takes by starting over with them.
+	var uc *uniqueCheck
+	var extra []uint32
+	var fresh []row
+	var errs0 []error
+	if hasUnique(indexes) {
+		// Never nil: lockRows then takes every stripe the many-stripes way, which
+		// knows what it holds.
+		extra = append(make([]uint32, 0, 8), e.valueStripes(t.id, indexes, muts)...)
+		fresh, errs0 = slices.Clone(rows), slices.Clone(errs)
+	}
+	var locks rowLocks
+	defer locks.unlock()
+	var (
+		now        int64
+		versions   []int64
+		dirty      bool
+		changes    []change
+		oldU, newU [][]uniqueKey // with uc: each row's unique values as stored and as left
+		last       []int         // with uc: each row's last write
+	)
+	for {
+		locks = e.lockRows(rows, extra)
+		now = e.clock.Now()
+		if err := e.loadRows(rows, needProps, now); err != nil {
+			return nil, 0, err
 		}
-		was, wasExpiry := r.Row, r.expiry
-		v, err := storage.Step(pk, &muts[i], &r.Row, e.clock.Next)
-		props := r.Props // the state the mutation left, before an expiry past already
-		if err == nil && r.Exists && muts[i].Op != storage.Delete {
-			// Every write restarts the clock: the expiry of the row as this mutation
-			// leaves it, from its new version (or the mutation's explicit one, which may
-			// leave the row expired at once).
-			r.expiry, err = storage.SettleExpiry(settings, &muts[i], &r.Row)
-		}
-		if err != nil {
-			if errs == nil {
-				return nil, 0, &storage.ApplyError{Index: i, Err: err}
+		if fresh != nil {
+			it, err := e.db.NewIter(&l6Filters) // under the locks: the entries' latest state
+			if err != nil {
+				return nil, 0, fmt.Errorf("read unique entries: %w", err)
 			}
-			// The row stays as it was (Step replaces its fields, never their contents).
-			errs[i], r.Row, r.expiry = err, was, wasExpiry
-			continue
-		}
-		versions[i] = v
-		dirty = true
-		if feed != nil {
-			changes = noteChange(changes, r, &muts[i], props, v, now)
-			r.lastWrite = 0
-			if muts[i].Op != storage.Delete && r.Exists {
-				r.lastWrite = len(changes) // the write's record is the last one noted
+			defer it.Close()
+			uc = &uniqueCheck{e: e, id: t.id, pk: pk, defs: indexes, now: now, held: locks.stripes(),
+				it: it, stored: map[string]holding{}, overlay: map[string]holding{}}
+			oldU, newU, last = make([][]uniqueKey, len(rows)), make([][]uniqueKey, len(rows)), make([]int, len(rows))
+			for j := range rows {
+				if rows[j].stored {
+					props, err := entity.DecodeProps(rows[j].storedEnc)
+					if err != nil {
+						return nil, 0, fmt.Errorf("read entity: %w", err)
+					}
+					oldU[j] = appendUniqueKeys(nil, t.id, indexes, props)
+				}
 			}
 		}
+		versions = make([]int64, len(muts))
+		dirty = false
+		changes = changes[:0]
+		for i := range muts {
+			r := &rows[rowOf[i]]
+			if errs != nil && errs[i] != nil {
+				continue // an unknown mutation
+			}
+			was, wasExpiry := r.Row, r.expiry
+			v, err := storage.Step(pk, &muts[i], &r.Row, e.clock.Next)
+			props := r.Props // the state the mutation left, before an expiry past already
+			if err == nil && r.Exists && muts[i].Op != storage.Delete {
+				// Every write restarts the clock: the expiry of the row as this mutation
+				// leaves it, from its new version (or the mutation's explicit one, which may
+				// leave the row expired at once).
+				r.expiry, err = storage.SettleExpiry(settings, &muts[i], &r.Row)
+			}
+			var nu []uniqueKey
+			if err == nil && uc != nil {
+				if r.Exists {
+					nu = appendUniqueKeys(nil, t.id, indexes, r.Props)
+				}
+				if errs != nil {
+					// ApplyEach: each mutation against what the ones before it left.
+					if uv, cerr := uc.takeEach(r.rk, oldU[rowOf[i]], nu); cerr != nil {
+						return nil, 0, fmt.Errorf("read unique entries: %w", cerr)
+					} else if uv != nil {
+						err = uv
+					}
+				}
+			}
+			if err != nil {
+				if errs == nil {
+					return nil, 0, &storage.ApplyError{Index: i, Err: err}
+				}
+				// The row stays as it was (Step replaces its fields, never their contents).
+				errs[i], r.Row, r.expiry = err, was, wasExpiry
+				continue
+			}
+			versions[i] = v
+			dirty = true
+			if uc != nil {
+				newU[rowOf[i]], last[rowOf[i]] = nu, i
+			}
+			if feed != nil {
+				changes = noteChange(changes, r, &muts[i], props, v, now)
+				r.lastWrite = 0
+				if muts[i].Op != storage.Delete && r.Exists {
+					r.lastWrite = len(changes) // the write's record is the last one noted
+				}
+			}
+		}
+		if uc == nil {
+			break
+		}
+		if errs == nil {
+			i, uv, err := uc.checkFinal(rows, oldU, newU, last)
+			if err != nil {
+				return nil, 0, fmt.Errorf("read unique entries: %w", err)
+			}
+			if uv != nil && len(uc.need) == 0 {
+				return nil, 0, &storage.ApplyError{Index: i, Err: uv}
+			}
+		}
+		if len(uc.need) == 0 {
+			break
+		}
+		// Values found once the rows were read: start over holding their stripes too.
+		locks.unlock()
+		extra = append(extra, uc.need...)
+		copy(rows, fresh)
+		copy(errs, errs0)
 	}
 	if !dirty {
 		return versions, 0, nil // ApplyEach with every mutation failed: nothing to commit
@@ -1257,6 +1371,16 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 	buf := (*vb)[:0]
 	defer func() { *vb = buf }()
 	var key [17]byte
+	if uc != nil {
+		// Every row's unique entries given up before any row's taken (putUniqueDeletes).
+		for j := range rows {
+			if rows[j].Dirty {
+				if err := uc.putUniqueDeletes(b, rows[j].rk, oldU[j], newU[j]); err != nil {
+					return nil, 0, fmt.Errorf("read unique entries: %w", err)
+				}
+			}
+		}
+	}
 	for j := range rows {
 		r := &rows[j]
 		if !r.Dirty {
@@ -1284,6 +1408,25 @@ func (e *Engine) apply(ctx context.Context, account, tableName, pk string, muts 
 			// Also when nothing is stored (inserted and deleted in this Apply): the
 			// tombstone costs little and gives the batch a sequence number.
 			_ = b.Delete(r.key, nil)
+		}
+		if len(indexes) > 0 {
+			var old, new [][]byte
+			if r.stored {
+				props, err := entity.DecodeProps(r.storedEnc)
+				if err != nil {
+					return nil, 0, fmt.Errorf("read entity: %w", err)
+				}
+				old = appendIndexEntries(nil, t.id, indexes, pk, r.rk, props)
+			}
+			if r.Exists {
+				new = appendIndexEntries(nil, t.id, indexes, pk, r.rk, r.Props)
+			}
+			putIndexChanges(b, old, new)
+			if uc != nil {
+				if err := uc.putUniqueSets(b, r.rk, newU[j]); err != nil {
+					return nil, 0, fmt.Errorf("read unique entries: %w", err)
+				}
+			}
 		}
 		if r.storedExpiry != 0 {
 			buf = appendExpiryKey(buf[:0], t.id, r.storedExpiry, pk, r.rk)
@@ -1330,18 +1473,20 @@ func (r *released) release() {
 	r.locks.unlock()
 }
 
-// lockRows locks the rows' stripes in ascending order, each once, so two Applies with
-// overlapping rows cannot deadlock, and returns the locks to unlock.
-func (e *Engine) lockRows(rows []row) rowLocks {
-	if len(rows) == 1 {
+// lockRows locks the rows' stripes and the extra ones (the stripes of unique values,
+// unique.go) in ascending order, each once, so two Applies with overlapping rows or
+// values cannot deadlock, and returns the locks to unlock.
+func (e *Engine) lockRows(rows []row, extra []uint32) rowLocks {
+	if len(rows) == 1 && extra == nil {
 		m := &e.stripes[rows[0].stripe]
 		m.Lock()
 		return rowLocks{one: m}
 	}
-	s := make([]uint32, len(rows))
+	s := make([]uint32, len(rows), len(rows)+len(extra))
 	for i := range rows {
 		s[i] = rows[i].stripe
 	}
+	s = append(s, extra...)
 	slices.Sort(s)
 	s = slices.Compact(s)
 	for _, i := range s {
@@ -1357,6 +1502,10 @@ type rowLocks struct {
 	e    *Engine
 	many []uint32
 }
+
+// stripes are the stripes l holds, ascending, when lockRows took them the many-stripes
+// way (always when it was given extra stripes).
+func (l *rowLocks) stripes() []uint32 { return l.many }
 
 // unlock unlocks what l still holds; a second call does nothing.
 func (l *rowLocks) unlock() {
@@ -1499,6 +1648,9 @@ func loadRow(r *row, it *pebbledb.Iterator, needProps bool, now int64) error {
 	if r.Exists && needProps {
 		// Decoded only if a merge needs it; the copy outlives the iterator.
 		r.Encoded = append([]byte(nil), enc...)
+	}
+	if r.keepStored {
+		r.storedEnc = append(r.storedEnc[:0], enc...)
 	}
 	return nil
 }
@@ -1781,6 +1933,8 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 	// commit: a change of the feed is ordered with every write of the table.
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	stored := *t.settings.Load()
+	settings = storage.AssignIndexIDs(stored, settings, false)
 	b := e.db.NewBatch()
 	defer b.Close()
 	if v := storage.MarshalSettings(settings); v == nil {
@@ -1788,6 +1942,7 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 	} else {
 		_ = b.Set(settingsKey(t.id), v, nil)
 	}
+	building := putDroppedIndexes(b, t.id, stored, settings)
 	var started, retained *feedState
 	switch f := t.feed; {
 	case settings.ChangeFeedOn() && f == nil:
@@ -1808,6 +1963,7 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 			retained = f
 		}
 	}
+	mark := e.markIndexes(b, settings) // after newFeed's mark, which it may raise
 	if err := e.commit(b); err != nil {
 		return fmt.Errorf("set table settings: %w", err)
 	}
@@ -1821,5 +1977,9 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 		t.feed.on = settings.ChangeFeedOn()
 	}
 	t.settings.Store(&settings)
+	e.raiseFormat(mark)
+	if building {
+		e.wakeBuilder()
+	}
 	return nil
 }

@@ -26,6 +26,14 @@ import (
 //	                                    → a change feed record (changes.go); seq 0 is
 //	                                      the feed's mark (retention mark, owner); a
 //	                                      lean record's state is its row's (format 4)
+//	0x08 table id (8 bytes BE) index id (4 bytes BE) index key esc(PK) esc(RK)
+//	                                    → (empty) a secondary index entry (indexes.go)
+//	0x09 table id (8 bytes BE) index id (4 bytes BE) index key
+//	                                    → esc(PK) esc(RK): the row holding a unique
+//	                                      index's value (unique.go)
+//	0x0A table id (8 bytes BE) index id (4 bytes BE)
+//	                                    → esc(PK) esc(RK): how far an index's online
+//	                                      build has come (build.go)
 //	0x10 table id (8 bytes BE) esc(PK) esc(RK)
 //	                                    → entity value (see appendValue)
 //
@@ -55,7 +63,9 @@ const (
 	kindSettings byte = 0x05
 	kindExpiry   byte = 0x06
 	kindFeed     byte = 0x07
-	kindData     byte = 0x10
+	// kindIndex (0x08), kindUnique (0x09) and kindBuild (0x0A) are in indexes.go,
+	// unique.go and build.go.
+	kindData byte = 0x10
 )
 
 // Meta keys.
@@ -74,10 +84,16 @@ var (
 // (changes.go); a store with feeds is marked 4 (newFeed, and Open for a format-3 store,
 // which then gets such rows), so that a format-3 build, which would misread them,
 // refuses it.
+//
+// Format 5 added secondary index entries (kinds 0x08 to 0x0A: indexes.go, unique.go, build.go): a store is marked 5 when
+// a table first declares an index (markIndexes), so that a format-4 build, which would
+// write rows without their entries, refuses it; other stores keep their mark.
 const (
-	formatVersion = 4
+	formatVersion = 5
 	formatBase    = 2
 	formatFeeds   = 3 // the first format with change feeds
+	formatLean    = 4 // the first format with lean records
+	formatIndexes = 5 // the first format with index entries
 )
 
 // The first byte of every entity value is a tag naming its layout, so rows written in an

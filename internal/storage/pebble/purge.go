@@ -170,7 +170,11 @@ func (e *Engine) deleteExpired(entries [][]byte, rows []row) (int, error) {
 	feeds, release := e.recordingFeeds(ids)
 	defer release()
 	withFeed := e.feedsByID(ids)
-	locks := e.lockRows(rows)
+	extra, err := e.expiredValueStripes(entries, rows)
+	if err != nil {
+		return 0, err
+	}
+	locks := e.lockRows(rows, extra)
 	defer locks.unlock()
 	// Created under the locks: its snapshot holds the index keys' latest state. The
 	// index keys were just listed, so their blocks are in the cache.
@@ -196,6 +200,15 @@ func (e *Engine) deleteExpired(entries [][]byte, rows []row) (int, error) {
 			continue
 		}
 		id := binary.BigEndian.Uint64(k[1:9])
+		if defs := e.indexesOf(id); len(defs) > 0 {
+			ok, err := e.deleteRowEntries(b, it, id, defs, rows[i].key, k, locks.stripes())
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				continue // rewritten since listed, with a value whose lock it lacks: next pass
+			}
+		}
 		if f := withFeed[id]; f != nil {
 			fill, err := readLeanFill(it, f, rows[i].key, k)
 			if err != nil {
@@ -320,6 +333,9 @@ func (e *Engine) purgePending(ctx context.Context) error {
 		b := e.db.NewBatch()
 		_ = b.DeleteRange(tablePrefix(id), tablePrefix(id+1), nil)
 		_ = b.DeleteRange(expiryPrefix(id), expiryPrefix(id+1), nil)
+		_ = b.DeleteRange(indexTablePrefix(id), indexTablePrefix(id+1), nil)
+		_ = b.DeleteRange(uniqueTablePrefix(id), uniqueTablePrefix(id+1), nil)
+		_ = b.DeleteRange(buildTablePrefix(id), buildTablePrefix(id+1), nil)
 		_ = b.Delete(aclKey(id), nil) // DeleteTable removed it; this covers older stores
 		_ = b.Delete(settingsKey(id), nil)
 		_ = b.Delete(purgeKey(id), nil)

@@ -158,6 +158,16 @@ func (e *Engine) applyOnce(ctx context.Context, a *applyArgs) (storage.Applied, 
 	if err != nil {
 		return storage.Applied{}, err
 	}
+	if defs := maintained(ent.settings); len(defs) > 0 {
+		// Index entries go with the write: a single plain write's in its statement, any
+		// other's with the swaps (indexes.go). A stale entry that shows no index sends
+		// a plain statement, which fails its generation check.
+		a.ent = ent
+		if res, ok, err := e.applyIndexed(ctx, a, defs); ok {
+			return res, err
+		}
+		return e.applyRMW(ctx, a)
+	}
 	if explicitExpiry(a.muts) {
 		if manyAt(a.muts) && !e.feedOn(ent.settings) {
 			return e.applyManyAt(ctx, a)
@@ -349,7 +359,8 @@ func (e *Engine) plainStmt(a *applyArgs, m *storage.Mutation, pk, rk []byte, ttl
 // statement would have. One statement costs the database one Bind and Execute and one
 // executor start-up for the group, and its rows go in the group's (table id,
 // PartitionKey, RowKey) order, as the group's statements would. Any other group runs
-// statement by statement.
+// statement by statement. Single writes of tables with indexes (ixInsert1, ixUpsert1)
+// merge the same way, with their entries (ixInsertGroup, ixUpsertGroup).
 func (e *Engine) mergeSingles(group []*single) (stmt, bool) {
 	one := group[0].st.sql
 	var sql string
@@ -359,6 +370,16 @@ func (e *Engine) mergeSingles(group []*single) (stmt, bool) {
 		sql = e.q.insertGroup
 	case e.q.upsert1:
 		sql = e.q.upsertGroup
+	case e.q.ixInsert1[0], e.q.ixInsert1[1], e.q.ixUpsert1[0], e.q.ixUpsert1[1]:
+		nargs = 11
+		for v := range 2 {
+			switch one {
+			case e.q.ixInsert1[v]:
+				sql = e.q.ixInsertGroup[v]
+			case e.q.ixUpsert1[v]:
+				sql = e.q.ixUpsertGroup[v]
+			}
+		}
 	case e.q.feedInsert1, e.q.feedUpsert1:
 		// One feed table's: the group's records are numbered as one statement's.
 		sql, nargs = e.q.feedInsertGroup, 9
@@ -373,7 +394,8 @@ func (e *Engine) mergeSingles(group []*single) (stmt, bool) {
 	}
 	n := len(group)
 	ids, gens, ttls := make([]int64, n), make([]int64, n), make([]int64, n)
-	var bs [5][][]byte // account, table key, PartitionKey, RowKey, properties
+	var ents groupEntries // an indexed group's entries (indexes.go)
+	var bs [5][][]byte    // account, table key, PartitionKey, RowKey, properties
 	for j := range bs {
 		bs[j] = make([][]byte, n)
 	}
@@ -393,6 +415,9 @@ func (e *Engine) mergeSingles(group []*single) (stmt, bool) {
 		gens[i], ok[6] = a[6].(int64)
 		ttls[i], ok[7] = a[7].(int64)
 		if ok != [8]bool{true, true, true, true, true, true, true, true} {
+			return stmt{}, false
+		}
+		if nargs == 11 && !ents.add(ids[i], bs[2][i], bs[3][i], a[8:]) {
 			return stmt{}, false
 		}
 	}
@@ -425,6 +450,9 @@ func (e *Engine) mergeSingles(group []*single) (stmt, bool) {
 		return scanColumns(m, fds[3:], vals[3:], st.dest)
 	}
 	st := stmt{sql: sql, args: []any{ids, bs[0], bs[1], bs[2], bs[3], bs[4], gens, ttls}, each: each}
+	if nargs == 11 {
+		st.args = append(st.args, ents.tids, ents.pks, ents.rks, ents.ids, ents.keys, ents.uniq)
+	}
 	if nargs == 9 {
 		pos := make([]int32, n)
 		for i := range pos {
@@ -866,8 +894,10 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 	slices.SortFunc(writes, func(x, y write) int { return strings.Compare(x.rk, y.rk) })
 	pk := []byte(a.pk)
 	// One write is a statement that answers no row when its swap fails; several raise,
-	// so that a failed swap aborts the transaction.
-	single := len(writes) == 1
+	// so that a failed swap aborts the transaction. A table with indexes sends its
+	// entries in the swaps' transaction (indexes.go), so its swaps raise too.
+	defs := maintained(st.settings)
+	single := len(writes) == 1 && len(defs) == 0
 	pick := func(one, many string) string {
 		if single {
 			return one
@@ -893,6 +923,25 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 			stmts[i] = stmt{sql: pick(e.q.casInsert, e.q.casInsertB),
 				args: []any{st.tableID, pk, rk, int64(0), w.r.Version, entity.AppendProps(nil, w.r.Props), w.r.expiry, a.acct, a.key}}
 		}
+	}
+	var (
+		ixRows []ixRow
+		last   map[string]int
+	)
+	if len(defs) > 0 {
+		ixRows = make([]ixRow, len(writes))
+		for i, w := range writes {
+			ixRows[i] = ixRow{rk: w.rk, exists: w.r.Exists, props: w.r.Props}
+		}
+		last = make(map[string]int, len(writes))
+		for i := range a.muts {
+			last[a.muts[i].RowKey] = i
+		}
+		first, after, err := e.indexStmts(st.tableID, st.gen, defs, pk, ixRows, last)
+		if err != nil {
+			return storage.Applied{}, err
+		}
+		stmts = append(append([]stmt{first}, stmts...), after...)
 	}
 	var (
 		pos storage.Position
@@ -925,6 +974,9 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 	}
 	if isRaised(err) || (err == nil && single && stmts[0].rows == 0) {
 		return storage.Applied{}, errConflict
+	}
+	if err != nil && len(defs) > 0 {
+		err = e.uniqueError(ctx, err, false, st.tableID, defs, pk, ixRows, last)
 	}
 	if err != nil {
 		return storage.Applied{}, err

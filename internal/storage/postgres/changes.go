@@ -393,6 +393,7 @@ func feedSQL(q *queries) {
 			AND e.version = ` + snapshotVersion("$2::BIGINT", "c.pk", "c.rk") + `
 			RETURNING e.pk, e.rk, e.props, e.ref_txn, e.ref_ord),
 		` + fillFrom("d", "$2::BIGINT", "d", "") + `,
+		` + rowEntriesGo("$2::BIGINT", "d") + `,
 		k AS (SELECT count(*) AS n FROM d),
 		s AS (UPDATE cerulean_feeds f SET next = f.next + k.n FROM k
 			WHERE f.table_id = $2 AND f.on_ AND NOT f.dropped AND k.n > 0 RETURNING f.next - k.n AS base),

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -121,6 +122,9 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 		return todo, err
 	}
 	a.ent = ent
+	if len(maintained(ent.settings)) > 0 {
+		return e.eachIndexed(ctx, a, muts, todo, out, committed)
+	}
 	// A table whose change feed is on (as cached; a stale entry fails the statements'
 	// generation check) sends the statements that record their changes, the records in
 	// the mutations' order.
@@ -143,6 +147,9 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 		defer unlock()
 		if st, err = e.readRows(ctx, &ra, true); err != nil {
 			return todo, err
+		}
+		if len(maintained(st.settings)) > 0 {
+			return todo, errStale // an index was declared: the next round sees it
 		}
 	}
 	record := st != nil && st.settings.ChangeFeedOn() && e.dialect == dialectPostgres
@@ -391,4 +398,33 @@ func (e *Engine) eachGroup(a *applyArgs, muts []storage.Mutation, plain []int, s
 		st.feed = &feedNote{tid: a.ent.id, n: 2 * len(muts), ordArg: 8}
 	}
 	return st
+}
+
+// eachIndexed is a round of ApplyEach on a table that declares indexes: each mutation is
+// an Apply of its own (whose transaction carries the row's index entries, indexes.go), in
+// RowKey order. A mutation's failure (a failed precondition, a refused property, a
+// unique value held by another entity) is its own; an error of the table or the database
+// leaves the mutations not yet done.
+func (e *Engine) eachIndexed(ctx context.Context, a *applyArgs, muts []storage.Mutation, todo []int, out *storage.Each, committed *bool) ([]int, error) {
+	for j, i := range todo {
+		b := applyArgs{acct: a.acct, key: a.key, pk: a.pk, muts: muts[i : i+1]}
+		var res storage.Applied
+		err := e.retry(ctx, "apply", func() error {
+			var err error
+			res, err = e.applyOnce(ctx, &b)
+			return err
+		})
+		var ae *storage.ApplyError
+		switch {
+		case err == nil:
+			out.Versions[i] = res.Versions[0]
+			out.Position = max(out.Position, res.Position)
+			*committed = true
+		case errors.As(err, &ae):
+			out.Errs[i] = ae.Err
+		default:
+			return todo[j:], err
+		}
+	}
+	return nil, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -355,6 +356,7 @@ func TestPositionsFrontEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	var last storage.Position
+	var took []time.Duration
 	for i := range 30 {
 		w, r := engines[i%3], engines[(i+1)%3]
 		rk := fmt.Sprintf("r%02d", i)
@@ -368,12 +370,16 @@ func TestPositionsFrontEnds(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ReadView(%d) on another front end: %v", ap.Position, err)
 		}
-		if d := time.Since(start); d > 200*time.Millisecond {
-			t.Fatalf("ReadView on another front end took %v", d)
-		}
+		took = append(took, time.Since(start))
 		if rec, err := rd.Get(ctx, acct, "T", "p", rk); err != nil || rec.Version != ap.Versions[0] {
 			t.Fatalf("read through another front end: %+v, %v", rec, err)
 		}
+	}
+	// A position already committed is served at once, not after the position wait (about
+	// a second): judged by the median, since a loaded machine stalls any one read.
+	slices.Sort(took)
+	if took[len(took)/2] > 100*time.Millisecond || took[len(took)-1] > 900*time.Millisecond {
+		t.Fatalf("ReadView on another front end took %v (median) and %v (slowest)", took[len(took)/2], took[len(took)-1])
 	}
 	// A position far ahead fails after the wait, not before.
 	e := open(t, postgres.Options{PositionWait: 100 * time.Millisecond})

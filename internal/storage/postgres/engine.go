@@ -80,6 +80,7 @@ const (
 	DefaultPurgeInterval    = time.Minute
 	DefaultPurgeGrace       = 10 * time.Minute
 	DefaultExpiryInterval   = 15 * time.Second
+	DefaultIndexInterval    = time.Second
 	DefaultPositionWait     = time.Second
 	DefaultMaxStaleness     = 5 * time.Second
 	DefaultReplicaMaxLag    = 30 * time.Second
@@ -146,6 +147,11 @@ type Options struct {
 	// DefaultExpiryInterval). Expired rows are invisible at once; this bounds how long
 	// they take room.
 	ExpiryInterval time.Duration
+	// IndexInterval is how often the background loop looks for index builds and dropped
+	// indexes' entries to remove (default DefaultIndexInterval); a settings change that
+	// declares or drops an index wakes it too. Negative: never in the background, only
+	// through BuildIndexes (tests that drive the builds themselves).
+	IndexInterval time.Duration
 	// PositionWait is how long a read view waits for the primary to reach a position
 	// before it fails with storage.ErrFuturePosition (default DefaultPositionWait).
 	PositionWait time.Duration
@@ -234,7 +240,10 @@ type Engine struct {
 	pendingPurges atomic.Int64
 	purgeWake     chan struct{}
 	purgeStop     chan struct{}
-	loops         sync.WaitGroup // the background purges
+	// indexWake wakes the index loop: a settings change recorded builds or drops
+	// (indexbuild.go).
+	indexWake chan struct{}
+	loops     sync.WaitGroup // the background purges
 }
 
 var _ storage.Engine = (*Engine)(nil)
@@ -260,6 +269,9 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 	}
 	if opts.ExpiryInterval <= 0 {
 		opts.ExpiryInterval = DefaultExpiryInterval
+	}
+	if opts.IndexInterval == 0 {
+		opts.IndexInterval = DefaultIndexInterval
 	}
 	if opts.PositionWait <= 0 {
 		opts.PositionWait = DefaultPositionWait
@@ -386,6 +398,7 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 		q:         q,
 		purgeWake: make(chan struct{}, 1),
 		purgeStop: make(chan struct{}),
+		indexWake: make(chan struct{}, 1),
 		locks:     newRowLocks(),
 
 		failoverSem: make(chan struct{}, 1),
@@ -421,6 +434,10 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 		e.loops.Add(2)
 		go e.purgeLoop()
 		go e.expiryLoop()
+		if opts.IndexInterval > 0 {
+			e.loops.Add(1)
+			go e.indexLoop()
+		}
 		e.wakePurger() // resume purges pending from before
 	}
 	return e, nil
@@ -506,7 +523,7 @@ func (e *Engine) mapErr(ctx context.Context, op string, err error) error {
 	var ae *storage.ApplyError
 	if errors.As(err, &ae) || errors.Is(err, storage.ErrTableNotFound) || errors.Is(err, storage.ErrTableExists) ||
 		errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrUnavailable) ||
-		errors.Is(err, storage.ErrFeedOff) || errors.Is(err, storage.ErrChangesExpired) {
+		errors.Is(err, storage.ErrFeedOff) || errors.Is(err, storage.ErrChangesExpired) || errors.Is(err, storage.ErrIndexNotFound) {
 		return err
 	}
 	if errors.Is(err, errConflict) {

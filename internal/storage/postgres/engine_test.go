@@ -42,10 +42,11 @@ func open(t testing.TB, opts postgres.Options) *postgres.Engine {
 	return e
 }
 
-// conformanceOptions leave the removal of expired rows and of old change records to
-// the suite (PurgeExpired, TrimChanges): a background pass in the middle of a test that
-// checks what a purge or a trim does would do it first.
-var conformanceOptions = postgres.Options{ExpiryInterval: time.Hour}
+// conformanceOptions leave the removal of expired rows and of old change records, and
+// index builds, to the suite (PurgeExpired, TrimChanges, BuildIndexes): a background pass
+// in the middle of a test that checks what a purge, a trim or a build does would do it
+// first.
+var conformanceOptions = postgres.Options{ExpiryInterval: time.Hour, IndexInterval: -1}
 
 func TestConformance(t *testing.T) {
 	url := testURL(t)

@@ -13,7 +13,7 @@ import (
 // one statement and one short transaction, until a chunk comes back short. A chunk
 // walks the partial index on expiry from its oldest entry, so it reads the rows that
 // have expired and stops at the first that has not: the cost follows what expires, not
-// the table. Front ends purge at once without waiting for each other (SKIP LOCKED skips
+// the table. A row's index entries go in the same statement. Front ends purge at once without waiting for each other (SKIP LOCKED skips
 // rows another purger or a writer holds; the next round gets them), and a row written
 // again since it expired is not deleted: the delete checks the expiry of the row it
 // deletes.
@@ -47,7 +47,8 @@ func (e *Engine) purgeExpiredPlain(ctx context.Context) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return total, err
 		}
-		tag, err := e.pool.Exec(ctx, e.q.purgeExpired, ExpiryChunk)
+		var n int64
+		err := e.pool.QueryRow(ctx, e.q.purgeExpired, ExpiryChunk).Scan(&n)
 		if err != nil {
 			if failures++; retryable(err) && failures < 10 {
 				continue
@@ -55,8 +56,8 @@ func (e *Engine) purgeExpiredPlain(ctx context.Context) (int, error) {
 			return total, fmt.Errorf("purge expired rows: %w", err)
 		}
 		failures = 0
-		total += int(tag.RowsAffected())
-		if tag.RowsAffected() < ExpiryChunk {
+		total += int(n)
+		if n < ExpiryChunk {
 			return total, nil
 		}
 	}

@@ -84,7 +84,9 @@ type queries struct {
 	// a feed; feedOffFill fills a table's lean records and clears its rows' references;
 	// hasFeed tells whether a table has or had a feed.
 	purgeChunkFeed, purgeRestFeed, feedOffFill, hasFeed string
-	feedRecords, feedSeal                               string
+	// lockSettings reads a table's stored settings and locks its catalogue row.
+	lockSettings          string
+	feedRecords, feedSeal string
 	// The plain writes of a feed table, recording their changes in their own CTEs
 	// (changes.go, feedWriteSQL): feedInsert1 … feedDelete1 take their plain statement's
 	// parameters and then the ord of their first record, answering as their plain
@@ -104,6 +106,27 @@ type queries struct {
 	readChanges, feedHorizon                    string
 	feedList, feedTrimBound, feedTrim, feedDrop string
 	purgeExpiredFeed, feedsOn                   string
+
+	// Secondary indexes (indexes.go, indexbuild.go): a swap's generation check (with the
+	// catalogue row's KEY SHARE lock while an index builds), the entries of the rows it
+	// writes, the holders of unique values; index reads ([0] the plain entries, [1] the
+	// unique ones) and row counts; the build's chunks and the removal of dropped
+	// indexes' and deleted tables' entries.
+	ixGen, ixGenLock, ixDelete, ixInsert, ixHolders string
+	ixHoldersLive, ixLockHolder, ixTakeOver         string
+	// The single writes with their entries, and their groups: [0] for a table with a
+	// unique index, [1] without.
+	ixInsert1, ixUpsert1, ixReplace1, ixDelete1 [2]string
+	ixInsertGroup, ixUpsertGroup                [2]string
+	ixScan, ixScanTo, ixCount, ixCountTo        [2]string
+	ixTable, ixCountRows, ixCountRowsTo         string
+	ixWork, ixLockTable, ixPosition, ixRows     string
+	ixRowsFrom, ixBuildPlain, ixBuildUnique     string
+	ixSetSettings, ixFail, ixAdvance, ixDone    string
+	ixDropEntries, ixDropTable                  [2]string
+	ixDropDone                                  string
+	ixWorkPut, ixWorkDrop, ixWorkForget         string
+	ixDropWaited, ixDropWait                    string
 
 	// Stored access policies and service properties: one statement each, no cache.
 	getACL, setACL           string
@@ -384,6 +407,9 @@ func buildQueries(d dialect) queries {
 	// limit. (An anti-join with cerulean_feeds was planned as a hash join under a sort,
 	// which read every expired row for each chunk.)
 	//
+	// A row's index entries go with it (indexes.go): a probe of each entries table per
+	// row, found empty but for tables that declare indexes.
+	//
 	// It needs no noRef: a row with a lean record is a feed table's, whose feed was on
 	// when the row was written, so a purge that takes the table for one without the
 	// feed started before the row's write, and the row (whose expiry is at least a
@@ -391,15 +417,20 @@ func buildQueries(d dialect) queries {
 	q.purgeExpired = `WITH c AS (SELECT table_id, pk, rk FROM cerulean_entities
 			WHERE expiry IS NOT NULL AND expiry <= (SELECT {now})
 			AND table_id <> ALL (COALESCE((SELECT array_agg(table_id) FROM cerulean_feeds WHERE on_ AND NOT dropped), '{}'::BIGINT[]))
-			ORDER BY expiry LIMIT $1 FOR UPDATE SKIP LOCKED)
-		DELETE FROM cerulean_entities e USING c
-		WHERE e.table_id = c.table_id AND e.pk = c.pk AND e.rk = c.rk AND e.expiry <= (SELECT {now})`
+			ORDER BY expiry LIMIT $1 FOR UPDATE SKIP LOCKED),
+		d AS (DELETE FROM cerulean_entities e USING c
+			WHERE e.table_id = c.table_id AND e.pk = c.pk AND e.rk = c.rk AND e.expiry <= (SELECT {now})
+			RETURNING e.table_id, e.pk, e.rk),
+		` + rowEntriesGo("d.table_id", "d") + `
+		SELECT count(*) FROM d`
 	q.position = d.positionQuery()
 	q.mark = d.markQuery()
+	indexSQL(&q)
 	feedSQL(&q)
 	feedWriteSQL(&q, setList, atIDGen)
 
 	q.getACL = `SELECT acl FROM cerulean_tables WHERE account = $1 AND key = $2`
+	q.lockSettings = `SELECT settings FROM cerulean_tables WHERE account = $1 AND key = $2 FOR UPDATE`
 	// $3 the ACL, NULL to clear. The update locks the catalogue row, so it orders with a
 	// concurrent DeleteTable: either it lands first and leaves with the row, or it finds
 	// no row (ErrTableNotFound); a table created again is a new row without an ACL.
@@ -414,7 +445,9 @@ func buildQueries(d dialect) queries {
 		&q.scanCapped, &q.scanToCapped, &q.purgeExpired, &q.position,
 		&q.setSettingsFeed, &q.deleteTableFeed, &q.feedSeal, &q.feedTrimBound, &q.purgeExpiredFeed,
 		&q.feedInsert1, &q.feedUpsert1, &q.feedReplace1, &q.feedDelete1, &q.feedInsertB, &q.feedUpsertB, &q.feedReplaceB,
-		&q.feedDeleteB, &q.feedInsertGroup, &q.feedUpsertGroup, &q.feedInsertMany, &q.feedUpsertMany, &q.feedUpsertFirst1, &q.feedUpsertFirstB} {
+		&q.feedDeleteB, &q.feedInsertGroup, &q.feedUpsertGroup, &q.feedInsertMany, &q.feedUpsertMany, &q.feedUpsertFirst1, &q.feedUpsertFirstB,
+		&q.ixScan[0], &q.ixScan[1], &q.ixScanTo[0], &q.ixScanTo[1], &q.ixInsert1[0], &q.ixUpsert1[0], &q.ixReplace1[0], &q.ixDelete1[0], &q.ixInsertGroup[0], &q.ixUpsertGroup[0],
+		&q.ixInsert1[1], &q.ixUpsert1[1], &q.ixReplace1[1], &q.ixDelete1[1], &q.ixInsertGroup[1], &q.ixUpsertGroup[1], &q.ixHoldersLive, &q.ixLockHolder} {
 		*p = d.sql(*p)
 	}
 	return q

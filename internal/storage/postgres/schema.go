@@ -66,6 +66,21 @@ import (
 //	                     or removes the row first copies its properties into that
 //	                     record (changes.go, "Lean records"), and the writes of tables
 //	                     without the feed leave a row with a reference alone
+//	cerulean_index_entries
+//	                     (version 7) (table id, index id, index key, pk, rk): one per
+//	                     stored row (expired or not) that has every property of a
+//	                     declared non-unique index, written in the row's own
+//	                     transaction (indexes.go); also indexed by (table id, pk, rk),
+//	                     so a write removes a row's entries without knowing its old
+//	                     values
+//	cerulean_unique_entries
+//	                     (version 7) (table id, index id, index key) → pk, rk: the
+//	                     same for unique indexes; the primary key is the uniqueness,
+//	                     decided by the database between front ends (SQLSTATE 23505)
+//	cerulean_index_work  (version 7) (table id, index id) → kind, position: an index
+//	                     being built (kind 0: the last key done, whether the writes
+//	                     that started before its declaration have ended) or dropped
+//	                     (kind 1: its entries are still being removed)
 
 // migration is one step of the schema; steps run in order, each once, in a transaction
 // together with the row that records it.
@@ -159,6 +174,34 @@ var migrations = []migration{
 			// Nullable without defaults: no rewrite of the entities.
 			`ALTER TABLE cerulean_entities ADD COLUMN ref_txn BIGINT`,
 			`ALTER TABLE cerulean_entities ADD COLUMN ref_ord INT`,
+		}
+	}},
+	{7, func(d dialect) []string {
+		return []string{
+			`CREATE TABLE cerulean_index_entries (
+				table_id BIGINT NOT NULL,
+				index_id INT NOT NULL,
+				key BYTEA NOT NULL,
+				pk BYTEA NOT NULL,
+				rk BYTEA NOT NULL,
+				PRIMARY KEY (table_id, index_id, key, pk, rk))`,
+			`CREATE INDEX cerulean_index_entries_rows ON cerulean_index_entries (table_id, pk, rk)`,
+			`CREATE TABLE cerulean_unique_entries (
+				table_id BIGINT NOT NULL,
+				index_id INT NOT NULL,
+				key BYTEA NOT NULL,
+				pk BYTEA NOT NULL,
+				rk BYTEA NOT NULL,
+				PRIMARY KEY (table_id, index_id, key))`,
+			`CREATE INDEX cerulean_unique_entries_rows ON cerulean_unique_entries (table_id, pk, rk)`,
+			`CREATE TABLE cerulean_index_work (
+				table_id BIGINT NOT NULL,
+				index_id INT NOT NULL,
+				kind SMALLINT NOT NULL,
+				pk BYTEA,
+				rk BYTEA,
+				waited BOOLEAN NOT NULL DEFAULT FALSE,
+				PRIMARY KEY (table_id, index_id))`,
 		}
 	}},
 }

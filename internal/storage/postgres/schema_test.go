@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ceruleandb/cerulean/internal/entity"
 	"github.com/ceruleandb/cerulean/internal/storage"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -114,5 +116,68 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	if expiry == nil || *expiry != applied.Versions[0]+60*10_000_000 {
 		t.Fatalf("expiry after the settings change: %v, want version %d + 60 s", expiry, applied.Versions[0])
+	}
+}
+
+// TestMigrateIndexes migrates a database at schema version 6 that holds an entity to
+// version 7 and checks the index tables: an entry per (index, key, row), a unique entry
+// per (index, key) whoever holds it, and the entries of one row found by its keys.
+func TestMigrateIndexes(t *testing.T) {
+	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set; scripts/test starts PostgreSQL and sets it")
+	}
+	ctx := context.Background()
+	admin, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	schema := fmt.Sprintf("cerulean_migrate_%016x", rand.Uint64())
+	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	url += sep + "search_path=" + schema
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	d, _, err := detectDialect(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrateSteps(ctx, pool, d, migrations[:6]); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate(ctx, pool, d); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		`INSERT INTO cerulean_index_entries VALUES (1, 1, 'k'::BYTEA, 'p'::BYTEA, 'a'::BYTEA)`,
+		`INSERT INTO cerulean_index_entries VALUES (1, 1, 'k'::BYTEA, 'p'::BYTEA, 'b'::BYTEA)`,
+		`INSERT INTO cerulean_unique_entries VALUES (1, 1, 'k'::BYTEA, 'p'::BYTEA, 'a'::BYTEA)`,
+		`INSERT INTO cerulean_unique_entries VALUES (1, 2, 'k'::BYTEA, 'p'::BYTEA, 'b'::BYTEA)`,
+		`INSERT INTO cerulean_index_work (table_id, index_id, kind) VALUES (1, 1, 0)`,
+	} {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	_, err = pool.Exec(ctx, `INSERT INTO cerulean_unique_entries VALUES (1, 1, 'k'::BYTEA, 'p'::BYTEA, 'c'::BYTEA)`)
+	if pe := (*pgconn.PgError)(nil); !errors.As(err, &pe) || pe.Code != "23505" || pe.TableName != "cerulean_unique_entries" {
+		t.Fatalf("a second holder of a unique value: %v, want SQLSTATE 23505 on cerulean_unique_entries", err)
+	}
+	// A row's entries are found by its keys through an index (what a write deletes by).
+	for _, tab := range []string{"cerulean_index_entries", "cerulean_unique_entries"} {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() AND tablename = $1 AND indexdef LIKE '%(table_id, pk, rk)'`, tab).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("%s: %d indexes on (table_id, pk, rk), %v; want 1", tab, n, err)
+		}
 	}
 }

@@ -21,6 +21,7 @@ func (e *Engine) CreateTable(ctx context.Context, account, name string, settings
 		return errNoChangeFeed
 	}
 	acct, key := []byte(account), []byte(storage.TableKey(name))
+	settings = storage.AssignIndexIDs(storage.TableSettings{}, settings, true)
 	return e.retry(ctx, "create table", func() error {
 		var id, gen int64
 		err := e.onPrimary(ctx, func(c *pgxpool.Conn) error {
@@ -61,9 +62,10 @@ func (r reads) GetTable(ctx context.Context, account, name string) (storage.Tabl
 }
 
 // SetTableSettings replaces a table's settings and takes a new generation, in one
-// statement: every front end's cached copy is stale from its commit on, so every write
+// transaction that locks the catalogue row first (index ids go on from the stored
+// settings): every front end's cached copy is stale from its commit on, so every write
 // that starts after it returns uses the new settings (settings.go). On PostgreSQL the
-// statement also turns the table's change feed on (making it, or continuing its
+// settings statement also turns the table's change feed on (making it, or continuing its
 // numbering) or off (recording feed-off), in the same transaction (changes.go).
 func (e *Engine) SetTableSettings(ctx context.Context, account, name string, settings storage.TableSettings) error {
 	if settings.ChangeFeedOn() && e.dialect != dialectPostgres {
@@ -72,25 +74,47 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 	acct, key := []byte(account), []byte(storage.TableKey(name))
 	return e.retry(ctx, "set table settings", func() error {
 		var id, gen int64
+		var assigned storage.TableSettings
+		var work bool
 		err := e.onPrimary(ctx, func(c *pgxpool.Conn) error {
-			if e.dialect == dialectPostgres {
-				return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-					var off bool
-					if err := tx.QueryRow(ctx, e.q.setSettingsFeed, acct, key, storage.MarshalSettings(settings),
-						settings.ChangeFeed).Scan(&id, &gen, &off); err != nil || !off {
+			return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+				// The stored settings, locked: the engine's part of the index
+				// declarations (ids, states) goes on from them (storage.AssignIndexIDs).
+				var raw []byte
+				if err := tx.QueryRow(ctx, e.q.lockSettings, acct, key).Scan(&raw); err != nil {
+					return err
+				}
+				stored, err := storage.UnmarshalSettings(raw)
+				if err != nil {
+					return err
+				}
+				assigned = storage.AssignIndexIDs(stored, settings, false)
+				if e.dialect != dialectPostgres {
+					if err := tx.QueryRow(ctx, e.q.setSettings, acct, key, storage.MarshalSettings(assigned)).Scan(&id, &gen); err != nil {
 						return err
 					}
-					// The feed was on and is off now: the table's writes become plain
-					// statements, which leave rows that refer to a lean record alone, so
-					// the records get their state and the rows lose their references
-					// here. The statement above holds the feed's counter, so every write
-					// that recorded has committed, and this statement's snapshot sees it,
-					// or it waits for the counter and fails its seal (changes.go).
-					_, err := tx.Exec(ctx, e.q.feedOffFill, id)
+					work, err = e.recordIndexWork(ctx, tx, id, stored, assigned)
 					return err
-				})
-			}
-			return c.QueryRow(ctx, e.q.setSettings, acct, key, storage.MarshalSettings(settings)).Scan(&id, &gen)
+				}
+				var off bool
+				if err := tx.QueryRow(ctx, e.q.setSettingsFeed, acct, key, storage.MarshalSettings(assigned),
+					settings.ChangeFeed).Scan(&id, &gen, &off); err != nil {
+					return err
+				}
+				// Indexes declared go to the builder, indexes dropped to the removal of
+				// their entries (indexbuild.go), with the change.
+				if work, err = e.recordIndexWork(ctx, tx, id, stored, assigned); err != nil || !off {
+					return err
+				}
+				// The feed was on and is off now: the table's writes become plain
+				// statements, which leave rows that refer to a lean record alone, so
+				// the records get their state and the rows lose their references
+				// here. The statement above holds the feed's counter, so every write
+				// that recorded has committed, and this statement's snapshot sees it,
+				// or it waits for the counter and fails its seal (changes.go).
+				_, err = tx.Exec(ctx, e.q.feedOffFill, id)
+				return err
+			})
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
 			e.cache.drop(tableRef{string(acct), string(key)})
@@ -99,7 +123,10 @@ func (e *Engine) SetTableSettings(ctx context.Context, account, name string, set
 		if err != nil {
 			return err
 		}
-		e.cache.put(tableRef{string(acct), string(key)}, tableEntry{id: id, gen: gen, settings: settings})
+		e.cache.put(tableRef{string(acct), string(key)}, tableEntry{id: id, gen: gen, settings: assigned})
+		if work {
+			e.wakeIndexes()
+		}
 		return nil
 	})
 }
@@ -376,6 +403,10 @@ func (e *Engine) purgePending(ctx context.Context) error {
 			if last {
 				break
 			}
+		}
+		// The table's index entries, after its rows (no write adds any now).
+		if err := e.purgeTableEntries(ctx, en.id); err != nil {
+			return fmt.Errorf("purge table %d: %w", en.id, err)
 		}
 		e.pendingPurges.Add(-1)
 		if en.old {

@@ -182,7 +182,7 @@ func (v *view) served() {
 // source that covers the view's position.
 func answer(err error) bool {
 	return errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrTableNotFound) ||
-		errors.Is(err, storage.ErrFeedOff) || errors.Is(err, storage.ErrChangesExpired)
+		errors.Is(err, storage.ErrIndexNotFound) || errors.Is(err, storage.ErrFeedOff) || errors.Is(err, storage.ErrChangesExpired)
 }
 
 // elsewhere moves the view off a replica that failed a read with err (or that left

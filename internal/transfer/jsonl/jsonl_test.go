@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -164,7 +165,7 @@ func FuzzReader(f *testing.F) {
 			if r.Settings != nil {
 				line := record.AppendSettings(nil, &r, true)
 				back, err := record.SettingsFromJSON(line)
-				if err != nil || back.Table != r.Table || *back.Settings != normal(*r.Settings) {
+				if err != nil || back.Table != r.Table || !reflect.DeepEqual(*back.Settings, normal(*r.Settings)) {
 					t.Fatalf("settings line %s reads back as %+v, %v; want %+v", line, back, err, r)
 				}
 				continue
