@@ -10,8 +10,9 @@ import (
 // TestBenchIndexWorkloads: `cerulean bench --workloads indexinsert,indexquery` on a small
 // table, with both clients: every index query returns all of its value's entities (the
 // workload counts a short one as an error), the server says it planned them on the index,
-// the unindexed scans are timed, and the insert turns report three rates. (On a table this
-// small a scan is quick: the speed-up is the 1,000,000-entity run's to show.)
+// the index queries are faster than the unindexed scans (both one at a time; at 20,000
+// entities a scan reads 200 times what an index query does), and the insert turns report
+// three rates. The issue's ratio is the 1,000,000-entity run's to show.
 func TestBenchIndexWorkloads(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t)
@@ -41,7 +42,7 @@ func TestBenchIndexWorkloads(t *testing.T) {
 		if ins.Workload != "indexinsert" || ins.Errors != 0 || len(ins.Inserts) != 3 || ins.Inserts[0] <= 0 || ins.Inserts[1] <= 0 || ins.Inserts[2] <= 0 {
 			t.Errorf("%s indexinsert: %+v", kind, ins)
 		}
-		if q.Workload != "indexquery" || q.Errors != 0 || q.Ops == 0 || q.ScanP50 <= 0 || q.Speedup <= 0 {
+		if q.Workload != "indexquery" || q.Errors != 0 || q.Ops == 0 || q.ScanP50 <= 0 || q.Speedup <= 1 {
 			t.Errorf("%s indexquery: %+v", kind, q)
 		}
 		if !strings.Contains(q.Notes, `plan "index ByTag`) {

@@ -87,13 +87,7 @@ func (b *bench) runIndexInsert(ctx context.Context) Result {
 		n := counts[turn%len(counts)]
 		b.alt = alts[n]
 		b.round++ // new row keys for the turn: each table gets two turns per round
-		st, s := b.drive(ctx, fmt.Sprintf("%s/%d", WorkloadIndexInsert, n), parts, func(ctx context.Context, w *worker) (int, int, error) {
-			p := w.pick(parts)
-			rk := b.rowKey(w)
-			w.stamp = stamp(w.stamp[:0])
-			w.buf = b.appendEntity(w.buf[:0], b.pk(prefixInsert, p), rk, w.id, w.seq, w.stamp)
-			return 1, p, w.t.insert(ctx, w.buf)
-		})
+		st, s := b.drive(ctx, fmt.Sprintf("%s/%d", WorkloadIndexInsert, n), parts, b.insertOp(parts))
 		if total[n] == nil {
 			total[n] = &stats{perPart: make([]int64, parts)}
 		}

@@ -98,14 +98,20 @@ func (b *bench) rowKey(w *worker) string {
 
 func (b *bench) runInsert(ctx context.Context) Result {
 	parts := b.partitions()
-	st, secs := b.drive(ctx, WorkloadInsert, parts, func(ctx context.Context, w *worker) (int, int, error) {
+	st, secs := b.drive(ctx, WorkloadInsert, parts, b.insertOp(parts))
+	return b.result(WorkloadInsert, st, secs, func(i int) string { return b.pk(prefixInsert, i) })
+}
+
+// insertOp is the insert workload's operation (also indexinsert's): AddEntity of a new
+// entity with a unique row key into a random one of parts partitions.
+func (b *bench) insertOp(parts int) opFunc {
+	return func(ctx context.Context, w *worker) (int, int, error) {
 		p := w.pick(parts)
 		rk := b.rowKey(w)
 		w.stamp = stamp(w.stamp[:0])
 		w.buf = b.appendEntity(w.buf[:0], b.pk(prefixInsert, p), rk, w.id, w.seq, w.stamp)
 		return 1, p, w.t.insert(ctx, w.buf)
-	})
-	return b.result(WorkloadInsert, st, secs, func(i int) string { return b.pk(prefixInsert, i) })
+	}
 }
 
 // preloadRowKey is the row key of preloaded entity i; preloaded entity i
