@@ -302,18 +302,8 @@ func (e *Engine) wakeBuilder() {
 // as long as each chunk took, as the expiry purge does.
 func (e *Engine) buildLoop() {
 	defer close(e.buildDone)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-e.purgeStop
-		cancel()
-	}()
-	var tick <-chan time.Time
-	if e.expiryInterval > 0 {
-		t := time.NewTicker(e.expiryInterval)
-		defer t.Stop()
-		tick = t.C
-	}
+	ctx, tick, stop := e.backgroundSchedule()
+	defer stop()
 	for {
 		select {
 		case <-e.purgeStop:

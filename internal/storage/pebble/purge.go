@@ -33,20 +33,29 @@ func (e *Engine) wakePurger() {
 	}
 }
 
+// backgroundSchedule is what a background loop of the engine runs by: a context cancelled
+// when the engine closes (purgeStop), and a tick every expiryInterval (none when it is not
+// positive). stop releases them.
+func (e *Engine) backgroundSchedule() (ctx context.Context, tick <-chan time.Time, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-e.purgeStop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if e.expiryInterval <= 0 {
+		return ctx, nil, cancel
+	}
+	t := time.NewTicker(e.expiryInterval)
+	return ctx, t.C, func() { t.Stop(); cancel() }
+}
+
 func (e *Engine) purgeLoop() {
 	defer close(e.purgeDone)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-e.purgeStop
-		cancel()
-	}()
-	var tick <-chan time.Time
-	if e.expiryInterval > 0 {
-		t := time.NewTicker(e.expiryInterval)
-		defer t.Stop()
-		tick = t.C
-	}
+	ctx, tick, stop := e.backgroundSchedule()
+	defer stop()
 	for {
 		woken := false
 		select {
