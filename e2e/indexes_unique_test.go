@@ -80,6 +80,18 @@ func TestUniqueIndexSDK(t *testing.T) {
 	if err := add(ent("us", "c4", "Region", "eu", "No", 2)); err != nil {
 		t.Errorf("a compound value differing in one property: %v", err)
 	}
+	// Int64s beyond 2^53 are told apart exactly, though a Double cannot hold them (nor
+	// can an index key): 2^53 + 1 is free while 2^53 is held, and then held itself.
+	big := func(pk, rk, n string) []byte { return ent(pk, rk, "Email", n, "Email@odata.type", "Edm.Int64") }
+	if err := add(big("eu", "i1", "9007199254740992")); err != nil {
+		t.Fatal(err)
+	}
+	if err := add(big("eu", "i2", "9007199254740993")); err != nil {
+		t.Errorf("an Int64 one above a held one, both beyond 2^53: %v", err)
+	}
+	refused("Int64 beyond 2^53", add(big("us", "i3", "9007199254740993")), "ByEmail", "eu", "i2")
+	refused("a Double equal to a held Int64", add(ent("us", "i3", "Email", 9007199254740992.0, "Email@odata.type", "Edm.Double")),
+		"ByEmail", "eu", "i1")
 	// The holder may write its own value again; entities without the property are not in
 	// the index.
 	if _, err := c.UpdateEntity(ctx(t), ent("eu", "c1", "Email", "ann@x", "Note", "again"), nil); err != nil {

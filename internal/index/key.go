@@ -18,6 +18,7 @@ package index
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 
 	"github.com/ceruleandb/cerulean/internal/entity"
 )
@@ -61,6 +62,39 @@ func AppendValue(b []byte, v entity.Value) []byte {
 		return appendEscaped(append(b, tagBin), v.Bytes)
 	}
 	return b
+}
+
+// AppendOffsets appends to k, the concatenated keys of vals, what tells apart the values
+// their keys cannot: the Int64s beyond 2^53 that round to one float64. When every Int64
+// among vals is held exactly by its key, nothing (so nearly every key is its own exact
+// key); otherwise 8 bytes for each number among vals (a NaN is no number here), in order:
+// how far an Int64 lies from the float64 its key holds, 0 for the others. The numbers
+// among vals are those k's tags name, so the suffix's length follows from k: two exact
+// keys are equal exactly when the values are equal by the evaluator's eq (Int32 5, Int64
+// 5 and Double 5.0 are one value), and an exact key starts with its key.
+func AppendOffsets(k []byte, vals []entity.Value) []byte {
+	if !slices.ContainsFunc(vals, func(v entity.Value) bool { return v.Type == entity.Int64 && int64Offset(v.Int) != 0 }) {
+		return k
+	}
+	for _, v := range vals {
+		switch {
+		case v.Type == entity.Int64:
+			k = binary.BigEndian.AppendUint64(k, uint64(int64Offset(v.Int))^(1<<63))
+		case v.Type == entity.Int32, v.Type == entity.Double && v.Float == v.Float:
+			k = binary.BigEndian.AppendUint64(k, 1<<63)
+		}
+	}
+	return k
+}
+
+// int64Offset is i minus the float64 nearest it (as an exact integer), computed without
+// overflow: the float64 of an Int64 near MaxInt64 is 2^63, which no Int64 holds.
+func int64Offset(i int64) int64 {
+	f := float64(i)
+	if f >= 1<<63 {
+		return i - math.MaxInt64 - 1
+	}
+	return i - int64(f)
 }
 
 // Known reports whether values of type t have keys.

@@ -386,3 +386,76 @@ func TestUnionIntersect(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendOffsets: exact keys are equal exactly when the numbers are (across Int32,
+// Int64 and Double), tell apart the Int64s a float64 cannot, keep the numbers' order,
+// start with their index key, and are that key whenever every Int64 is held exactly.
+func TestAppendOffsets(t *testing.T) {
+	const big = 1 << 53
+	exact := func(vs ...entity.Value) []byte {
+		var k []byte
+		for _, v := range vs {
+			k = index.AppendValue(k, v)
+		}
+		return index.AppendOffsets(k, vs)
+	}
+	ordered := []entity.Value{
+		entity.DoubleValue(-1e300), entity.Int64Value(math.MinInt64), entity.Int64Value(math.MinInt64 + 1),
+		entity.Int32Value(-1), entity.Int64Value(0), entity.DoubleValue(0.5), entity.Int32Value(5),
+		entity.Int64Value(big - 1), entity.Int64Value(big), entity.Int64Value(big + 1), entity.Int64Value(big + 2),
+		entity.Int64Value(math.MaxInt64 - 1), entity.Int64Value(math.MaxInt64), entity.DoubleValue(1e300),
+	}
+	for i := 1; i < len(ordered); i++ {
+		a, b := exact(ordered[i-1]), exact(ordered[i])
+		if bytes.Compare(a, b) >= 0 {
+			t.Errorf("exact key of %v is not below that of %v: %x, %x", ordered[i-1], ordered[i], a, b)
+		}
+	}
+	for _, same := range [][]entity.Value{
+		{entity.Int32Value(5), entity.Int64Value(5), entity.DoubleValue(5)},
+		{entity.Int64Value(big), entity.DoubleValue(big)},
+		{entity.Int64Value(0), entity.DoubleValue(math.Copysign(0, -1))},
+	} {
+		for _, v := range same[1:] {
+			if a, b := exact(same[0]), exact(v); !bytes.Equal(a, b) {
+				t.Errorf("exact keys of %v and %v differ: %x, %x", same[0], v, a, b)
+			}
+		}
+	}
+	// Every value a float64 holds exactly, and every other type: the index key itself.
+	for _, v := range []entity.Value{entity.StringValue("a"), entity.BoolValue(true), entity.DoubleValue(math.NaN()),
+		entity.BinaryValue([]byte{0, 1}), entity.Int64Value(big), entity.Int64Value(-big), entity.Int64Value(math.MinInt64), entity.Int32Value(3)} {
+		if a, b := exact(v), index.AppendValue(nil, v); !bytes.Equal(a, b) {
+			t.Errorf("exact key of %v is not its key: %x, %x", v, a, b)
+		}
+	}
+	// Compound values: distinct when one number differs only beyond a float64's precision,
+	// equal across the numeric types, and each starts with its index key.
+	s := entity.StringValue("x")
+	pairs := []struct {
+		a, b []entity.Value
+		same bool
+	}{
+		{[]entity.Value{entity.Int64Value(big + 1), s}, []entity.Value{entity.Int64Value(big), s}, false},
+		{[]entity.Value{s, entity.Int64Value(big + 1)}, []entity.Value{s, entity.DoubleValue(big)}, false},
+		{[]entity.Value{entity.Int32Value(7), entity.Int64Value(big + 1)}, []entity.Value{entity.DoubleValue(7), entity.Int64Value(big + 1)}, true},
+		{[]entity.Value{entity.Int64Value(big + 1), entity.Int64Value(big)}, []entity.Value{entity.Int64Value(big), entity.Int64Value(big + 1)}, false},
+		{[]entity.Value{entity.DoubleValue(math.NaN()), entity.Int64Value(big + 1)}, []entity.Value{entity.DoubleValue(math.NaN()), entity.Int64Value(big + 1)}, true},
+	}
+	for _, p := range pairs {
+		a, b := exact(p.a...), exact(p.b...)
+		if bytes.Equal(a, b) != p.same {
+			t.Errorf("exact keys of %v and %v: %x, %x; want equal %v", p.a, p.b, a, b, p.same)
+		}
+		for _, vs := range [][]entity.Value{p.a, p.b} {
+			var k []byte
+			for _, v := range vs {
+				k = index.AppendValue(k, v)
+			}
+			nan := vs[0].Type == entity.Double && math.IsNaN(vs[0].Float) // equal to nothing
+			if k2 := exact(vs...); !bytes.HasPrefix(k2, k) || !nan && !index.Contains(index.Spans(index.Eq, vs[0], true), k2) {
+				t.Errorf("exact key %x of %v does not start with its key %x, or is outside its value's span", k2, vs, k)
+			}
+		}
+	}
+}

@@ -69,13 +69,33 @@ type IndexDef struct {
 // when the entity has no entry in d: it lacks one of d's properties, or holds one in a
 // type no index orders. Both engines and the conformance suite key entries with it.
 func (d *IndexDef) AppendKey(dst []byte, props []entity.Property) ([]byte, bool) {
+	return d.appendKey(dst, props, false)
+}
+
+// AppendUniqueKey is AppendKey made exact (index.AppendOffsets): the key of the entity's
+// unique entry in d, which two entities share exactly when they hold equal values. Index
+// keys hold numbers as float64s, so two Int64s beyond 2^53 that round alike share an index
+// key, and a unique index keyed by it would refuse one for the other. The exact key is the
+// index key for nearly every entity (all but those holding such Int64s), and it starts
+// with the index key always, so the spans of index.Spans hold it wherever they hold its
+// index key: a unique index's entries are read as its plain entries are.
+func (d *IndexDef) AppendUniqueKey(dst []byte, props []entity.Property) ([]byte, bool) {
+	return d.appendKey(dst, props, true)
+}
+
+func (d *IndexDef) appendKey(dst []byte, props []entity.Property, exact bool) ([]byte, bool) {
 	n := len(dst)
-	for _, name := range d.Properties {
+	var vals [MaxIndexProperties]entity.Value
+	for j, name := range d.Properties {
 		i := slices.IndexFunc(props, func(p entity.Property) bool { return p.Name == name })
-		if i < 0 || !index.Known(props[i].Value.Type) {
+		if i < 0 || !index.Known(props[i].Value.Type) || j >= len(vals) {
 			return dst[:n], false
 		}
-		dst = index.AppendValue(dst, props[i].Value)
+		vals[j] = props[i].Value
+		dst = index.AppendValue(dst, vals[j])
+	}
+	if exact {
+		dst = index.AppendOffsets(dst, vals[:len(d.Properties)])
 	}
 	return dst, true
 }

@@ -62,7 +62,7 @@ func appendUniqueKeys(dst []uniqueKey, tableID uint64, defs []storage.IndexDef, 
 		if !enforced(&defs[i]) {
 			continue
 		}
-		if k, ok := defs[i].AppendKey(appendUniquePrefix(nil, tableID, defs[i].ID), props); ok {
+		if k, ok := defs[i].AppendUniqueKey(appendUniquePrefix(nil, tableID, defs[i].ID), props); ok {
 			dst = append(dst, uniqueKey{key: k, def: &defs[i]})
 		}
 	}

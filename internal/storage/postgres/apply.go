@@ -916,12 +916,12 @@ func (e *Engine) swapRows(ctx context.Context, a *applyArgs, st *readState) (sto
 		switch {
 		case w.r.stored && w.r.Exists:
 			stmts[i] = stmt{sql: pick(e.q.casUpdate, updateB),
-				args: []any{st.tableID, pk, rk, w.r.storedV, w.r.Version, entity.AppendProps(nil, w.r.Props), w.r.expiry}}
+				args: []any{st.tableID, pk, rk, w.r.storedV, w.r.Version, entity.AppendProps(nil, w.r.Props), w.r.expiry, st.gen}}
 		case w.r.stored:
-			stmts[i] = stmt{sql: pick(e.q.casDelete, deleteB), args: []any{st.tableID, pk, rk, w.r.storedV}}
+			stmts[i] = stmt{sql: pick(e.q.casDelete, deleteB), args: []any{st.tableID, pk, rk, w.r.storedV, st.gen}}
 		default:
 			stmts[i] = stmt{sql: pick(e.q.casInsert, e.q.casInsertB),
-				args: []any{st.tableID, pk, rk, int64(0), w.r.Version, entity.AppendProps(nil, w.r.Props), w.r.expiry, a.acct, a.key}}
+				args: []any{st.tableID, pk, rk, int64(0), w.r.Version, entity.AppendProps(nil, w.r.Props), w.r.expiry, a.acct, a.key, st.gen}}
 		}
 	}
 	var (

@@ -291,9 +291,9 @@ func feedSQL(q *queries) {
 		}
 		return `WITH w AS (` + dml + `), ` + fill + `r AS (` + recordsFrom(p, p+1, "$1::BIGINT", "$2::BYTEA", "w, ") + `) SELECT version FROM w`
 	}
-	q.feedCasUpdate = cas(updateDML, updateFill, 8)
-	q.feedCasDelete = cas(deleteDML, deleteFill, 5)
-	q.feedCasInsert = cas(q.casInsert, "", 10)
+	q.feedCasUpdate = cas(updateDML, updateFill, 9)
+	q.feedCasDelete = cas(deleteDML, deleteFill, 6)
+	q.feedCasInsert = cas(q.casInsert, "", 11)
 	// $1 table id, $2 the first ord, $3 PartitionKey, then the arrays.
 	q.feedRecords = recordsFrom(2, 4, "$1::BIGINT", "$3::BYTEA", "")
 	// The seal: $1 table id, $2 how many numbers, $3 the latest At of the records Go

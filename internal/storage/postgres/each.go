@@ -192,18 +192,18 @@ func (e *Engine) eachRound(ctx context.Context, a *applyArgs, muts []storage.Mut
 			var s stmt
 			switch {
 			case r.stored && r.Exists:
-				s = stmt{sql: e.q.casUpdate, args: []any{st.tableID, pk, rk, r.storedV, v, entity.AppendProps(nil, r.Props), r.expiry}}
+				s = stmt{sql: e.q.casUpdate, args: []any{st.tableID, pk, rk, r.storedV, v, entity.AppendProps(nil, r.Props), r.expiry, st.gen}}
 				if record {
 					s = withChanges(s, e.q.feedCasUpdate, st.tableID, cs)
 				}
 			case r.stored:
 				// Expired at once by an explicit expiry (storage.SettleExpiry): nothing stays.
-				s = stmt{sql: e.q.casDelete, args: []any{st.tableID, pk, rk, r.storedV}}
+				s = stmt{sql: e.q.casDelete, args: []any{st.tableID, pk, rk, r.storedV, st.gen}}
 				if record {
 					s = withChanges(s, e.q.feedCasDelete, st.tableID, cs)
 				}
 			case r.Exists:
-				s = stmt{sql: e.q.casInsert, args: []any{st.tableID, pk, rk, int64(0), v, entity.AppendProps(nil, r.Props), r.expiry, a.acct, a.key}}
+				s = stmt{sql: e.q.casInsert, args: []any{st.tableID, pk, rk, int64(0), v, entity.AppendProps(nil, r.Props), r.expiry, a.acct, a.key, st.gen}}
 				if record {
 					s = withChanges(s, e.q.feedCasInsert, st.tableID, cs)
 				}

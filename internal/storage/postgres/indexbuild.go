@@ -359,7 +359,7 @@ func (e *Engine) buildChunk(ctx context.Context, tid int64, idx int32) (int, err
 		if err != nil {
 			return err
 		}
-		var pks, rks, keys [][]byte
+		var pks, rks, keys, exact [][]byte // exact: the unique entries' keys
 		n := 0
 		for rows.Next() {
 			var props []byte
@@ -375,6 +375,10 @@ func (e *Engine) buildChunk(ctx context.Context, tid int64, idx int32) (int, err
 			}
 			if k, ok := def.AppendKey(nil, ps); ok {
 				pks, rks, keys = append(pks, slices.Clone(pk)), append(rks, slices.Clone(rk)), append(keys, k)
+				if def.Unique {
+					x, _ := def.AppendUniqueKey(nil, ps)
+					exact = append(exact, x)
+				}
 			}
 		}
 		rows.Close()
@@ -383,8 +387,9 @@ func (e *Engine) buildChunk(ctx context.Context, tid int64, idx int32) (int, err
 		}
 		failure := ""
 		if def.Unique {
-			failure, err = e.buildUnique(ctx, tx, tid, def, pks, rks, keys)
-		} else if len(keys) > 0 {
+			failure, err = e.buildUnique(ctx, tx, tid, def, pks, rks, exact)
+		}
+		if err == nil && failure == "" && len(keys) > 0 {
 			_, err = tx.Exec(ctx, e.q.ixBuildPlain, tid, idx, pks, rks, keys)
 		}
 		if err != nil {

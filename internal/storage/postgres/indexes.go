@@ -67,12 +67,22 @@ func building(defs []storage.IndexDef) bool {
 }
 
 // rowEntries returns the entries, in each of defs, of an entity with props: none for an
-// index one of whose properties it lacks.
+// index one of whose properties it lacks. Every index has plain entries, which reads
+// use; a unique index has a unique entry besides, keyed by the exact key its uniqueness
+// is decided by (storage.IndexDef.AppendUniqueKey). Reading plain entries only keeps one
+// order, (index key, PartitionKey, RowKey), for every index, as the planner's merges need.
 func rowEntries(defs []storage.IndexDef, props []entity.Property) []ixEntry {
 	var out []ixEntry
-	for _, d := range defs {
-		if k, ok := d.AppendKey(nil, props); ok {
-			out = append(out, ixEntry{id: d.ID, key: k, unique: d.Unique})
+	for i := range defs {
+		d := &defs[i]
+		k, ok := d.AppendKey(nil, props)
+		if !ok {
+			continue
+		}
+		out = append(out, ixEntry{id: d.ID, key: k})
+		if d.Unique {
+			x, _ := d.AppendUniqueKey(nil, props)
+			out = append(out, ixEntry{id: d.ID, key: x, unique: true})
 		}
 	}
 	return out
@@ -132,19 +142,17 @@ func indexSQL(q *queries) {
 	// end. The entries come first, by their primary key, and each row is one probe.
 	const (
 		scanEntries = `SELECT x.key, x.pk, x.rk, e.version, e.props, e.expiry, ` + liveAt + `
-		FROM (SELECT key, pk, rk FROM %s WHERE table_id = $1::BIGINT AND index_id = $2::INT AND key >= $3::BYTEA%s
+		FROM (SELECT key, pk, rk FROM cerulean_index_entries WHERE table_id = $1::BIGINT AND index_id = $2::INT AND key >= $3::BYTEA%s
 			AND (key, pk, rk) > ($4::BYTEA, $5::BYTEA, $6::BYTEA) ORDER BY key, pk, rk LIMIT $7) x
 		LEFT JOIN cerulean_entities e ON e.table_id = $1::BIGINT AND e.pk = x.pk AND e.rk = x.rk
 		ORDER BY x.key, x.pk, x.rk`
-		countEntries = `SELECT count(*) FROM (SELECT 1 FROM %s WHERE table_id = $1::BIGINT AND index_id = $2::INT
+		countEntries = `SELECT count(*) FROM (SELECT 1 FROM cerulean_index_entries WHERE table_id = $1::BIGINT AND index_id = $2::INT
 			AND key >= $3::BYTEA%s LIMIT $4) s`
 	)
-	for i, tab := range []string{"cerulean_index_entries", "cerulean_unique_entries"} {
-		q.ixScan[i] = fmt.Sprintf(scanEntries, tab, "")
-		q.ixScanTo[i] = fmt.Sprintf(scanEntries, tab, ` AND key < $8::BYTEA`)
-		q.ixCount[i] = fmt.Sprintf(countEntries, tab, "")
-		q.ixCountTo[i] = fmt.Sprintf(countEntries, tab, ` AND key < $5::BYTEA`)
-	}
+	q.ixScan = fmt.Sprintf(scanEntries, "")
+	q.ixScanTo = fmt.Sprintf(scanEntries, ` AND key < $8::BYTEA`)
+	q.ixCount = fmt.Sprintf(countEntries, "")
+	q.ixCountTo = fmt.Sprintf(countEntries, ` AND key < $5::BYTEA`)
 	q.ixTable = `SELECT id, settings FROM cerulean_tables WHERE account = $1 AND key = $2`
 	// $3 … $4 the start, $5 how many, $6 … $7 the end.
 	const countRows = `SELECT t.id, (SELECT count(*) FROM (SELECT 1 FROM cerulean_entities e
@@ -514,14 +522,6 @@ func indexDef(raw []byte, id uint32) (storage.IndexDef, error) {
 	return storage.IndexDef{}, storage.ErrIndexNotFound
 }
 
-// which is the entries table of d: 0 the plain one, 1 the unique one.
-func which(d storage.IndexDef) int {
-	if d.Unique {
-		return 1
-	}
-	return 0
-}
-
 // indexTable reads the table's id and index idx's declaration.
 func (r reads) indexTable(ctx context.Context, account, table string, idx uint32) (int64, storage.IndexDef, error) {
 	var (
@@ -592,9 +592,9 @@ func (r reads) scanIndex(ctx context.Context, account, table string, req storage
 				n = max(n, scanChunk)
 			}
 			n = min(n, scanChunk)
-			sql, args := r.e.q.ixScan[which(d)], []any{tid, int32(d.ID), spanLo(sp), cur.Key, []byte(cur.PartitionKey), []byte(cur.RowKey), n}
+			sql, args := r.e.q.ixScan, []any{tid, int32(d.ID), spanLo(sp), cur.Key, []byte(cur.PartitionKey), []byte(cur.RowKey), n}
 			if sp.Hi != nil {
-				sql, args = r.e.q.ixScanTo[which(d)], append(args, sp.Hi)
+				sql, args = r.e.q.ixScanTo, append(args, sp.Hi)
 			}
 			rows, err := r.db.Query(ctx, sql, args...)
 			if err != nil {
@@ -673,9 +673,9 @@ func (r reads) CountIndex(ctx context.Context, account, table string, idx uint32
 				}
 				n = int64(limit - total)
 			}
-			sql, args := r.e.q.ixCount[which(d)], []any{tid, int32(d.ID), spanLo(sp), n}
+			sql, args := r.e.q.ixCount, []any{tid, int32(d.ID), spanLo(sp), n}
 			if sp.Hi != nil {
-				sql, args = r.e.q.ixCountTo[which(d)], append(args, sp.Hi)
+				sql, args = r.e.q.ixCountTo, append(args, sp.Hi)
 			}
 			var c int64
 			if err := r.db.QueryRow(ctx, sql, args...).Scan(&c); err != nil {

@@ -731,3 +731,88 @@ func testIndexCoalescedWrites(t *testing.T, unique bool) {
 	}
 	checkEntries(t, e, "acct", table, "after the writes")
 }
+
+// TestSwapAfterDeclaration: a read-modify-write that read a table without indexes and
+// swaps after an index was declared and built loses its swap (and runs again with the
+// index) rather than leave the row's entry stale: a single merge, a batch of several
+// writes (a merge, an insert, a delete), and ApplyEach's merges.
+func TestSwapAfterDeclaration(t *testing.T) {
+	e := openIndexTest(t)
+	ctx := context.Background()
+	a := func(v int32) []entity.Property { return []entity.Property{{Name: "A", Value: entity.Int32Value(v)}} }
+	for _, tc := range []struct {
+		name string
+		muts []storage.Mutation
+	}{
+		{"merge", []storage.Mutation{{Op: storage.Merge, RowKey: "a", Props: a(10)}}},
+		{"batch", []storage.Mutation{{Op: storage.Merge, RowKey: "a", Props: a(10)}, {Op: storage.Insert, RowKey: "c", Props: a(11)},
+			{Op: storage.Delete, RowKey: "b"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := testTableName("ixswap")
+			if err := e.CreateTable(ctx, "acct", table, storage.TableSettings{Elastic: true}); err != nil {
+				t.Fatal(err)
+			}
+			dropAfter(t, e, table)
+			if _, err := e.Apply(ctx, "acct", table, "p", []storage.Mutation{{Op: storage.Insert, RowKey: "a", Props: a(1)},
+				{Op: storage.Insert, RowKey: "b", Props: a(2)}}); err != nil {
+				t.Fatal(err)
+			}
+			// The read, then the declaration and the whole build, then the swap.
+			args := applyArgs{acct: []byte("acct"), key: []byte(storage.TableKey(table)), pk: "p", muts: tc.muts}
+			st, err := e.readRows(ctx, &args, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.SetTableSettings(ctx, "acct", table, storage.TableSettings{Elastic: true,
+				Indexes: []storage.IndexDef{{Name: "ByA", Properties: []string{"A"}}}}); err != nil {
+				t.Fatal(err)
+			}
+			buildUntilDone(t, e, 10)
+			checkEntries(t, e, "acct", table, "after the build")
+			if _, err := e.swapRows(ctx, &args, st); !errors.Is(err, errConflict) {
+				t.Fatalf("swap after the declaration: %v, want errConflict (the Apply reads again)", err)
+			}
+			checkEntries(t, e, "acct", table, "after the lost swap")
+			if _, err := e.Apply(ctx, "acct", table, "p", tc.muts); err != nil {
+				t.Fatal(err)
+			}
+			checkEntries(t, e, "acct", table, "after the Apply")
+		})
+	}
+	t.Run("each", func(t *testing.T) {
+		table := testTableName("ixswap")
+		if err := e.CreateTable(ctx, "acct", table, storage.TableSettings{Elastic: true}); err != nil {
+			t.Fatal(err)
+		}
+		dropAfter(t, e, table)
+		if _, err := e.Apply(ctx, "acct", table, "p", []storage.Mutation{{Op: storage.Insert, RowKey: "a", Props: a(1)}}); err != nil {
+			t.Fatal(err)
+		}
+		// ApplyEach's round with settings cached before the declaration: its merge's
+		// swap carries the generation it read, and loses.
+		args := applyArgs{acct: []byte("acct"), key: []byte(storage.TableKey(table)), pk: "p",
+			muts: []storage.Mutation{{Op: storage.Merge, RowKey: "a", Props: a(5)}}}
+		st, err := e.readRows(ctx, &args, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.SetTableSettings(ctx, "acct", table, storage.TableSettings{Elastic: true,
+			Indexes: []storage.IndexDef{{Name: "ByA", Properties: []string{"A"}}}}); err != nil {
+			t.Fatal(err)
+		}
+		buildUntilDone(t, e, 10)
+		r := st.rows["a"]
+		s := stmt{sql: e.q.casUpdate, args: []any{st.tableID, []byte("p"), []byte("a"), r.storedV, r.storedV + 1,
+			entity.AppendProps(nil, a(5)), int64(0), st.gen}}
+		if _, err := e.exec(ctx, []stmt{s}); err != nil || s.rows != 0 {
+			t.Fatalf("ApplyEach's swap after the declaration: %d rows, %v; want none", s.rows, err)
+		}
+		checkEntries(t, e, "acct", table, "after the lost swap")
+		each, err := e.ApplyEach(ctx, "acct", table, "p", args.muts)
+		if err != nil || each.Errs[0] != nil {
+			t.Fatal(err, each.Errs)
+		}
+		checkEntries(t, e, "acct", table, "after ApplyEach")
+	})
+}

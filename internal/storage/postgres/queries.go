@@ -109,8 +109,8 @@ type queries struct {
 
 	// Secondary indexes (indexes.go, indexbuild.go): a swap's generation check (with the
 	// catalogue row's KEY SHARE lock while an index builds), the entries of the rows it
-	// writes, the holders of unique values; index reads ([0] the plain entries, [1] the
-	// unique ones) and row counts; the build's chunks and the removal of dropped
+	// writes, the holders of unique values; index reads (of the plain entries, which
+	// every index has) and row counts; the build's chunks and the removal of dropped
 	// indexes' and deleted tables' entries.
 	ixGen, ixGenLock, ixDelete, ixInsert, ixHolders string
 	ixHoldersLive, ixLockHolder, ixTakeOver         string
@@ -118,7 +118,7 @@ type queries struct {
 	// unique index, [1] without.
 	ixInsert1, ixUpsert1, ixReplace1, ixDelete1 [2]string
 	ixInsertGroup, ixUpsertGroup                [2]string
-	ixScan, ixScanTo, ixCount, ixCountTo        [2]string
+	ixScan, ixScanTo, ixCount, ixCountTo        string
 	ixTable, ixCountRows, ixCountRowsTo         string
 	ixWork, ixLockTable, ixPosition, ixRows     string
 	ixRowsFrom, ixBuildPlain, ixBuildUnique     string
@@ -324,19 +324,26 @@ func buildQueries(d dialect) queries {
 	q.readRow, q.readRowProps = colsNone+rowFrom, colsProps+rowFrom
 
 	// Compare-and-swap writes: $1 table id, $2 PartitionKey, $3 RowKey, $4 the version
-	// read, $5 the new version, $6 the properties, $7 the expiry (0: never).
+	// read, $5 the new version, $6 the properties, $7 the expiry (0: never), and last the
+	// settings generation the rows were read with ($8, $5 and $10). A swap checks it as
+	// the single writes do (settings.go): the expiry it stores, the change it records and
+	// the index entries its transaction writes follow from the settings, and a settings
+	// change committed between the read and the swap (an index declared, whose build may
+	// have passed the row already) makes it lose, and the Apply reads again.
 	const (
-		casUpdateDML = `UPDATE cerulean_entities SET version = $5::BIGINT, props = $6::BYTEA, expiry = NULLIF($7::BIGINT, 0)
-			WHERE table_id = $1::BIGINT AND pk = $2::BYTEA AND rk = $3::BYTEA AND version = $4::BIGINT RETURNING version`
-		casDeleteDML = `DELETE FROM cerulean_entities
-			WHERE table_id = $1::BIGINT AND pk = $2::BYTEA AND rk = $3::BYTEA AND version = $4::BIGINT RETURNING version`
+		atGen        = `EXISTS (SELECT 1 FROM cerulean_tables WHERE id = $1::BIGINT AND COALESCE(gen, 0) = $%d::BIGINT)`
+		casUpdateF = `UPDATE cerulean_entities SET version = $5::BIGINT, props = $6::BYTEA, expiry = NULLIF($7::BIGINT, 0)
+			WHERE table_id = $1::BIGINT AND pk = $2::BYTEA AND rk = $3::BYTEA AND version = $4::BIGINT AND ` + atGen + ` RETURNING version`
+		casDeleteF = `DELETE FROM cerulean_entities
+			WHERE table_id = $1::BIGINT AND pk = $2::BYTEA AND rk = $3::BYTEA AND version = $4::BIGINT AND ` + atGen + ` RETURNING version`
 		// An insert goes through the catalogue ($8 account, $9 table key), so that no row
 		// is created under the id of a table deleted since the read.
 		casInsertDML = `INSERT INTO cerulean_entities (table_id, pk, rk, version, props, expiry)
 			SELECT id, $2::BYTEA, $3::BYTEA, $5::BIGINT, $6::BYTEA, NULLIF($7::BIGINT, 0) FROM cerulean_tables
-			WHERE account = $8 AND key = $9 AND id = $1::BIGINT AND $4::BIGINT = 0
+			WHERE account = $8 AND key = $9 AND id = $1::BIGINT AND COALESCE(gen, 0) = $10::BIGINT AND $4::BIGINT = 0
 			ON CONFLICT (table_id, pk, rk) DO NOTHING RETURNING version`
 	)
+	casUpdateDML, casDeleteDML := fmt.Sprintf(casUpdateF, 8), fmt.Sprintf(casDeleteF, 5)
 	q.casUpdate, q.casDelete, q.casInsert = casUpdateDML, casDeleteDML, casInsertDML
 	q.casUpdateB, q.casDeleteB, q.casInsertB = raise(casUpdateDML), raise(casDeleteDML), raise(casInsertDML)
 
@@ -446,7 +453,7 @@ func buildQueries(d dialect) queries {
 		&q.setSettingsFeed, &q.deleteTableFeed, &q.feedSeal, &q.feedTrimBound, &q.purgeExpiredFeed,
 		&q.feedInsert1, &q.feedUpsert1, &q.feedReplace1, &q.feedDelete1, &q.feedInsertB, &q.feedUpsertB, &q.feedReplaceB,
 		&q.feedDeleteB, &q.feedInsertGroup, &q.feedUpsertGroup, &q.feedInsertMany, &q.feedUpsertMany, &q.feedUpsertFirst1, &q.feedUpsertFirstB,
-		&q.ixScan[0], &q.ixScan[1], &q.ixScanTo[0], &q.ixScanTo[1], &q.ixInsert1[0], &q.ixUpsert1[0], &q.ixReplace1[0], &q.ixDelete1[0], &q.ixInsertGroup[0], &q.ixUpsertGroup[0],
+		&q.ixScan, &q.ixScanTo, &q.ixInsert1[0], &q.ixUpsert1[0], &q.ixReplace1[0], &q.ixDelete1[0], &q.ixInsertGroup[0], &q.ixUpsertGroup[0],
 		&q.ixInsert1[1], &q.ixUpsert1[1], &q.ixReplace1[1], &q.ixDelete1[1], &q.ixInsertGroup[1], &q.ixUpsertGroup[1], &q.ixHoldersLive, &q.ixLockHolder} {
 		*p = d.sql(*p)
 	}

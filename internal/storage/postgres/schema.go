@@ -39,6 +39,8 @@ import (
 //	                     change, NULL (read as 0) for tables from before version 3; a
 //	                     write computes expiries from cached settings and commits only
 //	                     if the generation is still the cached one (settings.go)
+//	cerulean_tables_id  (version 8) a unique index of the catalogue by table id, for
+//	                     the statements that name a table by id alone
 //	cerulean_entities.expiry
 //	                     (version 3) when the row expires, in version ticks, NULL
 //	                     for never: storage.Expiry at the write; reads treat a row
@@ -69,14 +71,20 @@ import (
 //	cerulean_index_entries
 //	                     (version 7) (table id, index id, index key, pk, rk): one per
 //	                     stored row (expired or not) that has every property of a
-//	                     declared non-unique index, written in the row's own
-//	                     transaction (indexes.go); also indexed by (table id, pk, rk),
-//	                     so a write removes a row's entries without knowing its old
-//	                     values
+//	                     declared index (until version 8, a non-unique one), written
+//	                     in the row's own transaction (indexes.go); the reads use
+//	                     these entries only. Also indexed by (table id, pk, rk), so a
+//	                     write removes a row's entries without knowing its old values
 //	cerulean_unique_entries
-//	                     (version 7) (table id, index id, index key) → pk, rk: the
-//	                     same for unique indexes; the primary key is the uniqueness,
-//	                     decided by the database between front ends (SQLSTATE 23505)
+//	                     (version 7) (table id, index id, exact key) → pk, rk: a unique
+//	                     index's entries besides, keyed by the exact key
+//	                     (storage.IndexDef.AppendUniqueKey); the primary key is the
+//	                     uniqueness, decided by the database between front ends
+//	                     (SQLSTATE 23505). Version 8 copies them into
+//	                     cerulean_index_entries, which a unique index's reads used not
+//	                     to, and its new writes key them exactly (those written before
+//	                     keep the plain key, which differs only for Int64s beyond 2^53
+//	                     that round alike: dropping and adding the index rekeys them)
 //	cerulean_index_work  (version 7) (table id, index id) → kind, position: an index
 //	                     being built (kind 0: the last key done, whether the writes
 //	                     that started before its declaration have ended) or dropped
@@ -202,6 +210,17 @@ var migrations = []migration{
 				rk BYTEA,
 				waited BOOLEAN NOT NULL DEFAULT FALSE,
 				PRIMARY KEY (table_id, index_id))`,
+		}
+	}},
+	{8, func(d dialect) []string {
+		return []string{
+			// The statements that name a table by id alone (the swaps' generation check,
+			// the index builds' catalogue lock) probe this rather than scan the catalogue.
+			`CREATE UNIQUE INDEX cerulean_tables_id ON cerulean_tables (id)`,
+			// A unique index is read from its plain entries, as every other index is.
+			`INSERT INTO cerulean_index_entries (table_id, index_id, key, pk, rk)
+				SELECT table_id, index_id, key, pk, rk FROM cerulean_unique_entries
+				ON CONFLICT DO NOTHING`,
 		}
 	}},
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,27 +30,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set; scripts/test starts PostgreSQL and sets it")
 	}
 	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	schema := fmt.Sprintf("cerulean_migrate_%016x", rand.Uint64())
-	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	url += sep + "search_path=" + schema
-
 	// Version 1 only, with a table in it.
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, url := schemaPool(t, url)
 	d, _, err := detectDialect(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
@@ -128,26 +110,7 @@ func TestMigrateIndexes(t *testing.T) {
 		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set; scripts/test starts PostgreSQL and sets it")
 	}
 	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	schema := fmt.Sprintf("cerulean_migrate_%016x", rand.Uint64())
-	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	url += sep + "search_path=" + schema
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool, _ := schemaPool(t, url)
 	d, _, err := detectDialect(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
@@ -180,4 +143,84 @@ func TestMigrateIndexes(t *testing.T) {
 			t.Fatalf("%s: %d indexes on (table_id, pk, rk), %v; want 1", tab, n, err)
 		}
 	}
+}
+
+// TestMigrateUniqueReads migrates a database at schema version 7 whose unique index has
+// entries only in cerulean_unique_entries (as version 7 wrote them) to version 8, and
+// checks that they are then in cerulean_index_entries too, where every index is read.
+func TestMigrateUniqueReads(t *testing.T) {
+	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set; scripts/test starts PostgreSQL and sets it")
+	}
+	ctx := context.Background()
+	pool, _ := schemaPool(t, url)
+	d, _, err := detectDialect(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrateSteps(ctx, pool, d, migrations[:7]); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		`INSERT INTO cerulean_index_entries VALUES (1, 1, 'k'::BYTEA, 'p'::BYTEA, 'a'::BYTEA)`,
+		`INSERT INTO cerulean_unique_entries VALUES (1, 2, 'k'::BYTEA, 'p'::BYTEA, 'a'::BYTEA)`,
+		`INSERT INTO cerulean_unique_entries VALUES (1, 2, 'l'::BYTEA, 'p'::BYTEA, 'b'::BYTEA)`,
+		`INSERT INTO cerulean_unique_entries VALUES (2, 1, 'k'::BYTEA, 'q'::BYTEA, 'c'::BYTEA)`,
+	} {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	if err := migrate(ctx, pool, d); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `SELECT table_id, index_id, key, pk, rk FROM cerulean_index_entries ORDER BY table_id, index_id, key, pk, rk`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var tid, idx int64
+		var key, pk, rk []byte
+		if err := rows.Scan(&tid, &idx, &key, &pk, &rk); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%d/%d/%s/%s/%s", tid, idx, key, pk, rk))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"1/1/k/p/a", "1/2/k/p/a", "1/2/l/p/b", "2/1/k/q/c"}; !slices.Equal(got, want) {
+		t.Fatalf("plain entries after migration 8: %v, want %v", got, want)
+	}
+}
+
+// schemaPool returns a pool on the database at url whose search_path is a schema of its
+// own, empty, dropped when the test ends (a database at whatever schema version a test
+// migrates it to, beside the shared one), and the URL that reaches that schema.
+func schemaPool(t *testing.T, url string) (*pgxpool.Pool, string) {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	schema := fmt.Sprintf("cerulean_migrate_%016x", rand.Uint64())
+	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	url += sep + "search_path=" + schema
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, url
 }
