@@ -331,7 +331,7 @@ func buildQueries(d dialect) queries {
 	// change committed between the read and the swap (an index declared, whose build may
 	// have passed the row already) makes it lose, and the Apply reads again.
 	const (
-		atGen        = `EXISTS (SELECT 1 FROM cerulean_tables WHERE id = $1::BIGINT AND COALESCE(gen, 0) = $%d::BIGINT)`
+		atGen      = `EXISTS (SELECT 1 FROM cerulean_tables WHERE id = $1::BIGINT AND COALESCE(gen, 0) = $%d::BIGINT)`
 		casUpdateF = `UPDATE cerulean_entities SET version = $5::BIGINT, props = $6::BYTEA, expiry = NULLIF($7::BIGINT, 0)
 			WHERE table_id = $1::BIGINT AND pk = $2::BYTEA AND rk = $3::BYTEA AND version = $4::BIGINT AND ` + atGen + ` RETURNING version`
 		casDeleteF = `DELETE FROM cerulean_entities
