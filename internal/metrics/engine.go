@@ -64,6 +64,10 @@ var (
 		fmt.Sprintf("Sublevels in L0, the level flushes write to: a read may consult one sstable in each, and at %d every write waits for a compaction out of L0 (a write stall, reason l0).", pebble.L0StopWritesThreshold), nil, nil)
 	pebblePurges = prometheus.NewDesc("cerulean_pebble_pending_table_purges",
 		"Deleted tables whose rows are still to be purged.", nil, nil)
+	pebbleIndexBuilds = prometheus.NewDesc("cerulean_pebble_index_builds",
+		"Indexes being built (state building): online builds the background builder has still to finish.", nil, nil)
+	pebbleIndexBuildRows = prometheus.NewDesc("cerulean_pebble_index_build_rows_total",
+		"Rows the index builds have passed, as their Progress counts them (rate: a build's speed).", nil, nil)
 	engineScrapeErrors = prometheus.NewDesc("cerulean_engine_scrape_errors_total",
 		"Scrapes that could not read the engine's figures.", nil, nil)
 )
@@ -80,7 +84,7 @@ type pebbleCollector struct {
 
 func (c *pebbleCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{pebbleWALSync, pebbleCompactions, pebbleCompactedBytes, pebbleCompactionDebt,
-		pebbleCacheHits, pebbleCacheMisses, pebbleCacheBytes, pebbleRowCacheHits, pebbleRowCacheMisses, pebbleRowCacheBytes, pebbleWALBlockingSyncs, pebbleDisk, pebblePurges, engineScrapeErrors,
+		pebbleCacheHits, pebbleCacheMisses, pebbleCacheBytes, pebbleRowCacheHits, pebbleRowCacheMisses, pebbleRowCacheBytes, pebbleWALBlockingSyncs, pebbleDisk, pebblePurges, pebbleIndexBuilds, pebbleIndexBuildRows, engineScrapeErrors,
 		pebbleWriteStalls, pebbleWriteStallSeconds, pebbleL0Sublevels} {
 		ch <- d
 	}
@@ -116,6 +120,8 @@ func (c *pebbleCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(pebbleWALBlockingSyncs, prometheus.CounterValue, float64(st.WALBlockingSyncs))
 	ch <- prometheus.MustNewConstMetric(pebbleDisk, prometheus.GaugeValue, float64(m.DiskSpaceUsage()))
 	ch <- prometheus.MustNewConstMetric(pebblePurges, prometheus.GaugeValue, float64(st.PendingPurges))
+	ch <- prometheus.MustNewConstMetric(pebbleIndexBuilds, prometheus.GaugeValue, float64(st.IndexBuilds))
+	ch <- prometheus.MustNewConstMetric(pebbleIndexBuildRows, prometheus.CounterValue, float64(st.IndexBuildRows))
 	ch <- prometheus.MustNewConstMetric(pebbleL0Sublevels, prometheus.GaugeValue, float64(m.Levels[0].Sublevels))
 	for r, w := range st.WriteStalls {
 		reason := pebble.StallReason(r).String()
@@ -176,6 +182,12 @@ var (
 		"Calls run again after losing to a concurrent write of the same rows (a lost compare-and-swap, a serialization failure, a deadlock).", nil, nil)
 	pgPurges = prometheus.NewDesc("cerulean_postgres_pending_table_purges",
 		"Deleted tables whose rows are still to be purged, as this front end's purger last found.", nil, nil)
+	pgIndexBuilds = prometheus.NewDesc("cerulean_postgres_index_builds",
+		"Indexes being built (cerulean_index_work rows of kind build), as this front end's index loop last found, less the builds it finished since.", nil, nil)
+	pgIndexDrops = prometheus.NewDesc("cerulean_postgres_index_drops",
+		"Dropped indexes, and unique indexes whose build failed, whose entries are still being removed, as this front end's index loop last found, less the removals it finished since.", nil, nil)
+	pgIndexBuildRows = prometheus.NewDesc("cerulean_postgres_index_build_rows_total",
+		"Rows this front end's index builds have passed, as their Progress counts them (rate: a build's speed; one front end builds a table at a time).", nil, nil)
 	pgReplicaUp = prometheus.NewDesc("cerulean_postgres_replica_in_rotation",
 		"1 if the read replica may serve reads, else 0; by replica (host:port as configured).", []string{"replica"}, nil)
 	pgReplicaStaleness = prometheus.NewDesc("cerulean_postgres_replica_staleness_seconds",
@@ -188,7 +200,7 @@ type postgresCollector struct{ e *postgres.Engine }
 
 func (c *postgresCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{pgPoolMax, pgPoolConns, pgPoolAcquires, pgPoolWaits, pgPoolWaitSeconds,
-		pgPoolCanceled, pgStmtErrors, pgRetries, pgPurges, pgReplicaUp, pgReplicaStaleness, pgReplicaLag} {
+		pgPoolCanceled, pgStmtErrors, pgRetries, pgPurges, pgIndexBuilds, pgIndexDrops, pgIndexBuildRows, pgReplicaUp, pgReplicaStaleness, pgReplicaLag} {
 		ch <- d
 	}
 }
@@ -217,6 +229,9 @@ func (c *postgresCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(pgStmtErrors, float64(e.Other), "other")
 	counter(pgRetries, float64(st.Retries))
 	gauge(pgPurges, float64(st.PendingPurges))
+	gauge(pgIndexBuilds, float64(st.IndexBuilds))
+	gauge(pgIndexDrops, float64(st.IndexDrops))
+	counter(pgIndexBuildRows, float64(st.IndexBuildRows))
 	for _, r := range st.Replicas {
 		up := 0.0
 		if r.InRotation {

@@ -154,7 +154,7 @@ func TestPebbleFigures(t *testing.T) {
 	if got["cerulean_pebble_wal_fsync_duration_seconds{}"] < 1 {
 		t.Errorf("WAL fsyncs %v after a write", got["cerulean_pebble_wal_fsync_duration_seconds{}"])
 	}
-	for _, k := range []string{"cerulean_pebble_compactions_total{}", "cerulean_pebble_block_cache_hits_total{}", "cerulean_pebble_row_cache_hits_total{}", "cerulean_pebble_wal_blocking_syncs_total{}", "cerulean_pebble_pending_table_purges{}", "process_open_fds{}", "go_goroutines{}",
+	for _, k := range []string{"cerulean_pebble_compactions_total{}", "cerulean_pebble_block_cache_hits_total{}", "cerulean_pebble_row_cache_hits_total{}", "cerulean_pebble_wal_blocking_syncs_total{}", "cerulean_pebble_pending_table_purges{}", "cerulean_pebble_index_builds{}", "cerulean_pebble_index_build_rows_total{}", "process_open_fds{}", "go_goroutines{}",
 		"cerulean_pebble_write_stalls_total{reason=memtables}", "cerulean_pebble_write_stalls_total{reason=l0}",
 		"cerulean_pebble_write_stall_seconds_total{reason=memtables}", "cerulean_pebble_write_stall_seconds_total{reason=l0}"} {
 		if _, ok := got[k]; !ok {
@@ -167,6 +167,75 @@ func TestPebbleFigures(t *testing.T) {
 	body, _ := io.ReadAll(rec.Body)
 	if rec.Code != 200 || !strings.Contains(string(body), "\ncerulean_pebble_disk_bytes ") {
 		t.Errorf("/metrics: %d\n%.2000s", rec.Code, body)
+	}
+}
+
+// TestPebbleIndexBuildFigures drives an online build a chunk at a time: while it is not
+// finished the builds gauge counts it, and once it is the gauge is 0 and the rows
+// counter has advanced by the table's rows, each passed once.
+func TestPebbleIndexBuildFigures(t *testing.T) {
+	ctx := context.Background()
+	eng, err := pebble.Open(t.TempDir(), pebble.Options{ExpiryInterval: -1, NoIndexBuilder: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	m, err := New(Options{Engine: eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const builds, rowsTotal = "cerulean_pebble_index_builds{}", "cerulean_pebble_index_build_rows_total{}"
+	if err := eng.CreateTable(ctx, "a", "t", storage.TableSettings{Elastic: true}); err != nil {
+		t.Fatal(err)
+	}
+	const rows = 700 // a few chunks of the builder's
+	for p := range rows / 100 {
+		var muts []storage.Mutation
+		for r := range 100 {
+			muts = append(muts, storage.Mutation{Op: storage.Insert, RowKey: fmt.Sprintf("r%03d", r),
+				Props: []entity.Property{{Name: "A", Value: entity.Int32Value(int32(r))}}})
+		}
+		if _, err := eng.Apply(ctx, "a", "t", fmt.Sprintf("p%d", p), muts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := series(t, m); got[builds] != 0 || got[rowsTotal] != 0 {
+		t.Fatalf("before any index: builds %v, rows %v; want 0, 0", got[builds], got[rowsTotal])
+	}
+	if err := eng.SetTableSettings(ctx, "a", "t", storage.TableSettings{Elastic: true,
+		Indexes: []storage.IndexDef{{Name: "ByA", Properties: []string{"A"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	passed := 0
+	for {
+		got := series(t, m)
+		if got[rowsTotal] != float64(passed) {
+			t.Fatalf("rows counter %v after BuildIndexes passed %d rows", got[rowsTotal], passed)
+		}
+		if passed == rows {
+			if got[builds] != 0 {
+				t.Fatalf("builds %v after the build passed every row", got[builds])
+			}
+			break
+		}
+		if got[builds] < 1 {
+			t.Fatalf("builds %v with the build at %d rows of %d", got[builds], passed, rows)
+		}
+		n, err := eng.BuildIndexes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 || passed+n > rows {
+			t.Fatalf("BuildIndexes passed %d rows after %d, of %d", n, passed, rows)
+		}
+		passed += n
+	}
+	info, err := eng.GetTable(ctx, "a", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := info.Settings.Indexes[0]; d.State != storage.IndexReady {
+		t.Fatalf("index %+v after the build, want ready", d)
 	}
 }
 

@@ -168,6 +168,7 @@ func (e *Engine) buildIndexChunk(ctx context.Context, t *table, id uint32) (int,
 			return 0, err
 		}
 		t.settings.Store(&next)
+		e.buildRows.Add(uint64(len(chunk))) // as Progress counts them
 		return len(chunk), nil
 	}
 }

@@ -263,11 +263,15 @@ type Options struct {
 	// entity in it skips Pebble's search of the memtables and levels; it is always exact
 	// (see rowCache).
 	RowCacheSize int64
+	// NoIndexBuilder leaves index builds to BuildIndexes calls: no background builder
+	// runs, so a declared index stays building until calls have passed the table's rows.
+	// It is for tests that drive builds a chunk at a time, as postgres.Options.IndexInterval
+	// < 0 is (the metrics tests among them, outside this package); a server always runs
+	// the builder.
+	NoIndexBuilder bool
 
 	// statfs, when set by a test, replaces the reading of the volume's free space.
 	statfs func() (uint64, error)
-	// noBuilder, when set by a test, leaves index builds to BuildIndexes calls.
-	noBuilder bool
 }
 
 // quietLogger passes Pebble's errors to the standard logger and drops its informational
@@ -317,6 +321,8 @@ type Engine struct {
 	buildMu   sync.Mutex // serialises BuildIndexes calls
 	buildWake chan struct{}
 	buildDone chan struct{}
+	// buildRows counts the rows index builds have passed since Open (Stats.IndexBuildRows).
+	buildRows atomic.Uint64
 	purgeMu   sync.Mutex // serialises purge passes
 	expiryMu  sync.Mutex // serialises expiry passes
 	purgeWake chan struct{}
@@ -490,7 +496,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 	}
 	go e.purgeLoop()
 	e.wakePurger() // resume purges a previous run left pending
-	if opts.noBuilder {
+	if opts.NoIndexBuilder {
 		close(e.buildDone)
 	} else {
 		go e.buildLoop()

@@ -383,7 +383,7 @@ func TestUniquePurges(t *testing.T) {
 func TestBuildReopen(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	opts := Options{ExpiryInterval: -1, noBuilder: true}
+	opts := Options{ExpiryInterval: -1, NoIndexBuilder: true}
 	e := openTest(t, dir, opts)
 	const acct = "ix"
 	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{Elastic: true}); err != nil {
@@ -457,7 +457,7 @@ func TestBuildReopen(t *testing.T) {
 // not unique: a unique one's value locks would hold the writes back too.)
 func TestBuildRacingWrites(t *testing.T) {
 	ctx := context.Background()
-	e := openTest(t, t.TempDir(), Options{ExpiryInterval: -1, noBuilder: true})
+	e := openTest(t, t.TempDir(), Options{ExpiryInterval: -1, NoIndexBuilder: true})
 	const acct = "ix"
 	if err := e.CreateTable(ctx, acct, "T", storage.TableSettings{Elastic: true}); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
+
+	"github.com/ceruleandb/cerulean/internal/storage"
 )
 
 // Stats are the engine's figures for monitoring, read when asked (the metrics package
@@ -23,6 +25,15 @@ type Stats struct {
 	// WriteStalls counts the times Pebble held all writes back, by StallReason, and how
 	// long they lasted (see stalls.go).
 	WriteStalls [numStallReasons]WriteStalls
+	// IndexBuilds is how many declared indexes are building: the builder's work
+	// outstanding (build.go), read from the catalogue in memory. A dropped index has no
+	// counterpart: its entries are range-deleted in the settings change's own batch
+	// (putDroppedIndexes), so no removal is ever outstanding.
+	IndexBuilds int
+	// IndexBuildRows counts the rows index builds have passed since the engine opened,
+	// as their indexes' Progress counts them (a chunk's rows once it commits), so its
+	// rate is the builds' speed.
+	IndexBuildRows uint64
 }
 
 // Stats reads the engine's figures. It fails once the engine is closed.
@@ -41,5 +52,24 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 		st.WALBlockingSyncs = e.wal.blockingSyncs.Load()
 	}
 	st.WriteStalls = e.stalls.read()
+	st.IndexBuilds = e.indexBuilds()
+	st.IndexBuildRows = e.buildRows.Load()
 	return st, nil
+}
+
+// indexBuilds counts the building indexes of the tables in the catalogue (deleted tables
+// are not in it: their purge removes their entries whole). It reads only memory, one
+// settings pointer per table, so a scrape may call it.
+func (e *Engine) indexBuilds() int {
+	e.catMu.RLock()
+	defer e.catMu.RUnlock()
+	n := 0
+	for _, t := range e.byID {
+		for _, d := range t.settings.Load().Indexes {
+			if d.State == storage.IndexBuilding {
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -243,7 +243,14 @@ type Engine struct {
 	// indexWake wakes the index loop: a settings change recorded builds or drops
 	// (indexbuild.go).
 	indexWake chan struct{}
-	loops     sync.WaitGroup // the background purges
+	// indexBuilds and indexDrops are the cerulean_index_work rows of each kind as this
+	// front end's index passes last saw them, less those the passes finished since
+	// (Stats.IndexBuilds, IndexDrops); buildRows counts the rows its builds passed
+	// (Stats.IndexBuildRows).
+	indexBuilds, indexDrops atomic.Int64
+	buildRows               atomic.Uint64
+
+	loops sync.WaitGroup // the background purges
 }
 
 var _ storage.Engine = (*Engine)(nil)

@@ -187,6 +187,19 @@ func (e *Engine) indexPass(ctx context.Context) (int, error) {
 	if err := rows.Err(); err != nil {
 		return 0, err
 	}
+	// The work outstanding, for Stats: the listing, then less what this pass finishes
+	// (buildChunk, dropChunk), so that a pass that ends the last of it leaves 0 without
+	// another listing.
+	var builds, drops int64
+	for _, w := range todo {
+		if w.kind == workDrop {
+			drops++
+		} else {
+			builds++
+		}
+	}
+	e.indexBuilds.Store(builds)
+	e.indexDrops.Store(drops)
 	total := 0
 	built := map[int64]bool{}
 	for _, w := range todo {
@@ -220,6 +233,7 @@ func (e *Engine) dropChunk(ctx context.Context, tid int64, idx int32) (int, erro
 	var waited bool
 	if err := e.pool.QueryRow(ctx, e.q.ixDropWaited, tid, idx).Scan(&waited); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
+			e.indexDrops.Add(-1) // done meanwhile (by another front end)
 			return 0, nil
 		}
 		return 0, err
@@ -236,8 +250,11 @@ func (e *Engine) dropChunk(ctx context.Context, tid int64, idx int32) (int, erro
 	if err != nil || n > 0 {
 		return n, err
 	}
-	_, err = e.pool.Exec(ctx, e.q.ixDropDone, tid, idx)
-	return 0, err
+	if _, err := e.pool.Exec(ctx, e.q.ixDropDone, tid, idx); err != nil {
+		return 0, err
+	}
+	e.indexDrops.Add(-1)
+	return 0, nil
 }
 
 // dropEntries runs the two statements of sqls (plain and unique entries) with args and
@@ -307,7 +324,8 @@ func (e *Engine) buildChunk(ctx context.Context, tid int64, idx int32) (int, err
 	var waited bool
 	if err := e.pool.QueryRow(ctx, e.q.ixPosition, tid, idx).Scan(new([]byte), new([]byte), &waited); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return 0, nil // done meanwhile
+			e.indexBuilds.Add(-1) // done meanwhile
+			return 0, nil
 		}
 		return 0, err
 	}
@@ -317,8 +335,9 @@ func (e *Engine) buildChunk(ctx context.Context, tid int64, idx int32) (int, err
 		}
 	}
 	passed := 0
+	end := buildGoesOn // what the chunk made of the build, once committed
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		passed = 0
+		passed, end = 0, buildGoesOn
 		if e.dialect == dialectPostgres {
 			var got bool
 			if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1, ($2::BIGINT % 2147483647)::INT)`, buildLockClass, tid).Scan(&got); err != nil || !got {
@@ -339,6 +358,7 @@ func (e *Engine) buildChunk(ctx context.Context, tid int64, idx int32) (int, err
 		}
 		at := slices.IndexFunc(settings.Indexes, func(d storage.IndexDef) bool { return d.ID == uint32(idx) })
 		if at < 0 || settings.Indexes[at].State != storage.IndexBuilding {
+			end = buildEnded
 			_, err := tx.Exec(ctx, e.q.ixDone, tid, idx) // dropped: a drop row replaced it
 			return err
 		}
@@ -346,6 +366,7 @@ func (e *Engine) buildChunk(ctx context.Context, tid int64, idx int32) (int, err
 		var pk, rk []byte
 		if err := tx.QueryRow(ctx, e.q.ixPosition, tid, idx).Scan(&pk, &rk, new(bool)); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
+				end = buildEnded
 				return nil
 			}
 			return err
@@ -399,6 +420,7 @@ func (e *Engine) buildChunk(ctx context.Context, tid int64, idx int32) (int, err
 		d := &settings.Indexes[at]
 		switch {
 		case failure != "":
+			end = buildFailed
 			d.State, d.Failure = storage.IndexFailed, failure
 			d.Progress += int64(n)
 			if _, err := tx.Exec(ctx, e.q.ixFail, tid, storage.MarshalSettings(settings)); err != nil {
@@ -407,6 +429,7 @@ func (e *Engine) buildChunk(ctx context.Context, tid int64, idx int32) (int, err
 			_, err = tx.Exec(ctx, e.q.ixWorkDrop, tid, idx) // its entries go
 			return err
 		case n < buildChunk:
+			end = buildEnded
 			d.State = storage.IndexReady
 			d.Progress += int64(n)
 			if _, err := tx.Exec(ctx, e.q.ixDone, tid, idx); err != nil {
@@ -421,8 +444,27 @@ func (e *Engine) buildChunk(ctx context.Context, tid int64, idx int32) (int, err
 		_, err = tx.Exec(ctx, e.q.ixSetSettings, tid, storage.MarshalSettings(settings))
 		return err
 	})
-	return passed, err
+	if err != nil {
+		return 0, err
+	}
+	e.buildRows.Add(uint64(passed)) // as Progress counts them
+	switch end {
+	case buildEnded:
+		e.indexBuilds.Add(-1)
+	case buildFailed:
+		e.indexBuilds.Add(-1)
+		e.indexDrops.Add(1) // its entries go as a dropped index's
+	}
+	return passed, nil
 }
+
+// What a committed build chunk made of its build's work row (buildChunk), for the
+// counts of work outstanding.
+const (
+	buildGoesOn = iota // the build goes on from the chunk's last row
+	buildEnded         // the row is gone: the index is ready, or was dropped
+	buildFailed        // the row became a drop: a unique index's build failed
+)
 
 // buildUnique writes a chunk's unique entries, and returns the failure of the index when
 // one of its values is held by two rows (in the chunk, or one of them already indexed).

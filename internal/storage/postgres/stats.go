@@ -25,6 +25,21 @@ type Stats struct {
 	// deleted through another, from the next pass of this one's purger, every
 	// PurgeInterval).
 	PendingPurges int64
+	// IndexBuilds and IndexDrops are the index work outstanding in the database, the
+	// cerulean_index_work rows of each kind (indexbuild.go): indexes being built, and
+	// dropped indexes (or failed builds) whose entries are still being removed. They are
+	// as this front end's index passes last listed them (the list each pass reads
+	// anyway, so the figures cost no query), less the work the passes finished since.
+	// The background loop lists every Options.IndexInterval and at once after a settings
+	// change through this front end, so work recorded through another front end counts
+	// from this one's next pass; with the loop off, only BuildIndexes calls list. Every
+	// front end sees all of it, whichever one builds.
+	IndexBuilds, IndexDrops int64
+	// IndexBuildRows counts the rows this front end's index builds have passed since the
+	// engine opened, as their indexes' Progress counts them (a chunk's rows once it
+	// commits), so its rate is the builds' speed here; builds another front end runs
+	// count in its own.
+	IndexBuildRows uint64
 }
 
 // PoolStats describe the primary's connection pool (pgxpool.Stat).
@@ -72,8 +87,11 @@ func (e *Engine) Stats() Stats {
 			Contention:  e.stmtErrs.contention.Load(),
 			Other:       e.stmtErrs.other.Load(),
 		},
-		Retries:       e.retries.Load(),
-		Replicas:      e.Replicas(),
-		PendingPurges: e.pendingPurges.Load(),
+		Retries:        e.retries.Load(),
+		Replicas:       e.Replicas(),
+		PendingPurges:  e.pendingPurges.Load(),
+		IndexBuilds:    max(0, e.indexBuilds.Load()), // passes at once may count one off twice
+		IndexDrops:     max(0, e.indexDrops.Load()),
+		IndexBuildRows: e.buildRows.Load(),
 	}
 }
