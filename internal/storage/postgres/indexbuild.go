@@ -81,7 +81,9 @@ func buildSQL(q *queries) {
 	q.ixSetSettings = `UPDATE cerulean_tables SET settings = $2::BYTEA WHERE id = $1`
 	q.ixFail = `UPDATE cerulean_tables SET settings = $2::BYTEA, gen = nextval('cerulean_table_gens') WHERE id = $1`
 	q.ixAdvance = `UPDATE cerulean_index_work SET pk = $3::BYTEA, rk = $4::BYTEA, waited = TRUE WHERE table_id = $1 AND index_id = $2`
-	q.ixDone = `DELETE FROM cerulean_index_work WHERE table_id = $1 AND index_id = $2`
+	// A build's own row only: a drop committed while the chunk waited for the catalogue
+	// row has replaced it with its own (kind 1), whose entries must still go.
+	q.ixDone = `DELETE FROM cerulean_index_work WHERE table_id = $1 AND index_id = $2 AND kind = 0`
 	// Up to $3 entries of index $2 of table $1; ixDropTable: up to $2 of table $1.
 	const drop = `WITH c AS (SELECT index_id, key, pk, rk FROM %[1]s WHERE table_id = $1%[2]s LIMIT %[3]s)
 		DELETE FROM %[1]s x USING c WHERE x.table_id = $1 AND x.index_id = c.index_id AND x.key = c.key AND x.pk = c.pk AND x.rk = c.rk`

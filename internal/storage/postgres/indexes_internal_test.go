@@ -816,3 +816,85 @@ func TestSwapAfterDeclaration(t *testing.T) {
 		checkEntries(t, e, "acct", table, "after ApplyEach")
 	})
 }
+
+// TestBuildMeetsDrop: a build chunk that finds its index dropped after it read its
+// position (the drop committed while the chunk waited for the catalogue row) leaves the
+// drop's work alone, so the dropped index's entries are still removed.
+func TestBuildMeetsDrop(t *testing.T) {
+	e := openIndexTest(t)
+	ctx := context.Background()
+	table := testTableName("ixdrop")
+	if err := e.CreateTable(ctx, "acct", table, storage.TableSettings{Elastic: true}); err != nil {
+		t.Fatal(err)
+	}
+	dropAfter(t, e, table)
+	if _, err := e.Apply(ctx, "acct", table, "p", []storage.Mutation{{Op: storage.Insert, RowKey: "a",
+		Props: []entity.Property{{Name: "A", Value: entity.Int32Value(1)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetTableSettings(ctx, "acct", table, storage.TableSettings{Elastic: true,
+		Indexes: []storage.IndexDef{{Name: "ByA", Properties: []string{"A"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	tid := tableIDOf(t, e, "acct", table)
+	info, err := e.GetTable(ctx, "acct", table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := int32(info.Settings.Indexes[0].ID)
+	if _, err := e.pool.Exec(ctx, `UPDATE cerulean_index_work SET waited = TRUE WHERE table_id = $1`, tid); err != nil {
+		t.Fatal(err)
+	}
+	// The drop, as SetTableSettings makes it, held uncommitted while the chunk starts.
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	dropped := storage.TableSettings{Elastic: true, IndexIDs: info.Settings.IndexIDs}
+	for _, s := range []struct {
+		sql  string
+		args []any
+	}{
+		{e.q.ixLockTable, []any{tid}},
+		{`UPDATE cerulean_tables SET settings = $2::BYTEA, gen = nextval('cerulean_table_gens') WHERE id = $1`, []any{tid, storage.MarshalSettings(dropped)}},
+		{e.q.ixWorkDrop, []any{tid, idx}},
+	} {
+		if _, err := tx.Exec(ctx, s.sql, s.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.buildChunk(ctx, tid, idx)
+		done <- err
+	}()
+	// The chunk waits for the catalogue row; then the drop commits.
+	for i := 0; ; i++ {
+		var waiting int
+		if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if i == 500 {
+			t.Fatal("the build chunk never waited for the catalogue row")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var kind int16
+	if err := e.pool.QueryRow(ctx, `SELECT kind FROM cerulean_index_work WHERE table_id = $1 AND index_id = $2`, tid, idx).Scan(&kind); err != nil || kind != workDrop {
+		t.Fatalf("the drop's work after the chunk: kind %d, %v; want %d", kind, err, workDrop)
+	}
+	buildUntilDone(t, e, 10)
+	if got := storedEntries(t, e, tid); len(got) != 0 {
+		t.Fatalf("entries of the dropped index left: %v", got)
+	}
+}
