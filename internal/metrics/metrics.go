@@ -41,7 +41,7 @@ var statusClasses = []string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
 var authReasons = []string{
 	"no_credentials", "malformed", "signature", "date", "bearer", "account_mismatch",
 	"sas_expired", "sas_policy", "sas_scope", "sas_permission", "sas_resource_type",
-	"sas_protocol", "sas_source_ip", "other",
+	"sas_protocol", "sas_source_ip", "token", "role", "shared_key_off", "other",
 }
 
 // Options configure New.

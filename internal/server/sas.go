@@ -53,6 +53,12 @@ func (s *Server) authenticate(rq *request) (*auth.SAS, error) {
 		}
 		return nil, s.verifier.Authenticate(rq.r, rq.account) // 401 NoAuthenticationInformation
 	}
+	if s.bearer != nil && len(rq.r.Header["Authorization"]) == 1 {
+		if token, ok := bearerToken(rq.r.Header["Authorization"][0]); ok {
+			// A token decides alone; a SAS beside it is ignored, as beside a shared key.
+			return nil, s.authenticateBearer(rq, token)
+		}
+	}
 	keyErr := s.verifier.Authenticate(rq.r, rq.account)
 	switch {
 	case keyErr == nil:
