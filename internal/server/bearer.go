@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/ceruleandb/cerulean/internal/auth"
@@ -17,9 +18,11 @@ import (
 
 // BearerVerifier verifies OAuth 2.0 bearer tokens.
 type BearerVerifier interface {
-	// Verify checks token and returns the principal it names, or an error saying which
-	// check failed; the error never holds the token.
-	Verify(ctx context.Context, token string) (identity.Principal, error)
+	// Verify checks token, presented to account (whose endpoint is one of the accepted
+	// audiences), and returns the principal it names, or an error saying which check
+	// failed — its Detail() (or Error()) is the answer's AuthenticationErrorDetail, and
+	// never holds the token.
+	Verify(ctx context.Context, token, account string) (identity.Principal, error)
 	// Challenge is the WWW-Authenticate value of a 401 answer to a refused token.
 	Challenge() string
 }
@@ -54,10 +57,15 @@ func (s *Server) authenticateBearer(rq *request, token string) error {
 		rq.w.Header().Set("WWW-Authenticate", s.bearer.Challenge())
 		return azerr.BearerRefused("The account '" + rq.account + "' is not served here.")
 	}
-	p, err := s.bearer.Verify(rq.r.Context(), token)
+	p, err := s.bearer.Verify(rq.r.Context(), token, rq.account)
 	if err != nil {
 		rq.w.Header().Set("WWW-Authenticate", s.bearer.Challenge())
-		return azerr.BearerRefused(err.Error())
+		detail := err.Error()
+		var d interface{ Detail() string }
+		if errors.As(err, &d) {
+			detail = d.Detail()
+		}
+		return azerr.BearerRefused(detail)
 	}
 	rq.principal = &p
 	return nil

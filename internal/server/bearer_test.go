@@ -24,7 +24,7 @@ import (
 // operation.
 type fakeVerifier map[string]identity.Principal
 
-func (f fakeVerifier) Verify(_ context.Context, token string) (identity.Principal, error) {
+func (f fakeVerifier) Verify(_ context.Context, token, _ string) (identity.Principal, error) {
 	if p, ok := f[token]; ok {
 		return p, nil
 	}
