@@ -118,7 +118,7 @@ func encodeSegment(t *testing.T, v any) string {
 }
 
 // sign signs claims with key under alg, naming kid.
-func sign(t *testing.T, alg jose.SignatureAlgorithm, key any, kid string, claims map[string]any) string {
+func sign(t testing.TB, alg jose.SignatureAlgorithm, key any, kid string, claims map[string]any) string {
 	t.Helper()
 	opts := (&jose.SignerOptions{}).WithType("JWT")
 	if kid != "" {
