@@ -96,6 +96,9 @@ type serveOptions struct {
 	// change); tlsSelfSigned is --tls-self-signed. Either way --addr serves HTTPS only.
 	tlsCert, tlsKey string
 	tlsSelfSigned   bool
+	// id are the flags of bearer tokens, role assignments and shared key access
+	// (identity.go).
+	id identityOptions
 	// console is --console: serve the web console (package console); consoleAddr is
 	// --console-addr, its own listener ("" : /-/ on --addr).
 	console     bool
@@ -267,6 +270,9 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	}
 	fs.BoolVar(&o.tlsSelfSigned, "tls-self-signed", selfSigned, "serve HTTPS on --addr with a self-signed certificate for 127.0.0.1, ::1 and localhost, "+
 		"created once in --data and reused; the start-up message says how to make each SDK trust it (CERULEAN_TLS_SELF_SIGNED)")
+
+	// Bearer tokens, role assignments, shared key access (identity.go).
+	addIdentityFlags(fs, &o.id)
 
 	// Web console (package console).
 	con, err := envBool("CERULEAN_CONSOLE", true)
@@ -464,6 +470,9 @@ func (o *serveOptions) check() error {
 	if o.tlsSelfSigned && o.tlsCert != "" {
 		return fmt.Errorf("--tls-self-signed and --tls-cert: choose one")
 	}
+	if err := o.id.check(o.tlsSelfSigned || o.tlsCert != ""); err != nil {
+		return err
+	}
 	if !o.console && o.consoleAddr != "" {
 		return fmt.Errorf("--console-addr with --console=false: the console is off, so it has no address")
 	}
@@ -642,6 +651,9 @@ func runServe(args []string) error {
 			return fmt.Errorf("accounts: %q names no account", o.accounts)
 		}
 	}
+	if err := o.id.applySharedKeyOff(accounts); err != nil {
+		return err
+	}
 	start := time.Now()
 	// Listen first: a busy address fails before anything is created on disk.
 	ln, err := net.Listen("tcp", o.addr)
@@ -720,7 +732,15 @@ func runServe(args []string) error {
 		observers = append(observers, met)
 	}
 	thr, inj, dels := emulation(o, log)
-	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic, ChangeFeedTables: o.feeds, ReadConsistency: o.consistency, Observer: observers,
+	// The role assignments are watched while the server runs.
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	tokens, roles, err := o.id.build(watchCtx, scheme(https)+"://"+displayHost(ln.Addr().String()), log)
+	if err != nil {
+		eng.Close()
+		return err
+	}
+	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Bearer: tokens, Roles: roles, Limits: o.limits, ElasticTables: o.elastic, ChangeFeedTables: o.feeds, ReadConsistency: o.consistency, Observer: observers,
 		// Over HTTPS a SAS signed spr=https holds as the service holds it.
 		StrictProtocol: https, Throttle: thr, Faults: inj, Deletions: dels, NetHTTP: o.httpServer == "net/http"})
 	if err != nil {

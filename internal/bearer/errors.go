@@ -74,6 +74,11 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.err }
 
+// Temporary reports whether the token could not be checked at all (KindUnavailable: the
+// issuer's keys could not be fetched), rather than refused: a server answers 503 and
+// the client retries, where a 401 would make it fetch a new token for nothing.
+func (e *Error) Temporary() bool { return e.Kind == KindUnavailable }
+
 // Azure Storage's answer to a missing or refused bearer token is 401 with error code
 // InvalidAuthenticationInfo, this message, an AuthenticationErrorDetail (Detail) and a
 // WWW-Authenticate bearer challenge (Challenge). Seen in a real response quoted in

@@ -46,7 +46,8 @@ func bearerToken(h string) (string, bool) {
 // authenticateBearer verifies the request's bearer token and keeps its principal on rq.
 // Azure takes tokens over HTTPS only (a token sent in clear is a leaked one), answering
 // plain HTTP with 403 AuthenticationFailed; a token that does not verify is 401
-// InvalidAuthenticationInfo with a WWW-Authenticate challenge naming the authority.
+// InvalidAuthenticationInfo with a WWW-Authenticate challenge naming the authority; one
+// that cannot be checked now (the issuer out of reach) is 503 ServerBusy.
 func (s *Server) authenticateBearer(rq *request, token string) error {
 	if rq.r.TLS == nil {
 		return azerr.New(azerr.AuthenticationFailed).WithDetail("Authentication scheme Bearer is not allowed with HTTP.")
@@ -59,12 +60,18 @@ func (s *Server) authenticateBearer(rq *request, token string) error {
 	}
 	p, err := s.bearer.Verify(rq.r.Context(), token, rq.account)
 	if err != nil {
-		rq.w.Header().Set("WWW-Authenticate", s.bearer.Challenge())
 		detail := err.Error()
 		var d interface{ Detail() string }
 		if errors.As(err, &d) {
 			detail = d.Detail()
 		}
+		var t interface{ Temporary() bool }
+		if errors.As(err, &t) && t.Temporary() {
+			// The token could not be checked (its issuer's keys are out of reach): the
+			// client should retry, not fetch another token.
+			return azerr.New(azerr.ServerBusy).WithDetail(detail)
+		}
+		rq.w.Header().Set("WWW-Authenticate", s.bearer.Challenge())
 		return azerr.BearerRefused(detail)
 	}
 	rq.principal = &p

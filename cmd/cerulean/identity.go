@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/ceruleandb/cerulean/internal/auth"
+	"github.com/ceruleandb/cerulean/internal/bearer"
+	"github.com/ceruleandb/cerulean/internal/rbac"
+	"github.com/ceruleandb/cerulean/internal/server"
+)
+
+// identityOptions are the flags of sign-in with an identity (docs/identity.md): the
+// OpenID providers whose bearer tokens are taken, the role assignments that decide
+// what each principal may do, and the accounts whose shared keys are off.
+type identityOptions struct {
+	// issuers is --oidc-issuer: issuer URLs, comma-separated; audiences --oidc-audience.
+	issuers, audiences string
+	// roles is --role-assignments: the assignments file (package rbac).
+	roles string
+	// sharedKeyOff is --shared-key-off: account names, comma-separated.
+	sharedKeyOff string
+}
+
+func addIdentityFlags(fs *flag.FlagSet, o *identityOptions) {
+	fs.StringVar(&o.issuers, "oidc-issuer", env("CERULEAN_OIDC_ISSUER", ""), "take OAuth bearer tokens (Authorization: Bearer) from these OpenID Connect issuers, comma-separated issuer URLs "+
+		"(e.g. https://login.microsoftonline.com/TENANT/v2.0, a Keycloak realm, Dex): keys come from each issuer's discovery document and JWKS, refreshed on rotation; "+
+		"needs HTTPS (--tls-cert or --tls-self-signed) and --role-assignments (CERULEAN_OIDC_ISSUER)")
+	fs.StringVar(&o.audiences, "oidc-audience", env("CERULEAN_OIDC_AUDIENCE", ""), "the audiences (aud) a token must name one of, comma-separated; default https://storage.azure.com (with or without its slash), "+
+		"besides which the account's endpoint (https://ACCOUNT.table.core.windows.net) and this server's own URL are always taken (CERULEAN_OIDC_AUDIENCE)")
+	fs.StringVar(&o.roles, "role-assignments", env("CERULEAN_ROLE_ASSIGNMENTS", ""), "JSON file of role assignments (Storage Table Data Reader, Storage Table Data Contributor, custom roles) "+
+		"to principals at account or table scope; read again when it changes, a broken edit keeping the assignments before it (CERULEAN_ROLE_ASSIGNMENTS)")
+	fs.StringVar(&o.sharedKeyOff, "shared-key-off", env("CERULEAN_SHARED_KEY_OFF", ""), "accounts, comma-separated, that refuse SharedKey, SharedKeyLite and SAS requests "+
+		"(403 KeyBasedAuthenticationNotPermitted), as Azure's allowSharedKeyAccess=false: only bearer tokens reach them (CERULEAN_SHARED_KEY_OFF)")
+}
+
+// check refuses combinations that could not work: tokens without HTTPS (Azure takes
+// them over HTTPS only) or without assignments (every operation would be refused).
+func (o identityOptions) check(https bool) error {
+	switch {
+	case o.issuers != "" && !https:
+		return errors.New("--oidc-issuer needs HTTPS: bearer tokens are taken over HTTPS only (--tls-cert and --tls-key, or --tls-self-signed)")
+	case o.issuers != "" && o.roles == "":
+		return errors.New("--oidc-issuer needs --role-assignments: without assignments no principal may do anything")
+	case o.issuers == "" && o.roles != "":
+		return errors.New("--role-assignments needs --oidc-issuer: assignments decide what bearer tokens may do")
+	case o.issuers == "" && o.audiences != "":
+		return errors.New("--oidc-audience needs --oidc-issuer")
+	}
+	return nil
+}
+
+// applySharedKeyOff turns shared key access off for the named accounts, which must be
+// among accounts; an account without keys is reachable only by token then.
+func (o identityOptions) applySharedKeyOff(accounts []auth.Account) error {
+	for _, name := range splitList(o.sharedKeyOff) {
+		i := slices.IndexFunc(accounts, func(a auth.Account) bool { return a.Name == name })
+		if i < 0 {
+			return fmt.Errorf("--shared-key-off: no account %q (the accounts are --accounts')", name)
+		}
+		accounts[i].SharedKeyOff = true
+	}
+	return nil
+}
+
+// build returns the token verifier and the role assignments (watched for changes until
+// ctx ends), or nils when no issuer is configured. endpoint is the server's own URL,
+// an audience tokens may name.
+func (o identityOptions) build(ctx context.Context, endpoint string, log *slog.Logger) (server.BearerVerifier, server.RoleAuthorizer, error) {
+	if o.issuers == "" {
+		return nil, nil, nil
+	}
+	cfg := bearer.Config{Audiences: splitList(o.audiences), Endpoints: []string{endpoint}}
+	for _, u := range splitList(o.issuers) {
+		cfg.Issuers = append(cfg.Issuers, bearer.IssuerConfig{URL: u})
+	}
+	v, err := bearer.New(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("oidc: %w", err)
+	}
+	roles, err := rbac.NewAuthorizer(o.roles, rbac.Options{OnReload: func(err error) {
+		if err != nil {
+			log.Warn("role assignments: the file changed but is refused; the assignments before it stay", "file", o.roles, "err", err)
+			return
+		}
+		log.Info("role assignments: read again", "file", o.roles)
+	}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("role assignments: %w", err)
+	}
+	go roles.Watch(ctx)
+	log.Info("bearer tokens", "issuers", v.Issuers(), "role_assignments", o.roles, "assignments", len(roles.Policy().Assignments()))
+	return v, roles, nil
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
