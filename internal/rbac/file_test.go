@@ -162,7 +162,7 @@ func TestParseScope(t *testing.T) {
 	}
 }
 
-// TestParseNeverPanics feeds every prefix of the good example: each is refused cleanly
+// TestParseTruncated feeds every prefix of the good example: each is refused cleanly
 // (the seed of FuzzParse, exhaustively over truncation).
 func TestParseTruncated(t *testing.T) {
 	data, err := os.ReadFile("testdata/good/example.json")
