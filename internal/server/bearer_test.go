@@ -127,6 +127,11 @@ func TestBearer(t *testing.T) {
 	if !strings.HasPrefix(a.wwwAuth, "Bearer authorization_uri=") || !strings.Contains(a.body, "Signature validation failed.") {
 		t.Errorf("a token that does not verify: WWW-Authenticate %q, body %s", a.wwwAuth, a.body)
 	}
+	a = do(tlsSrv, http.MethodGet, "/mine()", "", "")
+	want("no credentials", a, http.StatusUnauthorized, azerr.NoAuthenticationInformation)
+	if !strings.HasPrefix(a.wwwAuth, "Bearer authorization_uri=") {
+		t.Errorf("no credentials: WWW-Authenticate %q, want the bearer challenge", a.wwwAuth)
+	}
 	want("a reader's query", do(tlsSrv, http.MethodGet, "/other()", "tok-reader", ""), http.StatusOK, "")
 	want("a reader's listing", do(tlsSrv, http.MethodGet, "/Tables", "tok-reader", ""), http.StatusOK, "")
 	want("a reader's insert", do(tlsSrv, http.MethodPost, "/mine", "tok-reader", `{"PartitionKey":"p","RowKey":"r"}`),

@@ -51,6 +51,11 @@ func (s *Server) authenticate(rq *request) (*auth.SAS, error) {
 			}
 			return sas, nil
 		}
+		if s.bearer != nil {
+			// Azure's answer to an anonymous request names where tokens come from; the
+			// SDKs' challenge policies read the tenant from it.
+			rq.w.Header().Set("WWW-Authenticate", s.bearer.Challenge())
+		}
 		return nil, s.verifier.Authenticate(rq.r, rq.account) // 401 NoAuthenticationInformation
 	}
 	if s.bearer != nil && len(rq.r.Header["Authorization"]) == 1 {
