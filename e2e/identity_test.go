@@ -234,7 +234,13 @@ func TestBearerGoSDK(t *testing.T) {
 // WWW-Authenticate challenge (expired, another audience, another provider), and no
 // assignment is 403.
 func TestBearerTokensRefused(t *testing.T) {
-	srv, p, _ := identityServer(t, `{"assignments": [{"principal": "someone", "role": "Storage Table Data Reader", "scope": "/"}]}`)
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	debug := fmt.Sprintf("127.0.0.1:%d", port)
+	srv, p, accessLog := identityServer(t, `{"assignments": [{"principal": "someone", "role": "Storage Table Data Reader", "scope": "/"}]}`,
+		"--debug-addr", debug)
 	other, err := oidctest.Start(oidctest.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -289,6 +295,43 @@ func TestBearerTokensRefused(t *testing.T) {
 	}
 	if status, code, _ := get(mint(p, oidctest.TokenOptions{Subject: "nobody"})); status != http.StatusForbidden || code != "AuthorizationPermissionMismatch" {
 		t.Errorf("a principal without assignments: %d %s; want 403 AuthorizationPermissionMismatch", status, code)
+	}
+
+	// The metrics: the principals' requests, the refusals by reason, the assignments.
+	metric := func(name string) string {
+		t.Helper()
+		_, _, body := getDebug(t, debug, "/metrics")
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(line, name+" ") {
+				return strings.TrimPrefix(line, name+" ")
+			}
+		}
+		return ""
+	}
+	for name, want := range map[string]string{
+		`cerulean_principal_requests_total{principal="someone",status_class="2xx"}`: "1",
+		`cerulean_principal_requests_total{principal="nobody",status_class="4xx"}`:  "1",
+		`cerulean_auth_failures_total{reason="token"}`:                              "5",
+		`cerulean_auth_failures_total{reason="role"}`:                               "1",
+		`cerulean_role_assignments`:                                                 "1",
+		`cerulean_role_assignments_refused`:                                         "0",
+	} {
+		if got := metric(name); got != want {
+			t.Errorf("%s = %q, want %s", name, got, want)
+		}
+	}
+	// A broken edit of the assignments is refused: the ones before it stay in force.
+	roles := filepath.Join(filepath.Dir(accessLog), "roles.json")
+	if err := os.WriteFile(roles, []byte(`{"assignments": [`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); metric("cerulean_role_assignments_refused") != "1"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a broken assignments file is not reported in cerulean_role_assignments_refused")
+		}
+	}
+	if status, code, _ := get(mint(p, oidctest.TokenOptions{Subject: "someone"})); status != http.StatusOK {
+		t.Errorf("a Reader's listing after a broken edit: %d %s; want the assignments before it in force", status, code)
 	}
 }
 

@@ -9,8 +9,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ceruleandb/cerulean/internal/auth"
 	"github.com/ceruleandb/cerulean/internal/bearer"
+	"github.com/ceruleandb/cerulean/internal/metrics"
 	"github.com/ceruleandb/cerulean/internal/rbac"
 	"github.com/ceruleandb/cerulean/internal/server"
 )
@@ -69,9 +72,9 @@ func (o identityOptions) applySharedKeyOff(accounts []auth.Account) error {
 }
 
 // build returns the token verifier and the role assignments (watched for changes until
-// ctx ends), or nils when no issuer is configured. endpoint is the server's own URL,
-// an audience tokens may name.
-func (o identityOptions) build(ctx context.Context, endpoint string, log *slog.Logger) (server.BearerVerifier, server.RoleAuthorizer, error) {
+// ctx ends), or nils when no issuer is configured; with met, the assignments' state is
+// in its metrics. endpoint is the server's own URL, an audience tokens may name.
+func (o identityOptions) build(ctx context.Context, endpoint string, log *slog.Logger, met *metrics.Metrics) (server.BearerVerifier, server.RoleAuthorizer, error) {
 	if o.issuers == "" {
 		return nil, nil, nil
 	}
@@ -94,8 +97,48 @@ func (o identityOptions) build(ctx context.Context, endpoint string, log *slog.L
 		return nil, nil, fmt.Errorf("role assignments: %w", err)
 	}
 	go roles.Watch(ctx)
+	if met != nil {
+		if err := met.Register(rolesCollector(roles)); err != nil {
+			return nil, nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
 	log.Info("bearer tokens", "issuers", v.Issuers(), "role_assignments", o.roles, "assignments", len(roles.Policy().Assignments()))
 	return v, roles, nil
+}
+
+// rolesCollector exposes the role assignments file's state: how many assignments are in
+// force, and whether the file's latest change was refused (the ones before it stay).
+func rolesCollector(a *rbac.Authorizer) prometheus.Collector {
+	return collectorList{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "cerulean_role_assignments",
+			Help: "Role assignments in force (--role-assignments).",
+		}, func() float64 { return float64(a.Status().Assignments) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "cerulean_role_assignments_refused",
+			Help: "1 while the role assignments file holds a change that was refused (it does not parse); the assignments before it stay in force. 0 otherwise.",
+		}, func() float64 {
+			if a.Status().Err != nil {
+				return 1
+			}
+			return 0
+		}),
+	}
+}
+
+// collectorList is several collectors registered as one.
+type collectorList []prometheus.Collector
+
+func (l collectorList) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range l {
+		c.Describe(ch)
+	}
+}
+
+func (l collectorList) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range l {
+		c.Collect(ch)
+	}
 }
 
 // splitList splits a comma-separated flag value, dropping blanks.

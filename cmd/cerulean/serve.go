@@ -735,7 +735,7 @@ func runServe(args []string) error {
 	// The role assignments are watched while the server runs.
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
-	tokens, roles, err := o.id.build(watchCtx, scheme(https)+"://"+displayHost(ln.Addr().String()), log)
+	tokens, roles, err := o.id.build(watchCtx, scheme(https)+"://"+displayHost(ln.Addr().String()), log, met)
 	if err != nil {
 		eng.Close()
 		return err
