@@ -75,15 +75,7 @@ func identityServer(t *testing.T, assignments string, extra ...string) (*server,
 // tokenClient is an SDK service client of srv's default account authenticated by cred.
 func tokenClient(t *testing.T, srv *server, cred azcore.TokenCredential) *aztables.ServiceClient {
 	t.Helper()
-	pem, err := os.ReadFile(srv.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	t.Cleanup(hc.CloseIdleConnections)
-	c, err := aztables.NewServiceClient(srv.Endpoint(srv.Default().Name), cred, clientOptions(hc))
+	c, err := aztables.NewServiceClient(srv.Endpoint(srv.Default().Name), cred, clientOptions(trustingHTTP(t, srv)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,14 +240,7 @@ func TestBearerTokensRefused(t *testing.T) {
 	t.Cleanup(func() { other.Close() })
 	get := func(tok string) (int, string, string) {
 		t.Helper()
-		pem, err := os.ReadFile(srv.CAFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(pem)
-		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-		defer hc.CloseIdleConnections()
+		hc := trustingHTTP(t, srv)
 		r, _ := http.NewRequest(http.MethodGet, srv.Endpoint(srv.Default().Name)+"/Tables", nil)
 		r.Header.Set("Authorization", "Bearer "+tok)
 		r.Header.Set("x-ms-version", "2020-12-06")
