@@ -48,8 +48,8 @@ func addIdentityFlags(fs *flag.FlagSet, o *identityOptions) error {
 	if err != nil {
 		return err
 	}
-	fs.BoolVar(&o.devIssuer, "dev-issuer", dev, "for development: be an OpenID provider too (issuer https://ADDR/.cerulean/issuer, its key kept in --data), whose tokens cerulean token --role ... prints "+
-		"and whose role and scope the server honours without --role-assignments; only on a loopback --addr; turns --tls-self-signed on when no TLS flag is given (CERULEAN_DEV_ISSUER)")
+	fs.BoolVar(&o.devIssuer, "dev-issuer", dev, "for development: be an OpenID provider too (issuer https://ADDR/.cerulean/issuer, its key kept in --data), whose tokens (printed by cerulean token) carry a role and scope "+
+		"the server honours without --role-assignments; only on a loopback --addr; turns --tls-self-signed on when no TLS flag is given (CERULEAN_DEV_ISSUER)")
 	return nil
 }
 
