@@ -163,8 +163,15 @@ func TestDevIssuerPython(t *testing.T) {
 	srv, accessLog, k := devTokens(t)
 	pythonIdentity(t, srv, k)
 	noTokenInLogs(t, srv, accessLog, k.all())
-	if logged, _ := os.ReadFile(accessLog); !strings.Contains(string(logged), `"principal":"scoped"`) {
-		t.Error("the access log does not name the dev token's subject")
+	// The access log is written in the background: wait for the line.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		logged, _ := os.ReadFile(accessLog)
+		if strings.Contains(string(logged), `"principal":"scoped"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the access log does not name the dev token's subject")
+		}
 	}
 }
 
