@@ -5,7 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -13,6 +16,7 @@ import (
 
 	"github.com/ceruleandb/cerulean/internal/auth"
 	"github.com/ceruleandb/cerulean/internal/bearer"
+	"github.com/ceruleandb/cerulean/internal/devissuer"
 	"github.com/ceruleandb/cerulean/internal/metrics"
 	"github.com/ceruleandb/cerulean/internal/rbac"
 	"github.com/ceruleandb/cerulean/internal/server"
@@ -28,9 +32,12 @@ type identityOptions struct {
 	roles string
 	// sharedKeyOff is --shared-key-off: account names, comma-separated.
 	sharedKeyOff string
+	// devIssuer is --dev-issuer: the server is its own OpenID provider for development
+	// (package devissuer); autoTLS says it turned --tls-self-signed on.
+	devIssuer, autoTLS bool
 }
 
-func addIdentityFlags(fs *flag.FlagSet, o *identityOptions) {
+func addIdentityFlags(fs *flag.FlagSet, o *identityOptions) error {
 	fs.StringVar(&o.issuers, "oidc-issuer", env("CERULEAN_OIDC_ISSUER", ""), "take OAuth bearer tokens (Authorization: Bearer) from these OpenID Connect issuers, comma-separated issuer URLs "+
 		"(e.g. https://login.microsoftonline.com/TENANT/v2.0, a Keycloak realm, Dex): keys come from each issuer's discovery document and JWKS, refreshed on rotation; "+
 		"needs HTTPS (--tls-cert or --tls-self-signed) and --role-assignments (CERULEAN_OIDC_ISSUER)")
@@ -40,22 +47,54 @@ func addIdentityFlags(fs *flag.FlagSet, o *identityOptions) {
 		"to principals at account or table scope; read again when it changes, a broken edit keeping the assignments before it (CERULEAN_ROLE_ASSIGNMENTS)")
 	fs.StringVar(&o.sharedKeyOff, "shared-key-off", env("CERULEAN_SHARED_KEY_OFF", ""), "accounts, comma-separated, that refuse SharedKey, SharedKeyLite and SAS requests "+
 		"(403 KeyBasedAuthenticationNotPermitted), as Azure's allowSharedKeyAccess=false: only bearer tokens reach them (CERULEAN_SHARED_KEY_OFF)")
+	dev, err := envBool("CERULEAN_DEV_ISSUER", false)
+	if err != nil {
+		return err
+	}
+	fs.BoolVar(&o.devIssuer, "dev-issuer", dev, "for development: be an OpenID provider too (issuer https://ADDR/.cerulean/issuer, its key kept in --data), whose tokens (printed by cerulean token) carry a role and scope "+
+		"the server honours without --role-assignments; only on a loopback --addr; turns --tls-self-signed on when no TLS flag is given (CERULEAN_DEV_ISSUER)")
+	return nil
 }
 
 // check refuses combinations that could not work: tokens without HTTPS (Azure takes
-// them over HTTPS only) or without assignments (every operation would be refused).
-func (o identityOptions) check(https bool) error {
+// them over HTTPS only) or without assignments (every operation would be refused), and
+// the development issuer anywhere but on loopback (addrs are the listening addresses):
+// its key mints any role, so its tokens must stay on the machine that holds it.
+func (o identityOptions) check(https bool, addrs ...string) error {
 	switch {
 	case o.issuers != "" && !https:
 		return errors.New("--oidc-issuer needs HTTPS: bearer tokens are taken over HTTPS only (--tls-cert and --tls-key, or --tls-self-signed)")
+	case o.devIssuer && !https:
+		return errors.New("--dev-issuer needs HTTPS: bearer tokens are taken over HTTPS only")
 	case o.issuers != "" && o.roles == "":
 		return errors.New("--oidc-issuer needs --role-assignments: without assignments no principal may do anything")
-	case o.issuers == "" && o.roles != "":
-		return errors.New("--role-assignments needs --oidc-issuer: assignments decide what bearer tokens may do")
+	case o.issuers == "" && !o.devIssuer && o.roles != "":
+		return errors.New("--role-assignments needs --oidc-issuer or --dev-issuer: assignments decide what bearer tokens may do")
 	case o.issuers == "" && o.audiences != "":
 		return errors.New("--oidc-audience needs --oidc-issuer")
 	}
+	if o.devIssuer {
+		for _, a := range addrs {
+			if a != "" && !loopbackAddr(a) {
+				return fmt.Errorf("--dev-issuer needs a loopback address (127.0.0.1, ::1 or localhost), not %q: anyone who can read its key can mint tokens of any role", a)
+			}
+		}
+	}
 	return nil
+}
+
+// loopbackAddr reports whether host:port names a loopback host: localhost or a loopback
+// IP (a wildcard such as ":10002" or "0.0.0.0:10002" is not).
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // applySharedKeyOff turns shared key access off for the named accounts, which must be
@@ -71,20 +110,57 @@ func (o identityOptions) applySharedKeyOff(accounts []auth.Account) error {
 	return nil
 }
 
-// build returns the token verifier and the role assignments (watched for changes until
-// ctx ends), or nils when no issuer is configured; with met, the assignments' state is
-// in its metrics. endpoint is the server's own URL, an audience tokens may name.
-func (o identityOptions) build(ctx context.Context, endpoint string, log *slog.Logger, met *metrics.Metrics) (server.BearerVerifier, server.RoleAuthorizer, error) {
-	if o.issuers == "" {
-		return nil, nil, nil
+// identity is what build makes: the token verifier and what decides for each token's
+// principal (nil both when no issuer is configured), and the development issuer (nil
+// without --dev-issuer), whose paths the listener serves.
+type identity struct {
+	tokens server.BearerVerifier
+	roles  server.RoleAuthorizer
+	dev    *devissuer.Issuer
+}
+
+// build makes the token verifier and the deciders: the role assignments file (watched
+// for changes until ctx ends) and, with --dev-issuer, the development issuer (its key in
+// data) whose tokens' role claims decide for them; with met, the assignments' state is in
+// its metrics. endpoint is the server's own URL, an audience tokens may name and the base
+// of the development issuer's URL.
+func (o identityOptions) build(ctx context.Context, endpoint, data string, log *slog.Logger, met *metrics.Metrics) (identity, error) {
+	var id identity
+	if o.issuers == "" && !o.devIssuer {
+		return id, nil
 	}
 	cfg := bearer.Config{Audiences: splitList(o.audiences), Endpoints: []string{endpoint}}
 	for _, u := range splitList(o.issuers) {
 		cfg.Issuers = append(cfg.Issuers, bearer.IssuerConfig{URL: u})
 	}
+	var deciders rbac.Union
+	if o.devIssuer {
+		dev, created, err := devissuer.Open(data, endpoint)
+		if err != nil {
+			return id, err
+		}
+		if created {
+			log.Info("created the development issuer's key", "file", filepath.Join(data, devissuer.KeyFile))
+		}
+		// Its tokens name the storage audience whatever --oidc-audience says, and are
+		// verified with the key held, not by fetching the server's own discovery.
+		cfg.Issuers = append(cfg.Issuers, bearer.IssuerConfig{URL: dev.URL(), Keys: dev.Keys(), Audiences: bearer.DefaultAudiences})
+		claims, err := rbac.NewClaimAuthorizer(dev.URL())
+		if err != nil {
+			return id, err
+		}
+		deciders = append(deciders, claims)
+		id.dev = dev
+	}
 	v, err := bearer.New(cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("oidc: %w", err)
+		return id, fmt.Errorf("oidc: %w", err)
+	}
+	id.tokens = v
+	if o.roles == "" {
+		id.roles = deciders
+		log.Info("bearer tokens", "issuers", v.Issuers())
+		return id, nil
 	}
 	roles, err := rbac.NewAuthorizer(o.roles, rbac.Options{OnReload: func(err error) {
 		if err != nil {
@@ -94,16 +170,17 @@ func (o identityOptions) build(ctx context.Context, endpoint string, log *slog.L
 		log.Info("role assignments: read again", "file", o.roles)
 	}})
 	if err != nil {
-		return nil, nil, fmt.Errorf("role assignments: %w", err)
+		return id, fmt.Errorf("role assignments: %w", err)
 	}
 	go roles.Watch(ctx)
 	if met != nil {
 		if err := met.Register(rolesCollector(roles)); err != nil {
-			return nil, nil, fmt.Errorf("metrics: %w", err)
+			return id, fmt.Errorf("metrics: %w", err)
 		}
 	}
 	log.Info("bearer tokens", "issuers", v.Issuers(), "role_assignments", o.roles, "assignments", len(roles.Policy().Assignments()))
-	return v, roles, nil
+	id.roles = append(rbac.Union{roles}, deciders...)
+	return id, nil
 }
 
 // rolesCollector exposes the role assignments file's state: how many assignments are in
@@ -150,4 +227,17 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// printDevIssuer tells the user of --dev-issuer where the issuer is and how to get a
+// token (never a token itself: the banner may be collected as a log).
+func printDevIssuer(w io.Writer, dev *devissuer.Issuer, o serveOptions) {
+	if o.id.autoTLS {
+		fmt.Fprintln(w, "HTTPS is on: --dev-issuer turned --tls-self-signed on, since bearer tokens are taken over HTTPS only.")
+	}
+	data := ""
+	if o.data != "./data" {
+		data = " --data " + o.data
+	}
+	fmt.Fprintf(w, "Development issuer (--dev-issuer): %s\n  a token for a token credential: TOKEN=$(cerulean token --role contributor%s)  (or --role reader, --table NAME; cerulean help token)\n", dev.URL(), data)
 }

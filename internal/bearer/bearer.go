@@ -6,7 +6,7 @@
 //   - it is a compact JWS whose header alg is in the allow-list (never "none", never an
 //     HMAC algorithm: a public key must never serve as an HMAC secret);
 //   - its unverified iss names a configured issuer; that issuer's keys, found by OpenID
-//     Connect discovery and fetched from its jwks_uri, hold a key with the token's kid whose
+//     Connect discovery and fetched from its jwks_uri (or given as IssuerConfig.Keys), hold a key with the token's kid whose
 //     type (and curve) suits the alg, and the signature verifies with that key;
 //   - exp is present and not past, nbf (when present) not in the future and iat (when
 //     present) not in the future, each within the clock skew;
@@ -125,6 +125,14 @@ type IssuerConfig struct {
 	URL string
 	// Audiences, when set, replace Config.Audiences for this issuer's tokens.
 	Audiences []string
+	// Keys, when set, are the issuer's verification keys, used instead of discovery and
+	// its JWKS: nothing is fetched, and a kid outside them is KindUnknownKey. It is for an
+	// issuer whose keys the server holds itself (the development issuer, package
+	// devissuer), which need not — and, when the issuer is the server, cannot safely —
+	// be fetched over the network. Every other check is the same as for a discovered
+	// issuer; private keys are reduced to their public halves, symmetric and encryption
+	// keys dropped, as from a fetched JWKS.
+	Keys []jose.JSONWebKey
 }
 
 // Verifier verifies bearer tokens. It is safe for concurrent use; create one and keep it,
@@ -191,7 +199,11 @@ func New(cfg Config) (*Verifier, error) {
 		if _, dup := v.issuers[ic.URL]; dup {
 			return nil, fmt.Errorf("issuer %s configured twice", ic.URL)
 		}
-		v.issuers[ic.URL] = newIssuer(ic, client, timing, v.now)
+		iss, err := newIssuer(ic, client, timing, v.now)
+		if err != nil {
+			return nil, err
+		}
+		v.issuers[ic.URL] = iss
 		v.order = append(v.order, ic.URL)
 	}
 	return v, nil

@@ -46,10 +46,21 @@ type issuer struct {
 	// keys are the last fetched keys (fetched at fetched; zero before any fetch).
 	keys    []jose.JSONWebKey
 	fetched time.Time
+	// static is set for an issuer configured with its keys (IssuerConfig.Keys): keys are
+	// those and never fetched.
+	static bool
 }
 
-func newIssuer(ic IssuerConfig, client *http.Client, t timing, now func() time.Time) *issuer {
-	return &issuer{url: ic.URL, audiences: ic.Audiences, client: client, timing: t, now: now}
+func newIssuer(ic IssuerConfig, client *http.Client, t timing, now func() time.Time) (*issuer, error) {
+	iss := &issuer{url: ic.URL, audiences: ic.Audiences, client: client, timing: t, now: now}
+	if len(ic.Keys) > 0 {
+		keys := usableKeys(ic.Keys)
+		if len(keys) == 0 {
+			return nil, fmt.Errorf("issuer %s: no public signing key among its keys", ic.URL)
+		}
+		iss.keys, iss.static = keys, true
+	}
+	return iss, nil
 }
 
 // key returns the public key that verifies a token signed with alg under kid (kid may be
@@ -57,6 +68,10 @@ func newIssuer(ic IssuerConfig, client *http.Client, t timing, now func() time.T
 // fetches its keys when needed: when none are cached, when the cache is older than
 // KeyMaxAge, or when kid is unknown and the last fetch is older than KeyRefreshInterval.
 func (iss *issuer) key(ctx context.Context, kid, alg string) (any, error) {
+	if iss.static {
+		k, found, fits := pick(iss.keys, kid, alg)
+		return iss.answer(k, found, fits)
+	}
 	jwksURL, err := iss.discover(ctx)
 	if err != nil {
 		return nil, err
@@ -244,7 +259,20 @@ func parseKeySet(body []byte) ([]jose.JSONWebKey, error) {
 	var keys []jose.JSONWebKey
 	for _, r := range raw.Keys {
 		var k jose.JSONWebKey
-		if json.Unmarshal(r, &k) != nil || k.Use == "enc" {
+		if json.Unmarshal(r, &k) != nil {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	return usableKeys(keys), nil
+}
+
+// usableKeys keeps the signing keys of keys, each reduced to its public half, and drops
+// encryption keys and keys without a public half (symmetric ones).
+func usableKeys(keys []jose.JSONWebKey) []jose.JSONWebKey {
+	var out []jose.JSONWebKey
+	for _, k := range keys {
+		if k.Use == "enc" {
 			continue
 		}
 		if !k.IsPublic() {
@@ -253,7 +281,7 @@ func parseKeySet(body []byte) ([]jose.JSONWebKey, error) {
 		if !k.Valid() {
 			continue
 		}
-		keys = append(keys, k)
+		out = append(out, k)
 	}
-	return keys, nil
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,4 +84,74 @@ func TestClaimsTheProviderWillNotMint(t *testing.T) {
 	h := sign(t, jose.HS256, []byte("0123456789abcdef0123456789abcdef"), "hmac", map[string]any{"iss": iss, "sub": "s", "aud": "https://storage.azure.com", "exp": exp})
 	_, err := v.Verify(context.Background(), h, "")
 	refused(t, h, err, bearer.KindAlgorithm)
+}
+
+// noNetwork fails every request, so a test sees any fetch.
+type noNetwork struct{ t testing.TB }
+
+func (n noNetwork) RoundTrip(r *http.Request) (*http.Response, error) {
+	n.t.Errorf("fetched %s: an issuer with static keys must fetch nothing", r.URL)
+	return nil, http.ErrNotSupported
+}
+
+// TestStaticKeys: an issuer configured with its keys (IssuerConfig.Keys) verifies tokens
+// without fetching anything, and every other check stays: another kid, another issuer,
+// expiry, audience, an HMAC key. A key set with no public signing key is refused.
+func TestStaticKeys(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const iss = "https://127.0.0.1:10002/.cerulean/issuer"
+	v, err := bearer.New(bearer.Config{
+		Issuers: []bearer.IssuerConfig{{URL: iss, Keys: []jose.JSONWebKey{
+			// The private key: only its public half may be kept.
+			{Key: key, KeyID: "dev", Algorithm: "RS256", Use: "sig"},
+			{Key: []byte("0123456789abcdef0123456789abcdef"), KeyID: "hmac", Algorithm: "HS256"},
+		}}},
+		HTTPClient: &http.Client{Transport: noNetwork{t}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := time.Now().Add(time.Hour).Unix()
+	ok := map[string]any{"iss": iss, "sub": "dev", "aud": "https://storage.azure.com", "exp": exp}
+	with := func(k string, val any) map[string]any {
+		c := map[string]any{}
+		for k, v := range ok {
+			c[k] = v
+		}
+		c[k] = val
+		return c
+	}
+	raw := sign(t, jose.RS256, key, "dev", ok)
+	if p, err := v.Verify(context.Background(), raw, "devstoreaccount1"); err != nil || p.ObjectID != "dev" || p.Issuer != iss {
+		t.Fatalf("valid token: %+v, %v", p, err)
+	}
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		raw  string
+		want bearer.Kind
+	}{
+		{"unknown kid", sign(t, jose.RS256, key, "other", ok), bearer.KindUnknownKey},
+		{"another key", sign(t, jose.RS256, other, "dev", ok), bearer.KindSignature},
+		{"another issuer", sign(t, jose.RS256, key, "dev", with("iss", "https://127.0.0.1:10003/.cerulean/issuer")), bearer.KindIssuer},
+		{"expired", sign(t, jose.RS256, key, "dev", with("exp", time.Now().Add(-time.Hour).Unix())), bearer.KindExpired},
+		{"another audience", sign(t, jose.RS256, key, "dev", with("aud", "https://vault.azure.net")), bearer.KindAudience},
+		{"hmac", sign(t, jose.HS256, []byte("0123456789abcdef0123456789abcdef"), "hmac", ok), bearer.KindAlgorithm},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := v.Verify(context.Background(), tc.raw, "devstoreaccount1")
+			refused(t, tc.raw, err, tc.want)
+		})
+	}
+	_, err = bearer.New(bearer.Config{Issuers: []bearer.IssuerConfig{{URL: iss, Keys: []jose.JSONWebKey{
+		{Key: []byte("0123456789abcdef0123456789abcdef"), KeyID: "hmac", Algorithm: "HS256"}}}}})
+	if err == nil || !strings.Contains(err.Error(), "no public signing key") {
+		t.Errorf("only a symmetric key: %v", err)
+	}
 }
