@@ -20,6 +20,7 @@ package e2e
 //	<!-- doctest: skip: REASON -->     not run; the reason is reported
 //	<!-- doctest: output -->           the output of the block above; not run (json: must parse)
 //	<!-- doctest: server: FLAGS -->    from this block on, the page server is a fresh one with FLAGS
+//	                                   (with --dev-issuer: over HTTPS; see below)
 //	<!-- doctest: own-server -->       the block starts its own cerulean (see below)
 //	<!-- doctest: postgres -->         postgres:// URLs are the page's fresh database
 //	<!-- doctest: files: PATH... -->   repository files copied into the working directory first
@@ -40,7 +41,10 @@ package e2e
 // 127.0.0.1:10002, 127.0.0.1:6060 and those three defaults are the block's own server's
 // address, a free port for its debug address and its defaults instead (CONN, ADDR and
 // UseDevelopmentStorage=true stay the page server's); the block must wait for its server
-// itself. A postgres block without CERULEAN_TEST_POSTGRES_URL is skipped (failed
+// itself. Outside own-server blocks, a page server started with --dev-issuer (HTTPS)
+// gives its blocks CERULEAN_DATA (its data directory, cerulean token's default),
+// SSL_CERT_FILE, NODE_EXTRA_CA_CERTS and REQUESTS_CA_BUNDLE (its certificate) and TOKEN
+// (what cerulean token --role contributor printed). A postgres block without CERULEAN_TEST_POSTGRES_URL is skipped (failed
 // under CI=true), as are blocks whose client (node, the Python SDK, az) is missing.
 //
 // The test logs a summary (also written to $CERULEAN_TEST_ARTIFACTS/docs-summary.txt):
@@ -694,7 +698,13 @@ func (r *docsRun) runPage(t *testing.T, pp *docPagePlan) {
 				if bp.seg.line > 0 {
 					t.Logf("%s:%d: doctest: server: a fresh page server with %q", pp.page.Path, bp.seg.line, bp.seg.flags)
 				}
-				bp.seg.srv = startServer(t, append(opts, withArgs(bp.seg.flags...))...)
+				flags := bp.seg.flags
+				if slices.Contains(flags, "--dev-issuer") {
+					// HTTPS, which --dev-issuer turns on: the harness must know to wait so.
+					opts = append(opts, withDevIssuer())
+					flags = slices.DeleteFunc(slices.Clone(flags), func(f string) bool { return f == "--dev-issuer" })
+				}
+				bp.seg.srv = startServer(t, append(opts, withArgs(flags...))...)
 			}
 		}
 		lang := b.Lang
@@ -806,6 +816,18 @@ func (r *docsRun) runBlock(t *testing.T, pp *docPagePlan, bp *docBlockPlan, work
 		if acct.Name != devAccount {
 			env = append(env, "CERULEAN_TABLE_ACCOUNT="+acct.Name, "CERULEAN_TABLE_KEY="+acct.Key)
 		}
+	}
+	if !b.Dir.OwnServer && slices.Contains(seg.flags, "--dev-issuer") {
+		// The development issuer's page server: its data directory is cerulean token's,
+		// its certificate trusted as docs/operations.md#https says, and TOKEN is a
+		// Contributor's token, as TOKEN=$(cerulean token --role contributor) sets it.
+		ca := seg.srv.CAFile
+		env = append(env, "CERULEAN_DATA="+seg.srv.DataDir, "SSL_CERT_FILE="+ca, "NODE_EXTRA_CA_CERTS="+ca, "REQUESTS_CA_BUNDLE="+ca)
+		res := docExec(work, env, "bash", "-c", "cerulean token --role contributor")
+		if res.err != nil || res.code != 0 {
+			t.Fatalf("%s: cerulean token for the --dev-issuer page server: %s\n%s", at, res.status(), res.out)
+		}
+		env = append(env, "TOKEN="+strings.TrimSpace(res.out))
 	}
 	lookup := func(name string) string {
 		for i := len(env) - 1; i >= 0; i-- {

@@ -181,8 +181,9 @@ type serverConfig struct {
 	accounts []account
 	extra    []string
 	env      []string
-	// tls: "" (plain HTTP unless CERULEAN_TEST_TLS_CERT), "self-signed", or "files"
-	// (tlsCert/tlsKey, trusted through tlsCA).
+	// tls: "" (plain HTTP unless CERULEAN_TEST_TLS_CERT), "self-signed", "files"
+	// (tlsCert/tlsKey, trusted through tlsCA), or "dev-issuer" (--dev-issuer alone, which
+	// turns --tls-self-signed on).
 	tls                    string
 	tlsCert, tlsKey, tlsCA string
 	// port, when not 0, is the port the server listens on instead of a free one.
@@ -268,6 +269,10 @@ func startServer(t testing.TB, opts ...serverOption) *server {
 	case "files":
 		s.scheme, s.CAFile = "https", cfg.tlsCA
 		s.args = append(s.args, "--tls-cert", cfg.tlsCert, "--tls-key", cfg.tlsKey)
+	case "dev-issuer":
+		// --dev-issuer alone: it turns --tls-self-signed on itself.
+		s.scheme, s.CAFile = "https", filepath.Join(cfg.dataDir, "cerulean-tls-cert.pem")
+		s.args = append(s.args, "--dev-issuer")
 	}
 	if len(cfg.accounts) > 0 {
 		s.Accounts = cfg.accounts

@@ -4,7 +4,8 @@
 // changes and lists tables' settings on a running server; `cerulean backup` and
 // `cerulean restore` back up and restore the pebble engine's store; `cerulean version`
 // prints the build; `cerulean export`, `import` and `copy` move table data between
-// endpoints and files.
+// endpoints and files; `cerulean token` prints a bearer token of the development issuer
+// (--dev-issuer).
 package main
 
 import (
@@ -34,6 +35,7 @@ var commands = []command{
 	{"import", importUsage, runImport},
 	{"copy", copyUsage, runCopy},
 	{"changes", changesUsage, runChanges},
+	{"token", tokenUsage, runToken},
 	{"version", versionUsage, runVersion},
 }
 
@@ -128,6 +130,7 @@ func commandList(w io.Writer) {
   cerulean export [flags]    write tables of any endpoint to JSON Lines or CSV
   cerulean import [flags]    write a JSON Lines or CSV file, or Azurite's database, into any endpoint
   cerulean copy [flags]      copy tables from one endpoint to another
+  cerulean token --role ROLE print a bearer token of the development issuer (a server started with --dev-issuer)
   cerulean version           print the module version and VCS revision (also --version)
   cerulean help [command]    print this list, or a command's usage and flags
 

@@ -96,6 +96,9 @@ type serveOptions struct {
 	// change); tlsSelfSigned is --tls-self-signed. Either way --addr serves HTTPS only.
 	tlsCert, tlsKey string
 	tlsSelfSigned   bool
+	// id are the flags of bearer tokens, role assignments and shared key access
+	// (identity.go).
+	id identityOptions
 	// console is --console: serve the web console (package console); consoleAddr is
 	// --console-addr, its own listener ("" : /-/ on --addr).
 	console     bool
@@ -185,7 +188,7 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.addr, "addr", env("CERULEAN_ADDR", "127.0.0.1:10002"), "host:port the table API (and the web console) listens on; a busy address fails the start before anything is created on disk (CERULEAN_ADDR)")
-	fs.StringVar(&o.data, "data", env("CERULEAN_DATA", "./data"), "data directory of the pebble engine, created if missing; one server at a time (with --engine postgres it holds only --tls-self-signed's certificate) (CERULEAN_DATA)")
+	fs.StringVar(&o.data, "data", env("CERULEAN_DATA", "./data"), "data directory of the pebble engine, created if missing; one server at a time (with --engine postgres it holds only --tls-self-signed's certificate and --dev-issuer's key) (CERULEAN_DATA)")
 	fs.StringVar(&o.accounts, "accounts", env("CERULEAN_ACCOUNTS", ""), "accounts as name:base64key pairs separated by ';', each seeing only its own tables; a name given twice gets a second key (or name:key1:key2); "+
 		"not set: the development account devstoreaccount1 with its well-known key (CERULEAN_ACCOUNTS)")
 	fs.StringVar(&o.logLevel, "log-level", env("CERULEAN_LOG_LEVEL", "info"), "debug, info, warn or error: the level of the structured logs on standard error (CERULEAN_LOG_LEVEL)")
@@ -267,6 +270,11 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	}
 	fs.BoolVar(&o.tlsSelfSigned, "tls-self-signed", selfSigned, "serve HTTPS on --addr with a self-signed certificate for 127.0.0.1, ::1 and localhost, "+
 		"created once in --data and reused; the start-up message says how to make each SDK trust it (CERULEAN_TLS_SELF_SIGNED)")
+
+	// Bearer tokens, role assignments, shared key access (identity.go).
+	if err := addIdentityFlags(fs, &o.id); err != nil {
+		return fs, o, err
+	}
 
 	// Web console (package console).
 	con, err := envBool("CERULEAN_CONSOLE", true)
@@ -464,6 +472,13 @@ func (o *serveOptions) check() error {
 	if o.tlsSelfSigned && o.tlsCert != "" {
 		return fmt.Errorf("--tls-self-signed and --tls-cert: choose one")
 	}
+	if o.id.devIssuer && !o.tlsSelfSigned && o.tlsCert == "" {
+		// Tokens need HTTPS: `cerulean --dev-issuer` alone is one command that works.
+		o.tlsSelfSigned, o.id.autoTLS = true, true
+	}
+	if err := o.id.check(o.tlsSelfSigned || o.tlsCert != "", o.addr, o.consoleAddr); err != nil {
+		return err
+	}
 	if !o.console && o.consoleAddr != "" {
 		return fmt.Errorf("--console-addr with --console=false: the console is off, so it has no address")
 	}
@@ -642,6 +657,9 @@ func runServe(args []string) error {
 			return fmt.Errorf("accounts: %q names no account", o.accounts)
 		}
 	}
+	if err := o.id.applySharedKeyOff(accounts); err != nil {
+		return err
+	}
 	start := time.Now()
 	// Listen first: a busy address fails before anything is created on disk.
 	ln, err := net.Listen("tcp", o.addr)
@@ -720,7 +738,15 @@ func runServe(args []string) error {
 		observers = append(observers, met)
 	}
 	thr, inj, dels := emulation(o, log)
-	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Limits: o.limits, ElasticTables: o.elastic, ChangeFeedTables: o.feeds, ReadConsistency: o.consistency, Observer: observers,
+	// The role assignments are watched while the server runs.
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	id, err := o.id.build(watchCtx, scheme(https)+"://"+displayHost(ln.Addr().String()), o.data, log, met)
+	if err != nil {
+		eng.Close()
+		return err
+	}
+	srv, err := server.New(server.Options{Engine: eng, Accounts: accounts, Logger: log, Bearer: id.tokens, Roles: id.roles, Limits: o.limits, ElasticTables: o.elastic, ChangeFeedTables: o.feeds, ReadConsistency: o.consistency, Observer: observers,
 		// Over HTTPS a SAS signed spr=https holds as the service holds it.
 		StrictProtocol: https, Throttle: thr, Faults: inj, Deletions: dels, NetHTTP: o.httpServer == "net/http"})
 	if err != nil {
@@ -753,6 +779,9 @@ func runServe(args []string) error {
 		fmt.Fprintf(banner, "Web console (sign in with an account name and key, a connection string or a SAS URL):\n  %s://%s%s\n", scheme(https), displayHost(addr), console.Prefix)
 	}
 	fmt.Fprint(banner, trustHelp)
+	if id.dev != nil {
+		printDevIssuer(banner, id.dev, o)
+	}
 
 	if o.debug != "" {
 		// /healthz answers 200 while the storage engine answers and 503 while it is
@@ -787,6 +816,10 @@ func runServe(args []string) error {
 	defer stop()
 	go hot.Run(ctx)
 	var handler http.Handler = srv
+	if id.dev != nil {
+		// The issuer's discovery and keys, on the API's listener, ahead of account routing.
+		handler = id.dev.Mount(handler)
+	}
 	consoleDone := make(chan error, 1)
 	switch {
 	case con != nil && consoleLn != nil:
@@ -801,7 +834,7 @@ func runServe(args []string) error {
 			consoleDone <- err
 		}()
 	case con != nil:
-		handler = console.Mount(con, srv)
+		handler = console.Mount(con, handler)
 		consoleDone <- nil
 	default:
 		consoleDone <- nil

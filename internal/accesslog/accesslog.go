@@ -253,7 +253,8 @@ const TimeLayout = "2006-01-02T15:04:05.000000Z07:00"
 //	                   behind a proxy; X-Forwarded-For is not trusted)
 //	auth               "SharedKey", "SharedKeyLite", "SAS", "Bearer", "Unknown" or ""
 //
-// and when they apply: throttled (the scale target that refused the request), fault
+// and when they apply: principal (who a bearer token names: its object id, "oid via
+// appid" when it acted through another application), throttled (the scale target that refused the request), fault
 // (the fault injected) and plan (a Query Entities answer's plan, as x-cerulean-plan
 // says: "keys", "index ByEmail: 1 point", …).
 func AppendLine(b []byte, r *observe.Request) []byte {
@@ -285,6 +286,10 @@ func AppendLine(b []byte, r *observe.Request) []byte {
 	b = edmjson.AppendString(b, clientIP(r.RemoteAddr))
 	b = append(b, `,"auth":`...)
 	b = edmjson.AppendString(b, r.AuthScheme)
+	if r.Principal != "" { // a bearer token's
+		b = append(b, `,"principal":`...)
+		b = edmjson.AppendString(b, r.Principal)
+	}
 	if r.Throttled != "" { // --scale-targets refused it
 		b = append(b, `,"throttled":`...)
 		b = edmjson.AppendString(b, r.Throttled)

@@ -22,6 +22,12 @@ const MaxKeys = 2
 type Account struct {
 	Name string
 	Keys [][]byte
+	// SharedKeyOff refuses every request signed with the account's keys — SharedKey,
+	// SharedKeyLite and shared access signatures — with 403
+	// KeyBasedAuthenticationNotPermitted, as Azure does for an account with
+	// allowSharedKeyAccess=false; only bearer tokens reach it then. The keys stay (the
+	// console and tools that hold them are refused alike).
+	SharedKeyOff bool
 }
 
 // DevAccount returns devstoreaccount1 with its well-known key. Each call returns fresh

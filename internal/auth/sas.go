@@ -732,6 +732,9 @@ func (v *Verifier) AuthorizeSAS(account string, s *SAS, op Operation, now time.T
 	if !matched {
 		return nil, authFailed(fmt.Sprintf("Signature did not match. String to sign used was %s", strings.ReplaceAll(string(sc.sts), "\n", `\n`)))
 	}
+	if err := keyAccess(va); err != nil {
+		return nil, err
+	}
 
 	// 2. Stored access policy.
 	perms, start, expiry := s.Permissions, p.start, p.exp

@@ -119,6 +119,7 @@ func NewVerifier(accounts []Account, now func() time.Time) *Verifier {
 			va = &verifierAccount{account: Account{Name: a.Name}}
 			v.accounts[a.Name] = va
 		}
+		va.account.SharedKeyOff = va.account.SharedKeyOff || a.SharedKeyOff
 		for _, key := range a.Keys {
 			key = append([]byte(nil), key...)
 			va.account.Keys = append(va.account.Keys, key)
@@ -267,13 +268,24 @@ func (v *Verifier) Authenticate(r *http.Request, account string) error {
 			for _, k := range va.keys {
 				k.sum(&s.got, s.sts)
 				if sigOK && hmac.Equal(s.got[:], s.want[:sha256.Size]) {
-					return nil
+					return keyAccess(va)
 				}
 			}
 		}
 	}
 	sts := p.append(s.sts[:0], dates[0], paths[0])
 	return authFailed(fmt.Sprintf("The MAC signature found in the HTTP request '%s' is not the same as any computed signature. Server used following string to sign: '%s'.", sig, sts))
+}
+
+// keyAccess is the answer to a request a key of va signed: nil, or 403
+// KeyBasedAuthenticationNotPermitted when the account's shared key access is off. The
+// signature is checked first, so that only a holder of the key learns that the account
+// refuses it (anyone else gets AuthenticationFailed, as for an unknown account).
+func keyAccess(va *verifierAccount) error {
+	if va.account.SharedKeyOff {
+		return azerr.New(azerr.KeyBasedAuthenticationNotPermitted)
+	}
+	return nil
 }
 
 func putScratch(s *scratch) {

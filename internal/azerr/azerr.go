@@ -33,45 +33,48 @@ const (
 	EntityTooLarge                          Code = "EntityTooLarge"
 	// UniqueIndexViolation is Cerulean's own: a write would give a unique secondary
 	// index of an elastic table a value another entity holds (docs/indexes-design.md §3).
-	UniqueIndexViolation        Code = "UniqueIndexViolation"
-	HostInformationNotPresent   Code = "HostInformationNotPresent"
-	InternalError               Code = "InternalError"
-	InvalidAuthenticationInfo   Code = "InvalidAuthenticationInfo"
-	InvalidDuplicateRow         Code = "InvalidDuplicateRow"
-	InvalidHeaderValue          Code = "InvalidHeaderValue"
-	InvalidHTTPVerb             Code = "InvalidHttpVerb"
-	InvalidInput                Code = "InvalidInput"
-	InvalidQueryParameterValue  Code = "InvalidQueryParameterValue"
-	InvalidResourceName         Code = "InvalidResourceName"
-	InvalidURI                  Code = "InvalidUri"
-	InvalidValueType            Code = "InvalidValueType"
-	InvalidXMLDocument          Code = "InvalidXmlDocument"
-	JSONFormatNotSupported      Code = "JsonFormatNotSupported"
-	MediaTypeNotSupported       Code = "MediaTypeNotSupported"
-	MethodNotAllowed            Code = "MethodNotAllowed"
-	MissingRequiredHeader       Code = "MissingRequiredHeader"
-	NoAuthenticationInformation Code = "NoAuthenticationInformation"
-	NotImplemented              Code = "NotImplemented"
-	OperationTimedOut           Code = "OperationTimedOut"
-	OutOfRangeInput             Code = "OutOfRangeInput"
-	PropertiesNeedValue         Code = "PropertiesNeedValue"
-	PropertyNameInvalid         Code = "PropertyNameInvalid"
-	PropertyNameTooLong         Code = "PropertyNameTooLong"
-	PropertyValueTooLarge       Code = "PropertyValueTooLarge"
-	RequestBodyTooLarge         Code = "RequestBodyTooLarge"
-	RequestURLFailedToParse     Code = "RequestUrlFailedToParse"
-	ResourceNotFound            Code = "ResourceNotFound"
-	ServerBusy                  Code = "ServerBusy"
-	TableAlreadyExists          Code = "TableAlreadyExists"
-	TableBeingDeleted           Code = "TableBeingDeleted"
-	TableNotFound               Code = "TableNotFound"
-	TooManyProperties           Code = "TooManyProperties"
-	UnsupportedHeader           Code = "UnsupportedHeader"
-	UnsupportedHTTPVerb         Code = "UnsupportedHttpVerb"
-	UpdateConditionNotSatisfied Code = "UpdateConditionNotSatisfied"
-	XMethodIncorrectCount       Code = "XMethodIncorrectCount"
-	XMethodIncorrectValue       Code = "XMethodIncorrectValue"
-	XMethodNotUsingPost         Code = "XMethodNotUsingPost"
+	UniqueIndexViolation      Code = "UniqueIndexViolation"
+	HostInformationNotPresent Code = "HostInformationNotPresent"
+	InternalError             Code = "InternalError"
+	InvalidAuthenticationInfo Code = "InvalidAuthenticationInfo"
+	// KeyBasedAuthenticationNotPermitted refuses a shared key or SAS on an account whose
+	// shared key access is off (Azure's allowSharedKeyAccess=false).
+	KeyBasedAuthenticationNotPermitted Code = "KeyBasedAuthenticationNotPermitted"
+	InvalidDuplicateRow                Code = "InvalidDuplicateRow"
+	InvalidHeaderValue                 Code = "InvalidHeaderValue"
+	InvalidHTTPVerb                    Code = "InvalidHttpVerb"
+	InvalidInput                       Code = "InvalidInput"
+	InvalidQueryParameterValue         Code = "InvalidQueryParameterValue"
+	InvalidResourceName                Code = "InvalidResourceName"
+	InvalidURI                         Code = "InvalidUri"
+	InvalidValueType                   Code = "InvalidValueType"
+	InvalidXMLDocument                 Code = "InvalidXmlDocument"
+	JSONFormatNotSupported             Code = "JsonFormatNotSupported"
+	MediaTypeNotSupported              Code = "MediaTypeNotSupported"
+	MethodNotAllowed                   Code = "MethodNotAllowed"
+	MissingRequiredHeader              Code = "MissingRequiredHeader"
+	NoAuthenticationInformation        Code = "NoAuthenticationInformation"
+	NotImplemented                     Code = "NotImplemented"
+	OperationTimedOut                  Code = "OperationTimedOut"
+	OutOfRangeInput                    Code = "OutOfRangeInput"
+	PropertiesNeedValue                Code = "PropertiesNeedValue"
+	PropertyNameInvalid                Code = "PropertyNameInvalid"
+	PropertyNameTooLong                Code = "PropertyNameTooLong"
+	PropertyValueTooLarge              Code = "PropertyValueTooLarge"
+	RequestBodyTooLarge                Code = "RequestBodyTooLarge"
+	RequestURLFailedToParse            Code = "RequestUrlFailedToParse"
+	ResourceNotFound                   Code = "ResourceNotFound"
+	ServerBusy                         Code = "ServerBusy"
+	TableAlreadyExists                 Code = "TableAlreadyExists"
+	TableBeingDeleted                  Code = "TableBeingDeleted"
+	TableNotFound                      Code = "TableNotFound"
+	TooManyProperties                  Code = "TooManyProperties"
+	UnsupportedHeader                  Code = "UnsupportedHeader"
+	UnsupportedHTTPVerb                Code = "UnsupportedHttpVerb"
+	UpdateConditionNotSatisfied        Code = "UpdateConditionNotSatisfied"
+	XMethodIncorrectCount              Code = "XMethodIncorrectCount"
+	XMethodIncorrectValue              Code = "XMethodIncorrectValue"
+	XMethodNotUsingPost                Code = "XMethodNotUsingPost"
 )
 
 type entry struct {
@@ -99,6 +102,7 @@ var catalogue = map[Code]entry{
 	HostInformationNotPresent:               {http.StatusBadRequest, "The required host information is not present in the request. You must send a non-empty Host header or include the absolute URI in the request line."},
 	InternalError:                           {http.StatusInternalServerError, "Server encountered an internal error. Please try again after some time."},
 	InvalidAuthenticationInfo:               {http.StatusBadRequest, "Authentication information is not given in the correct format. Check the value of Authorization header."},
+	KeyBasedAuthenticationNotPermitted:      {http.StatusForbidden, "Key based authentication is not permitted on this storage account."},
 	InvalidDuplicateRow:                     {http.StatusBadRequest, "The batch request contains multiple changes with same row key. An entity can appear only once in a batch request."},
 	InvalidHeaderValue:                      {http.StatusBadRequest, "The value for one of the HTTP headers is not in the correct format."},
 	InvalidHTTPVerb:                         {http.StatusBadRequest, "The HTTP verb specified was not recognized by the server."},
@@ -206,6 +210,20 @@ func InvalidXML(reason string) *Error {
 	if reason != "" {
 		e.Fields = []Field{{"Reason", reason}}
 	}
+	return e
+}
+
+// BearerRefused is the service's answer to a bearer token that does not verify (expired,
+// not yet valid, another issuer or audience, a bad signature): 401 InvalidAuthenticationInfo
+// with this message, the reason as AuthenticationErrorDetail ("Audience validation failed.
+// Audience did not match."), and a WWW-Authenticate challenge the caller adds. The code
+// is the one of malformed credentials (400), with the status and message of a token
+// refused, as Azure Storage answers.
+func BearerRefused(detail string) *Error {
+	e := New(InvalidAuthenticationInfo)
+	e.Status = http.StatusUnauthorized
+	e.Message = "Server failed to authenticate the request. Please refer to the information in the www-authenticate header."
+	e.Detail = detail
 	return e
 }
 

@@ -7,8 +7,10 @@
 package metrics
 
 import (
+	"fmt"
 	"net/http"
 	"regexp"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,14 +36,16 @@ var Operations = []string{
 const OtherAccount = "other"
 
 // statusClasses are the status_class label values; index status/100, "other" past 5.
-var statusClasses = []string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
+var statusClasses = [nStatusClasses]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
+
+const nStatusClasses = 6
 
 // authReasons are the reason label values of authentication failures
 // (observe.Request.AuthFailure); any other counts as "other".
 var authReasons = []string{
 	"no_credentials", "malformed", "signature", "date", "bearer", "account_mismatch",
 	"sas_expired", "sas_policy", "sas_scope", "sas_permission", "sas_resource_type",
-	"sas_protocol", "sas_source_ip", "other",
+	"sas_protocol", "sas_source_ip", "token", "role", "shared_key_off", "other",
 }
 
 // Options configure New.
@@ -84,7 +88,21 @@ type Metrics struct {
 	opChildren  []atomic.Pointer[opSeries]           // [op]
 	authReason  map[string]int
 	authKids    []atomic.Pointer[prometheus.Counter] // [reason]
+
+	// principals counts bearer tokens' requests by principal: the first MaxPrincipals
+	// names seen get a label value of their own, the rest count as OtherPrincipal.
+	principals   *prometheus.CounterVec
+	principalsMu sync.Mutex
+	principalIDs map[string]*[nStatusClasses]prometheus.Counter
 }
+
+// MaxPrincipals bounds the principal label of cerulean_principal_requests_total: a
+// server's principals are its applications and people, a handful, but the label must
+// stay bounded whatever tokens arrive.
+const MaxPrincipals = 64
+
+// OtherPrincipal is the principal label value of the principals past MaxPrincipals.
+const OtherPrincipal = "other"
 
 // opSeries are one operation's series.
 type opSeries struct {
@@ -165,6 +183,12 @@ func New(o Options) (*Metrics, error) {
 		Help: "Requests refused by authentication or authorization, by reason.",
 	}, []string{"reason"})
 
+	m.principals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cerulean_principal_requests_total",
+		Help: fmt.Sprintf("Requests authenticated by a bearer token, by principal (its object id, \"OID via APPID\" when it acted through another application; the first %d seen, the rest as %q) and status class.", MaxPrincipals, OtherPrincipal),
+	}, []string{"principal", "status_class"})
+	m.principalIDs = map[string]*[nStatusClasses]prometheus.Counter{}
+
 	m.throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cerulean_throttled_total",
 		Help: "Requests answered 503 ServerBusy by --scale-targets, by the target exceeded (partition or account).",
@@ -176,7 +200,7 @@ func New(o Options) (*Metrics, error) {
 
 	for _, c := range []prometheus.Collector{
 		m.requests, m.latency, m.bytesIn, m.bytesOut, m.read, m.written, m.scanned, m.pagesCut,
-		m.batchSize, m.authFailures, m.throttled, m.faults,
+		m.batchSize, m.authFailures, m.principals, m.throttled, m.faults,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		// GOMAXPROCS, GOGC and the heap goal too: the server may raise the first (cmd/cerulean's
 		// raiseProcs) and keeps a floor under the goal by raising the second (internal/gcfloor).
@@ -263,6 +287,9 @@ func (m *Metrics) Observe(r *observe.Request) {
 	if r.Fault != "" {
 		m.faults.WithLabelValues(r.Fault).Inc()
 	}
+	if r.Principal != "" {
+		m.countPrincipal(r.Principal, class)
+	}
 	if r.AuthFailure != "" {
 		j, ok := m.authReason[r.AuthFailure]
 		if !ok {
@@ -276,4 +303,25 @@ func (m *Metrics) Observe(r *observe.Request) {
 		}
 		(*k).Inc()
 	}
+}
+
+// countPrincipal counts a bearer token's request (status class index class) for its
+// principal. Only token requests take the lock.
+func (m *Metrics) countPrincipal(name string, class int) {
+	m.principalsMu.Lock()
+	kids, ok := m.principalIDs[name]
+	if !ok {
+		if len(m.principalIDs) >= MaxPrincipals {
+			name = OtherPrincipal
+		}
+		if kids, ok = m.principalIDs[name]; !ok {
+			kids = new([nStatusClasses]prometheus.Counter)
+			for c := range kids {
+				kids[c] = m.principals.WithLabelValues(name, statusClasses[c])
+			}
+			m.principalIDs[name] = kids
+		}
+	}
+	m.principalsMu.Unlock()
+	kids[class].Inc()
 }

@@ -355,3 +355,38 @@ func BenchmarkObserve(b *testing.B) {
 		}
 	})
 }
+
+// TestPrincipals: bearer tokens' requests count by principal and status class, the first
+// MaxPrincipals principals by name and the rest as "other", so the label stays bounded.
+func TestPrincipals(t *testing.T) {
+	m, err := New(Options{Accounts: []string{"alpha"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Observe(&observe.Request{Operation: "InsertEntity", Account: "alpha", Status: 204, AuthScheme: "Bearer", Principal: "oid-1"})
+	m.Observe(&observe.Request{Operation: "InsertEntity", Account: "alpha", Status: 403, AuthScheme: "Bearer", Principal: "oid-1", AuthFailure: "role"})
+	m.Observe(&observe.Request{Operation: "InsertEntity", Account: "alpha", Status: 204, AuthScheme: "SharedKey"})
+	for i := range 1000 {
+		m.Observe(&observe.Request{Operation: "QueryEntities", Account: "alpha", Status: 200, AuthScheme: "Bearer", Principal: fmt.Sprintf("oid-x%d", i)})
+	}
+	got := series(t, m)
+	for k, want := range map[string]float64{
+		"cerulean_principal_requests_total{principal=oid-1,status_class=2xx}": 1,
+		"cerulean_principal_requests_total{principal=oid-1,status_class=4xx}": 1,
+		"cerulean_principal_requests_total{principal=other,status_class=2xx}": 1000 - (MaxPrincipals - 1),
+		"cerulean_auth_failures_total{reason=role}":                           1,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+	names := map[string]bool{}
+	for k := range got {
+		if strings.HasPrefix(k, "cerulean_principal_requests_total{") {
+			names[strings.SplitN(strings.TrimPrefix(k, "cerulean_principal_requests_total{principal="), ",", 2)[0]] = true
+		}
+	}
+	if len(names) != MaxPrincipals+1 {
+		t.Errorf("%d principal label values, want %d and other", len(names), MaxPrincipals)
+	}
+}

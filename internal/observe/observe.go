@@ -41,6 +41,10 @@ type Request struct {
 	// AuthScheme is how the request authenticated, or tried to: "SharedKey",
 	// "SharedKeyLite", "SAS", "Bearer", or "" for none (CORS preflight, or no credentials).
 	AuthScheme string
+	// Principal names who a verified bearer token is (identity.Principal.Name: its object
+	// id, and the application it acted through), "" for other credentials. Never the
+	// token.
+	Principal string
 	// EntitiesRead is how many entities the answer returned; EntitiesWritten how many
 	// the request wrote (a $batch's or a bulk request's committed operations).
 	EntitiesRead, EntitiesWritten int

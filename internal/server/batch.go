@@ -66,6 +66,10 @@ func (s *Server) postBatch(rq *request) error {
 				err = rq.grant.CheckKeys(ops[i].op.Entity.PartitionKey, ops[i].op.Entity.RowKey)
 			}
 		}
+		if err == nil && rq.principal != nil {
+			// A token's principal must have a role for each operation.
+			err = s.authorizeBearer(rq, entityOp(o.Method, ops[i].op.Cond), name)
+		}
 		if err != nil {
 			ae, _ := azerr.As(err)
 			return s.batchFailure(rq, i, o.ContentID, ae)

@@ -156,6 +156,9 @@ type bulkIndex struct {
 	body  [][]byte // in chunks of bodyChunk bytes
 	ops   []bulkEntry
 	grant *auth.Grant
+	// allow, for a bearer token's request, refuses an operation its principal has no
+	// role for (authorizeBearer); nil otherwise.
+	allow func(op auth.OpKind) error
 	table string
 	// mem is, per operation, a bound on what its decoded entity takes while its group is
 	// in flight (bulkEntityMem), until holdGroups has used it.
@@ -215,6 +218,9 @@ func (s *Server) scanBulk(rq *request, body [][]byte) (*bulkIndex, error) {
 	// At most one operation per 22 bytes ({"op":"","entity":{}} and a comma): the index
 	// never grows by copying.
 	x := &bulkIndex{body: body, grant: rq.grant, table: rq.res.Table}
+	if rq.principal != nil {
+		x.allow = func(op auth.OpKind) error { return s.authorizeBearer(rq, op, rq.res.Table) }
+	}
 	n := min(table.MaxBulkOperations, int(rq.bytesIn)/22+1)
 	x.ops = make([]bulkEntry, 0, n)
 	x.mem = make([]int32, 0, n)
@@ -325,7 +331,8 @@ func (x *bulkIndex) Len() int            { return len(x.ops) }
 func (x *bulkIndex) Partition(i int) int { return int(x.ops[i].part) }
 
 // Load decodes operation i (table.BulkSource): its entity, then the checks a single write
-// of its kind makes before the table's (keys present, what a SAS allows), in that order.
+// of its kind makes before the table's (keys present, what a SAS or the token's roles
+// allow), in that order.
 func (x *bulkIndex) Load(i int, op *table.BulkOp) {
 	e := &x.ops[i]
 	op.Op, op.Cond = e.op, e.cond
@@ -337,6 +344,9 @@ func (x *bulkIndex) Load(i int, op *table.BulkOp) {
 		if err = x.grant.Check(bulkSASOps[e.op], x.table); err == nil {
 			err = x.grant.CheckKeys(ent.PartitionKey, ent.RowKey)
 		}
+	}
+	if err == nil && x.allow != nil {
+		err = x.allow(bulkSASOps[e.op])
 	}
 	op.Entity, op.Err = ent, err
 }

@@ -260,8 +260,14 @@ func (s *Server) observeRequest(rq *request, start time.Time) {
 	o.BytesIn, o.BytesOut = rq.bytesIn, rq.rw.bytesOut
 	o.RemoteAddr = rq.r.RemoteAddr
 	o.AuthScheme = authScheme(rq)
+	if rq.principal != nil {
+		o.Principal = rq.principal.Name()
+	}
 	if rq.err != nil {
 		o.AuthFailure = authFailureReason(rq.err)
+		if o.AuthFailure == "sas_permission" && rq.principal != nil {
+			o.AuthFailure = "role" // a token's principal without the role for it
+		}
 	}
 	s.observer.Observe(o)
 }
@@ -275,7 +281,12 @@ func authFailureReason(e *azerr.Error) string {
 	case azerr.NoAuthenticationInformation:
 		return "no_credentials"
 	case azerr.InvalidAuthenticationInfo:
+		if e.Status == http.StatusUnauthorized {
+			return "token" // a bearer token that did not verify (azerr.BearerRefused)
+		}
 		return "malformed"
+	case azerr.KeyBasedAuthenticationNotPermitted:
+		return "shared_key_off"
 	case azerr.AuthorizationFailure:
 		return "sas_scope"
 	case azerr.AuthorizationPermissionMismatch:
@@ -296,8 +307,8 @@ func authFailureReason(e *azerr.Error) string {
 		return "signature"
 	case strings.HasPrefix(d, "Request date header"), strings.Contains(d, "not a valid RFC 1123 date"):
 		return "date"
-	case strings.HasPrefix(d, "Bearer"):
-		return "bearer"
+	case strings.HasPrefix(d, "Bearer"), strings.HasPrefix(d, "Authentication scheme Bearer"):
+		return "bearer" // a token where none is taken: no issuer configured, or over HTTP
 	case strings.HasPrefix(d, "The account '"):
 		return "account_mismatch"
 	case strings.HasPrefix(d, "Signature not valid in the specified time frame"):
@@ -312,6 +323,9 @@ func authFailureReason(e *azerr.Error) string {
 func authScheme(rq *request) string {
 	if rq.sas != nil {
 		return "SAS"
+	}
+	if rq.principal != nil {
+		return auth.SchemeBearer
 	}
 	if h := first(rq.r.Header["Authorization"]); h != "" {
 		if rq.keyVerified {

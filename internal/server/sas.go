@@ -51,7 +51,18 @@ func (s *Server) authenticate(rq *request) (*auth.SAS, error) {
 			}
 			return sas, nil
 		}
+		if s.bearer != nil {
+			// Azure's answer to an anonymous request names where tokens come from; the
+			// SDKs' challenge policies read the tenant from it.
+			rq.w.Header().Set("WWW-Authenticate", s.bearer.Challenge())
+		}
 		return nil, s.verifier.Authenticate(rq.r, rq.account) // 401 NoAuthenticationInformation
+	}
+	if s.bearer != nil && len(rq.r.Header["Authorization"]) == 1 {
+		if token, ok := bearerToken(rq.r.Header["Authorization"][0]); ok {
+			// A token decides alone; a SAS beside it is ignored, as beside a shared key.
+			return nil, s.authenticateBearer(rq, token)
+		}
 	}
 	keyErr := s.verifier.Authenticate(rq.r, rq.account)
 	switch {

@@ -25,6 +25,7 @@ import (
 	"github.com/ceruleandb/cerulean/internal/edmjson"
 	"github.com/ceruleandb/cerulean/internal/entity"
 	"github.com/ceruleandb/cerulean/internal/faults"
+	"github.com/ceruleandb/cerulean/internal/identity"
 	"github.com/ceruleandb/cerulean/internal/observe"
 	"github.com/ceruleandb/cerulean/internal/storage"
 	"github.com/ceruleandb/cerulean/internal/table"
@@ -43,6 +44,12 @@ type Options struct {
 	Engine   storage.Engine
 	Accounts []auth.Account
 	Logger   *slog.Logger
+	// Bearer, if set, accepts OAuth bearer tokens (Authorization: Bearer …) over HTTPS,
+	// and Roles decides what each token's principal may do (bearer.go); without Roles
+	// every operation of a verified token is refused. Without Bearer a token is refused
+	// as an unsupported scheme.
+	Bearer BearerVerifier
+	Roles  RoleAuthorizer
 	// Now is the clock for request-date checks; nil means time.Now.
 	Now func() time.Time
 	// Limits bound what clients can make the server hold; zero fields take the defaults
@@ -81,8 +88,11 @@ type Options struct {
 type Server struct {
 	tables   *table.Service
 	verifier *auth.Verifier
-	log      *slog.Logger
-	limits   Limits
+	// bearer and roles are Options.Bearer and Options.Roles (nil: no bearer tokens).
+	bearer BearerVerifier
+	roles  RoleAuthorizer
+	log    *slog.Logger
+	limits Limits
 	// consistency is Options.ReadConsistency.
 	consistency storage.Consistency
 	// observer is Options.Observer (nil: none).
@@ -143,6 +153,8 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		tables:         table.New(opts.Engine, log, table.WithElasticTables(opts.ElasticTables), table.WithChangeFeedTables(opts.ChangeFeedTables)),
 		verifier:       auth.NewVerifier(opts.Accounts, opts.Now),
+		bearer:         opts.Bearer,
+		roles:          opts.Roles,
 		redact:         auth.NewRedactor(opts.Accounts),
 		log:            log,
 		limits:         limits,
@@ -193,6 +205,9 @@ type request struct {
 	// keyRefused is why the request's Authorization header did not verify when its SAS
 	// is used instead (see authenticate), for the SAS's error detail.
 	keyRefused error
+	// principal is who a verified bearer token names (nil for other credentials), whose
+	// roles decide each operation (authorizeBearer).
+	principal *identity.Principal
 	// keyVerified is set when the Authorization header verified (shared key), so that the
 	// access log and metrics can name its scheme without parsing it again.
 	keyVerified bool
@@ -352,6 +367,11 @@ func (s *Server) serve(rq *request) error {
 		rq.sas = sas
 		// A bad If-Match is reported by the handler.
 		if err := s.authorizeSAS(rq, sas, sasOperation(res, method, rq.query, opCondition(r))); err != nil {
+			return err
+		}
+	}
+	if rq.principal != nil {
+		if err := s.authorizeBearer(rq, sasOperation(res, method, rq.query, opCondition(r)), res.Table); err != nil {
 			return err
 		}
 	}
