@@ -229,16 +229,8 @@ func TestDevIssuerServes(t *testing.T) {
 	tok := cerulanToken(t, srv, "--role", "reader")
 	get := func(tok string) int {
 		t.Helper()
-		r, _ := http.NewRequest(http.MethodGet, srv.Endpoint(srv.Default().Name)+"/Tables", nil)
-		r.Header.Set("Authorization", "Bearer "+tok)
-		r.Header.Set("x-ms-version", "2020-12-06")
-		r.Header.Set("Accept", "application/json;odata=nometadata")
-		resp, err := hc.Do(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		status, _, _ := bearerRequest(t, hc, srv, http.MethodGet, tok, "")
+		return status
 	}
 	if s := get(tok); s != http.StatusOK {
 		t.Fatalf("a Reader's dev token: %d", s)
@@ -269,17 +261,8 @@ func TestDevIssuerRefusals(t *testing.T) {
 	hc := trustingHTTP(t, srv)
 	do := func(method, tok string) (int, string) {
 		t.Helper()
-		r, _ := http.NewRequest(method, srv.Endpoint(srv.Default().Name)+"/Tables", strings.NewReader(`{"TableName":"`+tableName(t)+`"}`))
-		r.Header.Set("Authorization", "Bearer "+tok)
-		r.Header.Set("x-ms-version", "2020-12-06")
-		r.Header.Set("Accept", "application/json;odata=nometadata")
-		r.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get("x-ms-error-code")
+		status, code, _ := bearerRequest(t, hc, srv, method, tok, `{"TableName":"`+tableName(t)+`"}`)
+		return status, code
 	}
 	mint := func(o oidctest.TokenOptions) string {
 		t.Helper()

@@ -238,19 +238,10 @@ func TestBearerTokensRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { other.Close() })
+	hc := trustingHTTP(t, srv)
 	get := func(tok string) (int, string, string) {
 		t.Helper()
-		hc := trustingHTTP(t, srv)
-		r, _ := http.NewRequest(http.MethodGet, srv.Endpoint(srv.Default().Name)+"/Tables", nil)
-		r.Header.Set("Authorization", "Bearer "+tok)
-		r.Header.Set("x-ms-version", "2020-12-06")
-		r.Header.Set("Accept", "application/json;odata=nometadata")
-		resp, err := hc.Do(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get("x-ms-error-code"), resp.Header.Get("WWW-Authenticate")
+		return bearerRequest(t, hc, srv, http.MethodGet, tok, "")
 	}
 	mint := func(p *oidctest.Provider, o oidctest.TokenOptions) string {
 		t.Helper()
@@ -360,4 +351,27 @@ func trustingHTTP(t *testing.T, srv *server) *http.Client {
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	t.Cleanup(hc.CloseIdleConnections)
 	return hc
+}
+
+// bearerRequest sends method to srv's table listing (/Tables) of its default account
+// with a bearer token (body, if any, as JSON: a Create Table), through hc, and returns the
+// answer's status, error code and WWW-Authenticate challenge.
+func bearerRequest(t *testing.T, hc *http.Client, srv *server, method, tok, body string) (int, string, string) {
+	t.Helper()
+	r, err := http.NewRequest(method, srv.Endpoint(srv.Default().Name)+"/Tables", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Header.Set("Authorization", "Bearer "+tok)
+	r.Header.Set("x-ms-version", "2020-12-06")
+	r.Header.Set("Accept", "application/json;odata=nometadata")
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := hc.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("x-ms-error-code"), resp.Header.Get("WWW-Authenticate")
 }

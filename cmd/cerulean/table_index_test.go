@@ -46,25 +46,7 @@ func TestTableIndexCommandLine(t *testing.T) {
 		{[]string{"table", "index", "list", "t", "--account", "acct2"}, 2, `--key (or CERULEAN_TABLE_KEY) is needed for account "acct2"`},
 		{[]string{"table", "index", "list", "t", "--endpoint", "http://127.0.0.1:1/devstoreaccount1"}, 1, "cerulean: table index list t: Get"},
 	} {
-		var out, errb bytes.Buffer
-		status := run(c.args, &out, &errb)
-		got := errb.String()
-		if c.status == 0 {
-			got = out.String()
-		}
-		if status != c.status || !strings.Contains(got, c.want) {
-			t.Errorf("%q: status %d, stdout %q, stderr %q; want %d with %q", c.args, status, out.String(), errb.String(), c.status, c.want)
-		}
-		switch c.status {
-		case 1:
-			if out.Len() != 0 || strings.Count(errb.String(), "\n") != 1 {
-				t.Errorf("%q: want one line on stderr and nothing on stdout; got %q, %q", c.args, out.String(), errb.String())
-			}
-		case 2:
-			if out.Len() != 0 || !strings.Contains(errb.String(), "Usage of cerulean table") {
-				t.Errorf("%q: want the table usage on stderr and nothing on stdout", c.args)
-			}
-		}
+		checkCommandLine(t, c.args, c.status, c.want, "Usage of cerulean table")
 	}
 }
 

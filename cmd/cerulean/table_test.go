@@ -38,24 +38,33 @@ func TestTableCommandLine(t *testing.T) {
 		{[]string{"table", "list", "--endpoint", "127.0.0.1:10002"}, 2, `--endpoint "127.0.0.1:10002": want an http:// or https:// URL`},
 		{[]string{"table", "list", "--endpoint", "http://127.0.0.1:1/devstoreaccount1"}, 1, "cerulean: table list: Get"},
 	} {
-		var out, errb bytes.Buffer
-		status := run(c.args, &out, &errb)
-		got := errb.String()
-		if c.status == 0 {
-			got = out.String()
+		checkCommandLine(t, c.args, c.status, c.want, "Usage of cerulean table")
+	}
+}
+
+// checkCommandLine runs cerulean with args and checks the CLI's contract for status: 0
+// with want in stdout; 1 with want in one line on stderr and nothing on stdout (a failure
+// of the work); 2 with want and the usage (usage names it) on stderr and nothing on
+// stdout (a mistake on the command line).
+func checkCommandLine(t *testing.T, args []string, wantStatus int, want, usage string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	status := run(args, &out, &errb)
+	got := errb.String()
+	if wantStatus == 0 {
+		got = out.String()
+	}
+	if status != wantStatus || !strings.Contains(got, want) {
+		t.Errorf("%q: status %d, stdout %q, stderr %q; want %d with %q", args, status, out.String(), errb.String(), wantStatus, want)
+	}
+	switch wantStatus {
+	case 1:
+		if out.Len() != 0 || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("%q: want one line on stderr and nothing on stdout; got %q, %q", args, out.String(), errb.String())
 		}
-		if status != c.status || !strings.Contains(got, c.want) {
-			t.Errorf("%q: status %d, stdout %q, stderr %q; want %d with %q", c.args, status, out.String(), errb.String(), c.status, c.want)
-		}
-		switch c.status {
-		case 1:
-			if out.Len() != 0 || strings.Count(errb.String(), "\n") != 1 {
-				t.Errorf("%q: want one line on stderr and nothing on stdout; got %q, %q", c.args, out.String(), errb.String())
-			}
-		case 2:
-			if out.Len() != 0 || !strings.Contains(errb.String(), "Usage of cerulean table") {
-				t.Errorf("%q: want the table usage on stderr and nothing on stdout", c.args)
-			}
+	case 2:
+		if out.Len() != 0 || !strings.Contains(errb.String(), usage) {
+			t.Errorf("%q: want %q on stderr and nothing on stdout", args, usage)
 		}
 	}
 }

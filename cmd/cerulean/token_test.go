@@ -34,25 +34,7 @@ func TestTokenCommandLine(t *testing.T) {
 		{[]string{"token", "--role", "reader", "extra"}, 2, "unexpected arguments: extra"},
 		{[]string{"token", "--role", "reader", "--data", empty}, 1, "no development issuer in " + empty + ": start the server with --dev-issuer --data " + empty + " first"},
 	} {
-		var out, errb bytes.Buffer
-		status := run(c.args, &out, &errb)
-		got := errb.String()
-		if c.status == 0 {
-			got = out.String()
-		}
-		if status != c.status || !strings.Contains(got, c.want) {
-			t.Errorf("%q: status %d, stdout %q, stderr %q; want %d with %q", c.args, status, out.String(), errb.String(), c.status, c.want)
-		}
-		switch c.status {
-		case 1:
-			if out.Len() != 0 || strings.Count(errb.String(), "\n") != 1 {
-				t.Errorf("%q: want one line on stderr and nothing on stdout; got %q, %q", c.args, out.String(), errb.String())
-			}
-		case 2:
-			if out.Len() != 0 || !strings.Contains(errb.String(), "Usage of cerulean token") {
-				t.Errorf("%q: want the token usage on stderr and nothing on stdout", c.args)
-			}
-		}
+		checkCommandLine(t, c.args, c.status, c.want, "Usage of cerulean token")
 	}
 }
 
