@@ -205,7 +205,10 @@ func DefaultCheckpoint(kind, job, beside string) string {
 // returns ErrInterrupted), a second cancels ctx (in-flight calls are abandoned; the
 // checkpoint still holds only acknowledged work). SIGHUP is left alone when it is
 // ignored (nohup): the run then goes on after its terminal closes. release undoes the
-// handling.
+// handling — except after a stop: then the signals stay ignored until the process exits,
+// since one signal often comes twice (timeout(1) sends it to the command and to its
+// process group), and a copy arriving after release would otherwise kill a command that
+// has stopped cleanly (exit status 130 instead of its own).
 func Interrupts(parent context.Context) (ctx context.Context, stop <-chan struct{}, release func()) {
 	ctx, cancel := context.WithCancel(parent)
 	sig := make(chan os.Signal, 2)
@@ -216,7 +219,9 @@ func Interrupts(parent context.Context) (ctx context.Context, stop <-chan struct
 	signal.Notify(sig, signals...)
 	ch := make(chan struct{})
 	done := make(chan struct{})
+	exited := make(chan struct{})
 	go func() {
+		defer close(exited)
 		n := 0
 		for {
 			select {
@@ -233,8 +238,14 @@ func Interrupts(parent context.Context) (ctx context.Context, stop <-chan struct
 		}
 	}()
 	return ctx, ch, func() {
-		signal.Stop(sig)
 		close(done)
+		<-exited
+		select {
+		case <-ch:
+			signal.Ignore(signals...)
+		default:
+			signal.Stop(sig)
+		}
 		cancel()
 	}
 }

@@ -1,9 +1,13 @@
 package transfer
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // CountLines counts entity lines: not blank lines, not a table's settings lines, and a
@@ -42,5 +46,31 @@ func TestDefaultCheckpoint(t *testing.T) {
 		} else if got != want {
 			t.Errorf("DefaultCheckpoint beside %s = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// TestInterruptsTwice: a signal that comes again after a stop and after release (as
+// timeout(1) sends one to the command and to its process group) does not kill the
+// command: it ends with its own status. The signals go to a child process, this test
+// binary run again, so that a failure kills that child and not the test.
+func TestInterruptsTwice(t *testing.T) {
+	if os.Getenv("CERULEAN_TEST_INTERRUPTS_CHILD") == "1" {
+		_, stop, release := Interrupts(context.Background())
+		_ = syscall.Kill(os.Getpid(), syscall.SIGINT)
+		select {
+		case <-stop:
+		case <-time.After(10 * time.Second):
+			os.Exit(3)
+		}
+		release()
+		_ = syscall.Kill(os.Getpid(), syscall.SIGINT)
+		time.Sleep(200 * time.Millisecond)
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestInterruptsTwice$")
+	cmd.Env = append(os.Environ(), "CERULEAN_TEST_INTERRUPTS_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the child after a stop, release and a second SIGINT: %v (want exit status 0)\n%s", err, out)
 	}
 }
