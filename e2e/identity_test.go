@@ -2,16 +2,24 @@ package e2e
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -223,8 +231,10 @@ func TestBearerGoSDK(t *testing.T) {
 }
 
 // TestBearerTokensRefused: tokens that do not verify are 401 InvalidAuthenticationInfo with a
-// WWW-Authenticate challenge (expired, another audience, another provider), and no
-// assignment is 403.
+// WWW-Authenticate challenge (expired, not yet valid, another audience, another provider,
+// alg none, HS256 signed with the provider's public key, a tampered payload, an unknown
+// kid), and no assignment is 403. (A key rotation at the provider is followed within the
+// verifier's refetch interval, a minute: internal/bearer's TestKeyRotation moves its clock.)
 func TestBearerTokensRefused(t *testing.T) {
 	port, err := freePort()
 	if err != nil {
@@ -260,6 +270,10 @@ func TestBearerTokensRefused(t *testing.T) {
 		{"another audience", mint(p, oidctest.TokenOptions{Subject: "someone", Audience: []string{"https://vault.azure.net"}})},
 		{"another provider", mint(other, oidctest.TokenOptions{Subject: "someone"})},
 		{"not a token", "abc.def.ghi"},
+		{"alg none", forge(t, mint(p, oidctest.TokenOptions{Subject: "someone"}), `{"alg":"none","typ":"JWT"}`, "", true)},
+		{"HS256 with the provider's public key", hs256WithPublicKey(t, p, mint(p, oidctest.TokenOptions{Subject: "someone"}))},
+		{"tampered payload", forge(t, mint(p, oidctest.TokenOptions{Subject: "someone"}), "", `"sub":"admin"`, false)},
+		{"unknown kid", forge(t, mint(p, oidctest.TokenOptions{Subject: "someone"}), `{"alg":"RS256","kid":"no-such-key","typ":"JWT"}`, "", false)},
 	} {
 		status, code, challenge := get(tc.tok)
 		if status != http.StatusUnauthorized || code != "InvalidAuthenticationInfo" || !strings.HasPrefix(challenge, "Bearer authorization_uri=") {
@@ -287,7 +301,7 @@ func TestBearerTokensRefused(t *testing.T) {
 	for name, want := range map[string]string{
 		`cerulean_principal_requests_total{principal="someone",status_class="2xx"}`: "1",
 		`cerulean_principal_requests_total{principal="nobody",status_class="4xx"}`:  "1",
-		`cerulean_auth_failures_total{reason="token"}`:                              "5",
+		`cerulean_auth_failures_total{reason="token"}`:                              "9",
 		`cerulean_auth_failures_total{reason="role"}`:                               "1",
 		`cerulean_role_assignments`:                                                 "1",
 		`cerulean_role_assignments_refused`:                                         "0",
@@ -374,4 +388,63 @@ func bearerRequest(t *testing.T, hc *http.Client, srv *server, method, tok, body
 	}
 	resp.Body.Close()
 	return resp.StatusCode, resp.Header.Get("x-ms-error-code"), resp.Header.Get("WWW-Authenticate")
+}
+
+// forge rewrites a genuine token: its header replaced by header (if not ""), its payload
+// with the claim edit applied (a "name":value pair set in place of the original's), and its
+// signature dropped when noSig.
+func forge(t *testing.T, tok, header, claim string, noSig bool) string {
+	t.Helper()
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWS: %d parts", len(parts))
+	}
+	if header != "" {
+		parts[0] = base64.RawURLEncoding.EncodeToString([]byte(header))
+	}
+	if claim != "" {
+		payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _, _ := strings.Cut(claim, ":")
+		re := regexp.MustCompile(regexp.QuoteMeta(name) + `:"[^"]*"`)
+		if !re.Match(payload) {
+			t.Fatalf("the token has no %s claim", name)
+		}
+		parts[1] = base64.RawURLEncoding.EncodeToString(re.ReplaceAll(payload, []byte(claim)))
+	}
+	if noSig {
+		parts[2] = ""
+	}
+	return strings.Join(parts, ".")
+}
+
+// hs256WithPublicKey re-signs tok's payload with HS256, the provider's public key (its
+// JWKS's first key, as PEM) as the HMAC secret: the key-confusion attack.
+func hs256WithPublicKey(t *testing.T, p *oidctest.Provider, tok string) string {
+	t.Helper()
+	hc, err := oidctest.HTTPClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Get(p.Issuer() + "/keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var set jose.JSONWebKeySet
+	if err := json.NewDecoder(resp.Body).Decode(&set); err != nil || len(set.Keys) == 0 {
+		t.Fatalf("the provider's keys: %v", err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(set.Keys[0].Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	head := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","kid":"` + set.Keys[0].KeyID + `","typ":"JWT"}`))
+	signing := head + "." + strings.Split(tok, ".")[1]
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(signing))
+	return signing + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
