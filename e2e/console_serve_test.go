@@ -43,16 +43,7 @@ func consoleGet(t *testing.T, client *http.Client, base, path, key string) (int,
 func TestConsoleServing(t *testing.T) {
 	t.Run("default", func(t *testing.T) {
 		srv := startServer(t)
-		// The server answers before its start-up message is written: give it a moment.
-		hasURL := func() bool {
-			return strings.Contains(srv.logs.Tail(8<<10), "Web console") && strings.Contains(srv.logs.Tail(8<<10), srv.BaseURL()+"/-/\n")
-		}
-		for deadline := time.Now().Add(5 * time.Second); !hasURL() && time.Now().Before(deadline); {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if !hasURL() {
-			t.Fatalf("the start-up message does not give the console URL %s/-/:\n%s", srv.BaseURL(), srv.logs.Tail(8<<10))
-		}
+		waitConsoleURL(t, srv, srv.BaseURL())
 		c := http.DefaultClient
 		status, h, body := consoleGet(t, c, srv.BaseURL(), "/-/", "")
 		if status != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/html") || !strings.Contains(body, "app.js") ||
@@ -126,9 +117,7 @@ func TestConsoleServing(t *testing.T) {
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		srv := startServer(t, withArgs("--console-addr", addr))
 		base := srv.scheme + "://" + addr
-		if !strings.Contains(srv.logs.Tail(8<<10), base+"/-/\n") {
-			t.Fatalf("the start-up message does not give the console URL on %s:\n%s", addr, srv.logs.Tail(8<<10))
-		}
+		waitConsoleURL(t, srv, base)
 		if status, _, _ := consoleGet(t, http.DefaultClient, base, "/-/", ""); status != 200 {
 			t.Fatalf("GET /-/ on --console-addr: %d", status)
 		}
@@ -167,4 +156,20 @@ func TestConsoleServing(t *testing.T) {
 			t.Fatalf("--console=false --console-addr: exit %d, %q", status, errOut)
 		}
 	})
+}
+
+// waitConsoleURL fails unless srv's start-up message gives the console's URL at base. The
+// server answers before that message is written, so it is given a few seconds.
+func waitConsoleURL(t *testing.T, srv *server, base string) {
+	t.Helper()
+	hasURL := func() bool {
+		out := srv.logs.Tail(8 << 10)
+		return strings.Contains(out, "Web console") && strings.Contains(out, base+"/-/\n")
+	}
+	for deadline := time.Now().Add(5 * time.Second); !hasURL() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !hasURL() {
+		t.Fatalf("the start-up message does not give the console URL %s/-/:\n%s", base, srv.logs.Tail(8<<10))
+	}
 }
