@@ -749,26 +749,9 @@ func TestSwapAfterDeclaration(t *testing.T) {
 			{Op: storage.Delete, RowKey: "b"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			table := testTableName("ixswap")
-			if err := e.CreateTable(ctx, "acct", table, storage.TableSettings{Elastic: true}); err != nil {
-				t.Fatal(err)
-			}
-			dropAfter(t, e, table)
-			if _, err := e.Apply(ctx, "acct", table, "p", []storage.Mutation{{Op: storage.Insert, RowKey: "a", Props: a(1)},
-				{Op: storage.Insert, RowKey: "b", Props: a(2)}}); err != nil {
-				t.Fatal(err)
-			}
 			// The read, then the declaration and the whole build, then the swap.
-			args := applyArgs{acct: []byte("acct"), key: []byte(storage.TableKey(table)), pk: "p", muts: tc.muts}
-			st, err := e.readRows(ctx, &args, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := e.SetTableSettings(ctx, "acct", table, storage.TableSettings{Elastic: true,
-				Indexes: []storage.IndexDef{{Name: "ByA", Properties: []string{"A"}}}}); err != nil {
-				t.Fatal(err)
-			}
-			buildUntilDone(t, e, 10)
+			table, args, st := readThenDeclare(t, e, tc.muts, storage.Mutation{Op: storage.Insert, RowKey: "a", Props: a(1)},
+				storage.Mutation{Op: storage.Insert, RowKey: "b", Props: a(2)})
 			checkEntries(t, e, "acct", table, "after the build")
 			if _, err := e.swapRows(ctx, &args, st); !errors.Is(err, errConflict) {
 				t.Fatalf("swap after the declaration: %v, want errConflict (the Apply reads again)", err)
@@ -781,27 +764,10 @@ func TestSwapAfterDeclaration(t *testing.T) {
 		})
 	}
 	t.Run("each", func(t *testing.T) {
-		table := testTableName("ixswap")
-		if err := e.CreateTable(ctx, "acct", table, storage.TableSettings{Elastic: true}); err != nil {
-			t.Fatal(err)
-		}
-		dropAfter(t, e, table)
-		if _, err := e.Apply(ctx, "acct", table, "p", []storage.Mutation{{Op: storage.Insert, RowKey: "a", Props: a(1)}}); err != nil {
-			t.Fatal(err)
-		}
 		// ApplyEach's round with settings cached before the declaration: its merge's
 		// swap carries the generation it read, and loses.
-		args := applyArgs{acct: []byte("acct"), key: []byte(storage.TableKey(table)), pk: "p",
-			muts: []storage.Mutation{{Op: storage.Merge, RowKey: "a", Props: a(5)}}}
-		st, err := e.readRows(ctx, &args, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.SetTableSettings(ctx, "acct", table, storage.TableSettings{Elastic: true,
-			Indexes: []storage.IndexDef{{Name: "ByA", Properties: []string{"A"}}}}); err != nil {
-			t.Fatal(err)
-		}
-		buildUntilDone(t, e, 10)
+		table, args, st := readThenDeclare(t, e, []storage.Mutation{{Op: storage.Merge, RowKey: "a", Props: a(5)}},
+			storage.Mutation{Op: storage.Insert, RowKey: "a", Props: a(1)})
 		r := st.rows["a"]
 		s := stmt{sql: e.q.casUpdate, args: []any{st.tableID, []byte("p"), []byte("a"), r.storedV, r.storedV + 1,
 			entity.AppendProps(nil, a(5)), int64(0), st.gen}}
@@ -815,6 +781,33 @@ func TestSwapAfterDeclaration(t *testing.T) {
 		}
 		checkEntries(t, e, "acct", table, "after ApplyEach")
 	})
+}
+
+// readThenDeclare makes an elastic table holding seed in partition "p", reads the rows
+// muts (of "p") would change as a read-modify-write does, then declares an index on A and
+// builds it whole: a swap of what was read now races the declaration.
+func readThenDeclare(t *testing.T, e *Engine, muts []storage.Mutation, seed ...storage.Mutation) (string, applyArgs, *readState) {
+	t.Helper()
+	ctx := context.Background()
+	table := testTableName("ixswap")
+	if err := e.CreateTable(ctx, "acct", table, storage.TableSettings{Elastic: true}); err != nil {
+		t.Fatal(err)
+	}
+	dropAfter(t, e, table)
+	if _, err := e.Apply(ctx, "acct", table, "p", seed); err != nil {
+		t.Fatal(err)
+	}
+	args := applyArgs{acct: []byte("acct"), key: []byte(storage.TableKey(table)), pk: "p", muts: muts}
+	st, err := e.readRows(ctx, &args, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetTableSettings(ctx, "acct", table, storage.TableSettings{Elastic: true,
+		Indexes: []storage.IndexDef{{Name: "ByA", Properties: []string{"A"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	buildUntilDone(t, e, 10)
+	return table, args, st
 }
 
 // TestBuildMeetsDrop: a build chunk that finds its index dropped after it read its

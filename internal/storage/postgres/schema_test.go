@@ -105,19 +105,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 // version 7 and checks the index tables: an entry per (index, key, row), a unique entry
 // per (index, key) whoever holds it, and the entries of one row found by its keys.
 func TestMigrateIndexes(t *testing.T) {
-	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
-	if url == "" {
-		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set; scripts/test starts PostgreSQL and sets it")
-	}
 	ctx := context.Background()
-	pool, _ := schemaPool(t, url)
-	d, _, err := detectDialect(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := migrateSteps(ctx, pool, d, migrations[:6]); err != nil {
-		t.Fatal(err)
-	}
+	pool, d := poolAtVersion(t, 6)
 	if err := migrate(ctx, pool, d); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +121,7 @@ func TestMigrateIndexes(t *testing.T) {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
-	_, err = pool.Exec(ctx, `INSERT INTO cerulean_unique_entries VALUES (1, 1, 'k'::BYTEA, 'p'::BYTEA, 'c'::BYTEA)`)
+	_, err := pool.Exec(ctx, `INSERT INTO cerulean_unique_entries VALUES (1, 1, 'k'::BYTEA, 'p'::BYTEA, 'c'::BYTEA)`)
 	if pe := (*pgconn.PgError)(nil); !errors.As(err, &pe) || pe.Code != "23505" || pe.TableName != "cerulean_unique_entries" {
 		t.Fatalf("a second holder of a unique value: %v, want SQLSTATE 23505 on cerulean_unique_entries", err)
 	}
@@ -149,19 +138,8 @@ func TestMigrateIndexes(t *testing.T) {
 // entries only in cerulean_unique_entries (as version 7 wrote them) to version 8, and
 // checks that they are then in cerulean_index_entries too, where every index is read.
 func TestMigrateUniqueReads(t *testing.T) {
-	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
-	if url == "" {
-		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set; scripts/test starts PostgreSQL and sets it")
-	}
 	ctx := context.Background()
-	pool, _ := schemaPool(t, url)
-	d, _, err := detectDialect(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := migrateSteps(ctx, pool, d, migrations[:7]); err != nil {
-		t.Fatal(err)
-	}
+	pool, d := poolAtVersion(t, 7)
 	for _, s := range []string{
 		`INSERT INTO cerulean_index_entries VALUES (1, 1, 'k'::BYTEA, 'p'::BYTEA, 'a'::BYTEA)`,
 		`INSERT INTO cerulean_unique_entries VALUES (1, 2, 'k'::BYTEA, 'p'::BYTEA, 'a'::BYTEA)`,
@@ -223,4 +201,24 @@ func schemaPool(t *testing.T, url string) (*pgxpool.Pool, string) {
 	}
 	t.Cleanup(pool.Close)
 	return pool, url
+}
+
+// poolAtVersion returns a pool on a schema of its own (schemaPool) migrated through the
+// first n steps, and the database's dialect; it skips the test without a database.
+func poolAtVersion(t *testing.T, n int) (*pgxpool.Pool, dialect) {
+	t.Helper()
+	url := os.Getenv("CERULEAN_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("CERULEAN_TEST_POSTGRES_URL is not set; scripts/test starts PostgreSQL and sets it")
+	}
+	ctx := context.Background()
+	pool, _ := schemaPool(t, url)
+	d, _, err := detectDialect(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrateSteps(ctx, pool, d, migrations[:n]); err != nil {
+		t.Fatal(err)
+	}
+	return pool, d
 }
