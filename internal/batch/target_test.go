@@ -1,0 +1,62 @@
+package batch
+
+import (
+	"net/url"
+	"reflect"
+	"testing"
+)
+
+// targetSeeds are request-line targets as the SDKs send them and near misses of the fast
+// path's rules.
+var targetSeeds = []string{
+	"http://127.0.0.1:10002/devstoreaccount1/bench?%24format=application%2Fjson%3Bodata%3Dminimalmetadata",
+	"https://acct.table.core.windows.net/t(PartitionKey='p',RowKey='r')",
+	"http://h/a/t(PartitionKey='p%2F',RowKey='r')?$select=a",
+	"/devstoreaccount1/t(PartitionKey='p',RowKey='r')",
+	"/t()", "/", "/a?", "/a??", "/a?b?c", "//h/p", "///p", "http://h", "http://h?x", "http://h:/p",
+	"http://h:80:81/p", "http://[::1]:80/p", "http://u@h/p", "http://h/p#f", "HTTP://h/p",
+	"http:///p", "http://h:8a/p", "http://h.example_x-y/~a-b_c.d$&+,;=:@/e", "t(PartitionKey='a:b')",
+	"a:b/c", "http://h/a b", "http://h/\x7f", "http://h/é", "http://h%41/p", "http://h/p?q=%zz",
+	"*", "", "mailto:x", "http:h/p", "https://h/!*()'\"<>[]{}|^`",
+}
+
+// TestParseTargetFast checks the fast path against url.Parse wherever it applies.
+func TestParseTargetFast(t *testing.T) {
+	fast := 0
+	for _, s := range targetSeeds {
+		if checkTargetFast(t, s) {
+			fast++
+		}
+	}
+	if fast < 8 {
+		t.Errorf("the fast path took only %d of the seeds", fast)
+	}
+}
+
+// FuzzParseTargetFast checks that the fast path agrees with url.Parse on any target.
+func FuzzParseTargetFast(f *testing.F) {
+	for _, s := range targetSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { checkTargetFast(t, s) })
+}
+
+func checkTargetFast(t *testing.T, s string) bool {
+	t.Helper()
+	u := url.URL{Fragment: "untouched"}
+	if !parseTargetFast(s, &u) {
+		if u.Fragment != "untouched" {
+			t.Errorf("%q: refused but written", s)
+		}
+		return false
+	}
+	want, err := url.Parse(s)
+	if err != nil {
+		t.Errorf("%q: fast path accepted what url.Parse refuses: %v", s, err)
+		return true
+	}
+	if !reflect.DeepEqual(&u, want) {
+		t.Errorf("%q: fast %#v, url.Parse %#v", s, u, *want)
+	}
+	return true
+}
