@@ -1,6 +1,7 @@
 package edmjson
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -84,6 +85,63 @@ func TestAppendTicksAgrees(t *testing.T) {
 		want := strings.ReplaceAll(entity.ETag(ticks), `"`, `\"`)
 		if got := string(appendETagContent(nil, ticks)); got != want {
 			t.Fatalf("etag %d: %s, want %s", ticks, got, want)
+		}
+	}
+}
+
+// TestPrintableASCII checks the word-at-a-time test against the byte table for every byte
+// value at every position of strings that exercise each of its loops.
+func TestPrintableASCII(t *testing.T) {
+	want := func(s []byte) bool {
+		for _, c := range s {
+			if c < 0x20 || c >= 0x80 {
+				return false
+			}
+		}
+		return true
+	}
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 40, 64, 71, 100} {
+		s := []byte(strings.Repeat("a", n))
+		if !printableASCII(s) {
+			t.Fatalf("%d plain bytes refused", n)
+		}
+		for i := 0; i < n; i++ {
+			for c := 0; c < 256; c++ {
+				s[i] = byte(c)
+				if got := printableASCII(s); got != want(s) {
+					t.Fatalf("n %d, byte %#x at %d: got %v", n, c, i, got)
+				}
+				s[i] = 'a'
+			}
+		}
+	}
+}
+
+// TestLongStrings decodes long strings holding each kind of byte str must stop at (an
+// escape, a control character, UTF-8, a quote) at every position, as the bulk path
+// (plainRunEnd) and the byte-by-byte path must agree.
+func TestLongStrings(t *testing.T) {
+	for _, n := range []int{47, 48, 49, 64, 65, 100, 130} {
+		for i := 0; i < n; i++ {
+			for _, ins := range []string{`\n`, `\"`, "\x01", "é", "\x7f", "\xff", "\""} {
+				v := strings.Repeat("x", i) + ins + strings.Repeat("y", n-i)
+				body := `{"PartitionKey":"p","RowKey":"r","S":"` + v + `","N":1}`
+				e, _, err := DecodeEntity([]byte(body))
+				var ref struct{ S string }
+				refErr := json.Unmarshal([]byte(body), &ref)
+				if ins == "\xff" || ins == "\x01" || ins == "\"" {
+					if err == nil {
+						t.Fatalf("n %d, %q at %d: accepted", n, ins, i)
+					}
+					continue
+				}
+				if err != nil || refErr != nil {
+					t.Fatalf("n %d, %q at %d: %v (encoding/json: %v)", n, ins, i, err, refErr)
+				}
+				if got := e.Props[0].Value.Str; got != ref.S || len(e.Props) != 2 {
+					t.Fatalf("n %d, %q at %d: got %q, want %q", n, ins, i, got, ref.S)
+				}
+			}
 		}
 	}
 }
