@@ -17,9 +17,9 @@ import (
 	"github.com/ceruleandb/cerulean/internal/table"
 )
 
-// batchOp is one decoded changeset operation with what its response needs.
+// batchOp is what one decoded changeset operation's response needs besides its
+// table.BatchOp (which postBatch keeps apart, in the slice it hands to Transact).
 type batchOp struct {
-	op     table.BatchOp
 	pref   string
 	status int
 }
@@ -46,14 +46,15 @@ func (s *Server) postBatch(rq *request) error {
 		return s.batchRetrieve(rq, &req.Operations[0])
 	}
 	var tableName string
-	ops := make([]batchOp, len(req.Operations))
+	n := len(req.Operations)
+	tops, ops := make([]table.BatchOp, n), make([]batchOp, n)
 	for i := range req.Operations {
 		o := &req.Operations[i]
-		name, err := s.decodeBatchOp(rq, o, &ops[i])
+		name, err := s.decodeBatchOp(rq, o, &tops[i], &ops[i])
 		if err == nil {
 			// What the operation holds until the answer is sent: its entity, and its part of
 			// the answer, which echoes an inserted entity (batchOpSize).
-			if e := s.hold(rq, batchOpSize(o, &ops[i])); e != nil {
+			if e := s.hold(rq, batchOpSize(o, &tops[i], &ops[i])); e != nil {
 				return e
 			}
 		}
@@ -62,13 +63,13 @@ func (s *Server) postBatch(rq *request) error {
 		}
 		if err == nil && rq.grant != nil {
 			// A SAS must allow each operation, on its table and inside its key range.
-			if err = rq.grant.Check(entityOp(o.Method, ops[i].op.Cond), name); err == nil {
-				err = rq.grant.CheckKeys(ops[i].op.Entity.PartitionKey, ops[i].op.Entity.RowKey)
+			if err = rq.grant.Check(entityOp(o.Method, tops[i].Cond), name); err == nil {
+				err = rq.grant.CheckKeys(tops[i].Entity.PartitionKey, tops[i].Entity.RowKey)
 			}
 		}
 		if err == nil && rq.principal != nil {
 			// A token's principal must have a role for each operation.
-			err = s.authorizeBearer(rq, entityOp(o.Method, ops[i].op.Cond), name)
+			err = s.authorizeBearer(rq, entityOp(o.Method, tops[i].Cond), name)
 		}
 		if err != nil {
 			ae, _ := azerr.As(err)
@@ -82,19 +83,13 @@ func (s *Server) postBatch(rq *request) error {
 		req.Operations[i].Body = nil
 	}
 	s.releaseBatchBody(rq, len(body))
-	tops := make([]table.BatchOp, len(ops))
-	for i := range ops {
-		tops[i] = ops[i].op
-	}
-	rq.obs.BatchSize, rq.obs.Table = len(ops), tableName
-	if len(ops) > 0 {
-		rq.obs.PartitionKey = ops[0].op.Entity.PartitionKey
-	}
+	rq.obs.BatchSize, rq.obs.Table = n, tableName
 	var pk string
-	if len(ops) > 0 {
-		pk = ops[0].op.Entity.PartitionKey
+	if n > 0 {
+		pk = tops[0].Entity.PartitionKey
+		rq.obs.PartitionKey = pk
 	}
-	if err := s.gate(rq, tableName, pk, len(ops)); err != nil {
+	if err := s.gate(rq, tableName, pk, n); err != nil {
 		return err
 	}
 	applied, err := s.tables.Transact(rq.r.Context(), rq.account, tableName, tops)
@@ -108,25 +103,34 @@ func (s *Server) postBatch(rq *request) error {
 	// One commit: every part, and the $batch response itself, carries its session token.
 	// (An empty changeset commits nothing and answers none.)
 	var token string
-	if len(ops) > 0 {
+	if n > 0 {
 		token = s.setSessionToken(rq.w.Header(), applied.Position)
 	}
-	rq.obs.EntitiesWritten = len(ops)
-	results := make([]batch.Result, len(ops))
+	rq.obs.EntitiesWritten = n
+	results := make([]batch.Result, n)
 	// The sub-responses' header values are plain strings (batch.Known) cut from one
-	// string, so the operations' ETags and URLs cost two allocations in all.
-	var text []byte
+	// string, so the operations' ETags and URLs cost two allocations in all. The text is
+	// sized for the usual keys at once (growing it by doubling cost as much again).
+	size := 0
+	for i := range tops {
+		size += etagRoom
+		if tops[i].Op == storage.Insert {
+			size += len(rq.root) + len(tableName) + len("/(PartitionKey='',RowKey='')") +
+				len(tops[i].Entity.PartitionKey) + len(tops[i].Entity.RowKey) + keyEscapeRoom
+		}
+	}
+	text := make([]byte, 0, size)
 	type span struct{ etag, loc [2]int }
-	spans := make([]span, len(ops))
-	for i := range ops {
-		o, sp := &ops[i], &spans[i]
-		if o.op.Op != storage.Delete {
+	spans := make([]span, n)
+	for i := range tops {
+		op, sp := &tops[i], &spans[i]
+		if op.Op != storage.Delete {
 			sp.etag[0] = len(text)
 			text = entity.AppendETag(text, applied.Versions[i])
 			sp.etag[1] = len(text)
 		}
-		if o.op.Op == storage.Insert {
-			e := &o.op.Entity
+		if op.Op == storage.Insert {
+			e := &op.Entity
 			sp.loc[0] = len(text)
 			text = append(text, rq.root...)
 			text = append(text, '/')
@@ -139,21 +143,21 @@ func (s *Server) postBatch(rq *request) error {
 			sp.loc[1] = len(text)
 		}
 	}
-	all := string(text)
+	all := unsafe.String(unsafe.SliceData(text), len(text)) // text is not written again
 	for i := range ops {
 		o, sp := &ops[i], &spans[i]
 		res := &results[i]
 		*res = batch.Result{Status: o.status, ContentID: req.Operations[i].ContentID}
 		res.Known.SessionToken = token
 		res.Known.ETag = all[sp.etag[0]:sp.etag[1]]
-		if o.op.Op == storage.Insert {
+		if tops[i].Op == storage.Insert {
 			loc := all[sp.loc[0]:sp.loc[1]]
 			res.Known.Location, res.Known.DataServiceID = loc, loc
 			res.Known.PreferenceApplied = o.pref
 			if o.status == http.StatusCreated {
 				res.Known.ContentType = edmjson.ContentType(rq.level)
 				opts := edmjson.EntityOptions{Level: rq.level, ServiceRoot: rq.root, Account: rq.account, Table: tableName, Element: true}
-				res.Body = edmjson.AppendEntity(nil, &o.op.Entity, applied.Versions[i], opts)
+				res.Body = edmjson.AppendEntity(nil, &tops[i].Entity, applied.Versions[i], opts)
 			}
 		}
 	}
@@ -175,13 +179,17 @@ func (s *Server) postBatch(rq *request) error {
 // entity as JSON, which takes no more than its part of the request plus 64 bytes a
 // property for type annotations. A 4 MiB batch of 100 inserts of 40 KiB strings held 4
 // MiB of the budget (its body) and about 12 MiB in fact (body, entities, answer).
-func batchOpSize(o *batch.Operation, op *batchOp) int64 {
-	n := decodedSize(&op.op.Entity) + int64(unsafe.Sizeof(*op)+unsafe.Sizeof(table.BatchOp{})+unsafe.Sizeof(batch.Result{})) + 1<<10
+func batchOpSize(o *batch.Operation, top *table.BatchOp, op *batchOp) int64 {
+	n := decodedSize(&top.Entity) + int64(unsafe.Sizeof(*op)+unsafe.Sizeof(*top)+unsafe.Sizeof(batch.Result{})) + 1<<10
 	if op.status == http.StatusCreated {
-		n += int64(len(o.Body)) + 64*int64(len(op.op.Entity.Props))
+		n += int64(len(o.Body)) + 64*int64(len(top.Entity.Props))
 	}
 	return n
 }
+
+// etagRoom and keyEscapeRoom size postBatch's text: an ETag takes 46 bytes for any
+// version in the DateTime range, and a key rarely needs escaping.
+const etagRoom, keyEscapeRoom = 48, 16
 
 // releaseBatchBody gives back a $batch body once nothing uses it: its n bytes to the
 // budget and the buffer to batchBodyPool.
@@ -203,7 +211,8 @@ func (w appendWriter) Write(p []byte) (int, error) {
 
 // decodeBatchOp turns one parsed sub-request into a table operation and returns the
 // table it addresses.
-func (s *Server) decodeBatchOp(rq *request, o *batch.Operation, out *batchOp) (string, error) {
+// It fills top (the operation for Transact) and out (what its answer needs).
+func (s *Server) decodeBatchOp(rq *request, o *batch.Operation, top *table.BatchOp, out *batchOp) (string, error) {
 	res, err := ParseResource(partPath(rq, o))
 	if err != nil {
 		return "", err
@@ -212,8 +221,8 @@ func (s *Server) decodeBatchOp(rq *request, o *batch.Operation, out *batchOp) (s
 	if err != nil {
 		return "", err
 	}
-	out.op.Cond = cond
-	if out.op.Expiry, err = writeExpiry(o.Method, o.Header.Values(expiryHeaderName)); err != nil {
+	top.Cond = cond
+	if top.Expiry, err = writeExpiry(o.Method, o.Header.Values(expiryHeaderName)); err != nil {
 		return "", err
 	}
 	var prefer [2]string
@@ -236,26 +245,26 @@ func (s *Server) decodeBatchOp(rq *request, o *batch.Operation, out *batchOp) (s
 	}
 	switch {
 	case o.Method == http.MethodPost && res.Kind == KindEntities:
-		out.op.Op = storage.Insert
-		out.op.Cond = table.Condition{}
+		top.Op = storage.Insert
+		top.Cond = table.Condition{}
 		if out.pref != "return-no-content" {
 			out.status = http.StatusCreated
 		}
 	case res.Kind != KindEntity:
 		return "", azerr.Newf(azerr.InvalidInput, "A batch operation must address an entity or a table's entities.")
 	case o.Method == http.MethodPut:
-		out.op.Op = table.OpFor(table.ReplaceMode, cond)
+		top.Op = table.OpFor(table.ReplaceMode, cond)
 	case o.Method == "MERGE":
-		out.op.Op = table.OpFor(table.MergeMode, cond)
+		top.Op = table.OpFor(table.MergeMode, cond)
 	case o.Method == http.MethodDelete:
-		out.op.Op = storage.Delete
+		top.Op = storage.Delete
 	default:
 		return "", azerr.New(azerr.UnsupportedHTTPVerb)
 	}
 	if res.Kind == KindEntity {
 		e.PartitionKey, e.RowKey = res.PartitionKey, res.RowKey
 	}
-	out.op.Entity = e
+	top.Entity = e
 	return res.Table, nil
 }
 
