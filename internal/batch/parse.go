@@ -318,7 +318,7 @@ func split(data []byte, boundary string, limit int) ([][]byte, error) {
 		pos = j + 1
 	}
 	nlDash := []byte("\n--" + boundary)
-	var parts [][]byte
+	parts := make([][]byte, 0, limit) // limit is small (2, or a changeset's 101)
 	start := pos
 	// Search from the newline that ended the previous delimiter line, so a delimiter on the
 	// very next line (an empty part) is found too.
@@ -661,6 +661,19 @@ var commonKeys = func() map[string]string {
 // canonicalKey is textproto.CanonicalMIMEHeaderKey with a no-allocation path for the
 // common names.
 func canonicalKey(s string) string {
+	// The spellings the SDKs send in every part, matched whole before any case folding.
+	switch s {
+	case "Content-Type", "Accept", "Content-Length", "Prefer", "If-Match", "Content-Id":
+		return s
+	case "DataServiceVersion":
+		return "Dataserviceversion"
+	case "MaxDataServiceVersion":
+		return "Maxdataserviceversion"
+	case "x-ms-version":
+		return "X-Ms-Version"
+	case "Content-ID":
+		return "Content-Id"
+	}
 	if len(s) <= 32 {
 		var buf [32]byte
 		for i := 0; i < len(s); i++ {

@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"net/textproto"
 	"net/url"
 	"reflect"
 	"testing"
@@ -59,4 +60,20 @@ func checkTargetFast(t *testing.T, s string) bool {
 		t.Errorf("%q: fast %#v, url.Parse %#v", s, u, *want)
 	}
 	return true
+}
+
+// TestCanonicalKey checks the shortcuts against textproto for the names the SDKs send, in
+// the spellings they send and in others.
+func TestCanonicalKey(t *testing.T) {
+	names := []string{"Content-Type", "Accept", "Content-Length", "Prefer", "If-Match", "Content-Id",
+		"DataServiceVersion", "MaxDataServiceVersion", "x-ms-version", "Content-ID", "content-type",
+		"X-MS-VERSION", "if-none-match", "X-HTTP-Method", "x-ms-client-request-id", "Weird_Name", "a b"}
+	for k := range commonKeys {
+		names = append(names, k)
+	}
+	for _, n := range names {
+		if got, want := canonicalKey(n), textproto.CanonicalMIMEHeaderKey(n); got != want {
+			t.Errorf("canonicalKey(%q) = %q, want %q", n, got, want)
+		}
+	}
 }

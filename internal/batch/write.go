@@ -67,16 +67,35 @@ func putBuf(bp *[]byte) {
 // response, "multipart/mixed; boundary=batchresponse_<uuid>". Nothing is written when it
 // returns an error; otherwise the body is written with a single Write.
 func WriteResponse(w io.Writer, results []Result) (contentType string, err error) {
+	if err := checkResults(results); err != nil {
+		return "", err
+	}
+	return writeChangeset(w, results)
+}
+
+// AppendResponse is WriteResponse appending the body to dst instead of writing it, for a
+// caller that gathers the response in a buffer of its own (it saves copying a 100-part
+// body from one buffer to another). On error it returns dst unchanged.
+func AppendResponse(dst []byte, results []Result) (body []byte, contentType string, err error) {
+	if err := checkResults(results); err != nil {
+		return dst, "", err
+	}
+	b, batchID := appendChangeset(dst, results)
+	return b, "multipart/mixed; boundary=" + batchID, nil
+}
+
+// checkResults is WriteResponse's precondition: at least one result, none a failure.
+func checkResults(results []Result) error {
 	if len(results) == 0 {
-		return "", errors.New("batch: WriteResponse needs at least one result")
+		return errors.New("batch: WriteResponse needs at least one result")
 	}
 	for i := range results {
 		if s := results[i].Status; s < 100 || s >= 400 {
-			return "", errors.New("batch: WriteResponse result " + strconv.Itoa(i) +
+			return errors.New("batch: WriteResponse result " + strconv.Itoa(i) +
 				" has status " + strconv.Itoa(s) + "; failures go through WriteFailure")
 		}
 	}
-	return writeChangeset(w, results)
+	return nil
 }
 
 // WriteFailure writes the 202 body of a failed changeset: exactly one sub-response, the
@@ -151,11 +170,21 @@ func WriteRetrieve(w io.Writer, res Result) (contentType string, err error) {
 }
 
 func writeChangeset(w io.Writer, results []Result) (string, error) {
-	batchID := newBoundary(batchResponsePrefix)
-	csID := newBoundary(changesetResponsePrefix)
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)
-	b := (*bp)[:0]
+	b, batchID := appendChangeset((*bp)[:0], results)
+	*bp = b
+	if _, err := w.Write(b); err != nil {
+		return "", err
+	}
+	return "multipart/mixed; boundary=" + batchID, nil
+}
+
+// appendChangeset appends a batch body holding one changeset of results to b and returns
+// it with the batch boundary.
+func appendChangeset(b []byte, results []Result) ([]byte, string) {
+	batchID := newBoundary(batchResponsePrefix)
+	csID := newBoundary(changesetResponsePrefix)
 	// The body's first line is the batch delimiter (Go reads the boundary from it), and
 	// the changeset part's body starts at once with its own delimiter (Go again).
 	b = append(b, "--"...)
@@ -167,12 +196,7 @@ func writeChangeset(w io.Writer, results []Result) (string, error) {
 		b = appendPart(b, csID, &results[i])
 	}
 	b = appendClose(b, csID)
-	b = appendClose(b, batchID)
-	*bp = b
-	if _, err := w.Write(b); err != nil {
-		return "", err
-	}
-	return "multipart/mixed; boundary=" + batchID, nil
+	return appendClose(b, batchID), batchID
 }
 
 // newBoundary returns prefix followed by a random (version 4) UUID in canonical form.

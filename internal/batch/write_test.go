@@ -539,3 +539,28 @@ func TestWriteKnownHeaders(t *testing.T) {
 		t.Errorf("got:\n%s\nwant it to contain:\n%s", both, want)
 	}
 }
+
+// AppendResponse appends exactly what WriteResponse writes, after what dst holds, and
+// leaves dst alone on error.
+func TestAppendResponse(t *testing.T) {
+	res := []batch.Result{insertResult("1", "1"), {Status: 204, ContentID: "2"}, {Status: 201, Body: []byte(`{"a":1}`)}}
+	var buf bytes.Buffer
+	wct, err := batch.WriteResponse(&buf, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, act, err := batch.AppendResponse([]byte("held"), res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, []byte("held")) || normalize(b[4:]) != normalize(buf.Bytes()) {
+		t.Errorf("appended:\n%s\nwritten:\n%s", b, buf.Bytes())
+	}
+	if normalize([]byte(act)) != normalize([]byte(wct)) || !strings.HasSuffix(act, string(bytes.TrimPrefix(firstLine(b[4:]), []byte("--")))) {
+		t.Errorf("content type %q, body's first line %q", act, firstLine(b[4:]))
+	}
+	bad := append(res, failureResult(3, azerr.New(azerr.EntityAlreadyExists), "4"))
+	if b, _, err := batch.AppendResponse([]byte("held"), bad); err == nil || string(b) != "held" {
+		t.Errorf("with a failure: %q, %v", b, err)
+	}
+}

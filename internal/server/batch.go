@@ -164,8 +164,8 @@ func (s *Server) postBatch(rq *request) error {
 	// The response is gathered in a pooled buffer (a 100-operation one is tens of KiB).
 	bp := bufPool.Get().(*[]byte)
 	defer putBuf(bp)
-	*bp = (*bp)[:0]
-	ct, err := batch.WriteResponse(appendWriter{bp}, results)
+	var ct string
+	*bp, ct, err = batch.AppendResponse((*bp)[:0], results)
 	if err != nil {
 		return err
 	}
@@ -199,14 +199,6 @@ func (s *Server) releaseBatchBody(rq *request, n int) {
 		rq.pooledBody = nil
 	}
 	s.unhold(rq, int64(n))
-}
-
-// appendWriter is an io.Writer that appends to a byte slice.
-type appendWriter struct{ b *[]byte }
-
-func (w appendWriter) Write(p []byte) (int, error) {
-	*w.b = append(*w.b, p...)
-	return len(p), nil
 }
 
 // decodeBatchOp turns one parsed sub-request into a table operation and returns the
