@@ -1,9 +1,12 @@
 package batch
 
 import (
+	"bytes"
+	"math/rand/v2"
 	"net/textproto"
 	"net/url"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -76,4 +79,31 @@ func TestCanonicalKey(t *testing.T) {
 			t.Errorf("canonicalKey(%q) = %q, want %q", n, got, want)
 		}
 	}
+}
+
+// indexLineDelim finds what bytes.Index finds, on bodies made of line ends, dashes and
+// near misses of the delimiter.
+func TestIndexLineDelim(t *testing.T) {
+	pat := []byte("\n--bnd")
+	pieces := []string{"\n", "\r\n", "-", "--", "--bn", "--bnd", "x", "\n--bn\n", "bnd"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		var b []byte
+		for range rng.IntN(12) {
+			b = append(b, pieces[rng.IntN(len(pieces))]...)
+		}
+		if got, want := indexLineDelim(b, pat), bytes.Index(b, pat); got != want {
+			t.Fatalf("%q: %d, want %d", b, got, want)
+		}
+	}
+}
+
+func FuzzIndexLineDelim(f *testing.F) {
+	f.Add([]byte("a\n--b\n--bnd--"), "bnd")
+	f.Fuzz(func(t *testing.T, b []byte, boundary string) {
+		pat := []byte("\n--" + strings.ReplaceAll(boundary, "\n", ""))
+		if got, want := indexLineDelim(b, pat), bytes.Index(b, pat); got != want {
+			t.Fatalf("%q in %q: %d, want %d", pat, b, got, want)
+		}
+	})
 }

@@ -260,7 +260,19 @@ func resolve(ms []member) (entity.Entity, Keys, error) {
 			if err != nil {
 				return entity.Entity{}, Keys{}, err
 			}
-			e.Props = append(e.Props, entity.Property{Name: sa.add(m.key), Value: v})
+			// Field by field into the fresh (zeroed) slice: a whole Property stored into the
+			// heap is a bulk write barrier while the collector runs, which with a hundred
+			// entities a batch it often is.
+			e.Props = e.Props[:len(e.Props)+1]
+			p := &e.Props[len(e.Props)-1]
+			p.Name = sa.add(m.key)
+			p.Value.Type, p.Value.Int, p.Value.Float = v.Type, v.Int, v.Float
+			if v.Str != "" {
+				p.Value.Str = v.Str
+			}
+			if v.Bytes != nil {
+				p.Value.Bytes = v.Bytes
+			}
 		}
 	}
 	return e, keys, nil
