@@ -107,3 +107,22 @@ func FuzzIndexLineDelim(f *testing.F) {
 		}
 	})
 }
+
+// appendHeader blanks exactly the bytes the byte-by-byte rule blanks, wherever they are.
+func TestAppendHeaderSanitizes(t *testing.T) {
+	for _, n := range []int{1, 7, 8, 9, 16, 17, 40} {
+		for i := 0; i < n; i++ {
+			for c := 0; c < 256; c++ {
+				v := []byte(strings.Repeat("v", n))
+				v[i] = byte(c)
+				want := "N: " + string(v) + "\r\n"
+				if c < ' ' && c != '\t' || c == 0x7f {
+					want = "N: " + strings.Repeat("v", i) + " " + strings.Repeat("v", n-i-1) + "\r\n"
+				}
+				if got := string(appendHeader(nil, "N", string(v))); got != want {
+					t.Fatalf("byte %#x at %d of %d: %q, want %q", c, i, n, got, want)
+				}
+			}
+		}
+	}
+}
