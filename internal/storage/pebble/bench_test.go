@@ -108,6 +108,45 @@ func BenchmarkApplyBatch(b *testing.B) {
 	}
 }
 
+// BenchmarkApplyUpsert measures upserts of existing ~1 KiB entities (InsertOrReplace and
+// InsertOrMerge, which reads and decodes the stored properties) from 32 concurrent
+// writers, among 10,000 loaded ones: rows=1 is a single upsert of a random row, rows=100
+// a batch over a whole partition (a random one of the 100).
+func BenchmarkApplyUpsert(b *testing.B) {
+	const n = 10_000
+	for _, op := range []storage.Op{storage.InsertOrReplace, storage.InsertOrMerge} {
+		for _, rows := range []int{1, 100} {
+			b.Run(fmt.Sprintf("op=%v/rows=%d", op, rows), func(b *testing.B) {
+				e := benchEngine(b)
+				load(b, e, n)
+				ctx := context.Background()
+				b.SetParallelism(16)
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					rnd := rand.New(rand.NewPCG(rand.Uint64(), 0))
+					for pb.Next() {
+						i := rnd.IntN(n)
+						muts := make([]storage.Mutation, rows)
+						for j := range muts {
+							r := i%100 + j
+							if rows > 1 {
+								r = j
+							}
+							muts[j] = storage.Mutation{Op: op, RowKey: fmt.Sprintf("r%03d", r), Props: benchProps(i + j)}
+						}
+						if _, err := e.Apply(ctx, "bench", "T", fmt.Sprintf("p%06d", i/100), muts); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.ReportMetric(float64(b.N*rows)/b.Elapsed().Seconds(), "entities/s")
+			})
+		}
+	}
+}
+
 // BenchmarkApplyBatchCompression is BenchmarkApplyBatch with 32 writers under each
 // block compression profile: flushes and compactions compress all that is written, so
 // the profile shows in the CPU per entity (cpu-ns/entity) more than in the rate.
