@@ -110,10 +110,20 @@ func AppendValue(dst []byte, v Value) []byte {
 
 // DecodeProps decodes a property bag written by AppendProps. Strings and byte slices are
 // copied, so the result does not alias b.
+//
+// The names and string values are substrings of one copy of b, made once, rather than
+// a string each: a ~1 KiB entity of ten properties took some fifteen allocations, most
+// of an InsertOrMerge's. The price is that a property kept alone keeps the whole bag's
+// copy alive.
 func DecodeProps(b []byte) ([]Property, error) {
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)) {
 		return nil, ErrCorrupt
+	}
+	s, c := string(b), cap(b)
+	at := func(x []byte) string { // x, a part of b (whose capacity runs to b's), in s
+		off := c - cap(x)
+		return s[off : off+len(x)]
 	}
 	b = b[k:]
 	props := make([]Property, 0, n)
@@ -122,11 +132,11 @@ func DecodeProps(b []byte) ([]Property, error) {
 		if err != nil {
 			return nil, err
 		}
-		v, rest, err := decodeValue(rest)
+		v, rest, err := decodeValueIn(rest, at)
 		if err != nil {
 			return nil, err
 		}
-		props = append(props, Property{Name: string(name), Value: v})
+		props = append(props, Property{Name: at(name), Value: v})
 		b = rest
 	}
 	if len(b) != 0 {
@@ -196,6 +206,11 @@ func skipValue(b []byte) ([]byte, error) {
 }
 
 func decodeValue(b []byte) (Value, []byte, error) {
+	return decodeValueIn(b, func(x []byte) string { return string(x) })
+}
+
+// decodeValueIn is decodeValue with a String's value made by str from its bytes in b.
+func decodeValueIn(b []byte, str func([]byte) string) (Value, []byte, error) {
 	if len(b) == 0 {
 		return Value{}, nil, ErrCorrupt
 	}
@@ -207,7 +222,7 @@ func decodeValue(b []byte) (Value, []byte, error) {
 		if err != nil {
 			return Value{}, nil, err
 		}
-		v.Str = string(s)
+		v.Str = str(s)
 		return v, rest, nil
 	case Binary:
 		s, rest, err := readBytes(b)

@@ -3,6 +3,7 @@ package entity
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -290,6 +291,32 @@ func BenchmarkCheckAndReadProps(b *testing.B) {
 			b.Fatal(err)
 		}
 		for r := NewPropReader(bag); r.Next(); {
+		}
+	}
+}
+
+// BenchmarkMerge is an InsertOrMerge's merge of a patch (half the properties new
+// values, a quarter new properties) into a stored bag: decoded, then merged.
+func BenchmarkMerge(b *testing.B) {
+	bag := AppendProps(nil, benchBag())
+	base := benchBag()
+	var patch []Property
+	for i, p := range base {
+		if i%2 == 0 {
+			patch = append(patch, Property{Name: p.Name, Value: StringValue("new")})
+		}
+	}
+	for i := range len(base) / 4 {
+		patch = append(patch, Property{Name: fmt.Sprintf("New%d", i), Value: Int32Value(int32(i))})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		stored, err := DecodeProps(bag)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := Merge(stored, patch); len(got) != len(base)+len(base)/4 {
+			b.Fatalf("merged %d properties", len(got))
 		}
 	}
 }

@@ -2,7 +2,10 @@ package entity
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -145,6 +148,40 @@ func TestMerge(t *testing.T) {
 	got := Merge(base, []Property{{"B", Int64Value(2)}, {"C", BoolValue(false)}})
 	if len(got) != 3 || got[1].Value.Type != Int64 || got[2].Name != "C" || base[1].Value.Type != String {
 		t.Fatalf("Merge = %v (base %v)", got, base)
+	}
+}
+
+// TestMergeSizes checks both of Merge's ways of matching names (a linear search for small
+// bags, a map for large ones) against a plain reference, with patches that replace,
+// append, and name a property twice.
+func TestMergeSizes(t *testing.T) {
+	ref := func(base, patch []Property) []Property {
+		out := slices.Clone(base)
+		for _, p := range patch {
+			if i := slices.IndexFunc(out, func(q Property) bool { return q.Name == p.Name }); i >= 0 {
+				out[i] = p
+			} else {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	for _, n := range []int{0, 1, 5, mergeLinearMax / 2, mergeLinearMax, 200} {
+		var base, patch []Property
+		for i := range n {
+			base = append(base, Property{Name: fmt.Sprintf("P%d", i), Value: Int32Value(int32(i))})
+		}
+		for i := n / 2; i < n+n/2+1; i++ { // half of base's names, then new ones
+			patch = append(patch, Property{Name: fmt.Sprintf("P%d", i), Value: StringValue(fmt.Sprint(i))})
+		}
+		patch = append(patch, Property{Name: fmt.Sprintf("P%d", n), Value: BoolValue(true)}) // twice
+		before := slices.Clone(base)
+		if got, want := Merge(base, patch), ref(base, patch); !reflect.DeepEqual(got, want) {
+			t.Errorf("%d properties: Merge = %v, want %v", n, got, want)
+		}
+		if !reflect.DeepEqual(base, before) {
+			t.Errorf("%d properties: Merge changed base", n)
+		}
 	}
 }
 

@@ -1548,16 +1548,36 @@ var l6Filters = pebbledb.IterOptions{UseL6Filters: true}
 // A row expired at now is stored but does not exist; its version stays, so the next one
 // exceeds it.
 //
+// Fewer rows than scanRowsMin (nearly always one) are first looked for in the row cache,
+// which is exact (rowCache) and, under the rows' locks, cannot change: a row read
+// before it is written (a read, then a conditional update) costs no search of the
+// memtables and levels, and if every row is there no iterator is made.
+//
 // Many rows (a batch) are first read by one scan of the key range they span
 // (scanRows); only if the range holds more stored keys of no row than there are rows is
 // each row the scan did not reach looked up on its own.
 func (e *Engine) loadRows(rows []row, needProps bool, now int64) error {
+	var left []int // indexes of the rows still to read, nil: all rows
+	var leftBuf [scanRowsMin]int
+	if len(rows) < scanRowsMin && e.rows != nil {
+		left = leftBuf[:0]
+		for j := range rows {
+			var err error
+			if !e.rows.peek(rows[j].key, func(v []byte) { err = loadRow(&rows[j], v, needProps, now) }) {
+				left = append(left, j)
+			} else if err != nil {
+				return fmt.Errorf("read entity: %w", err)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+	}
 	it, err := e.db.NewIter(&l6Filters)
 	if err != nil {
 		return fmt.Errorf("read entity: %w", err)
 	}
 	defer it.Close()
-	var left []int // indexes of the rows the scan left, nil: all rows
 	if len(rows) >= scanRowsMin {
 		if left, err = scanRows(it, rows, needProps, now); err != nil {
 			return fmt.Errorf("read entity: %w", err)
@@ -1571,7 +1591,7 @@ func (e *Engine) loadRows(rows []row, needProps bool, now int64) error {
 		if !it.SeekPrefixGE(r.key) || !bytes.Equal(it.Key(), r.key) {
 			return it.Error()
 		}
-		return loadRow(r, it, needProps, now)
+		return loadRowAt(r, it, needProps, now)
 	}
 	if left == nil {
 		for j := range rows {
@@ -1622,7 +1642,7 @@ func scanRows(it *pebbledb.Iterator, rows []row, needProps bool, now int64) ([]i
 			j++ // passed: not stored
 		}
 		if j < len(order) && bytes.Equal(rows[order[j]].key, k) {
-			if err := loadRow(&rows[order[j]], it, needProps, now); err != nil {
+			if err := loadRowAt(&rows[order[j]], it, needProps, now); err != nil {
 				return nil, err
 			}
 			j++
@@ -1635,14 +1655,20 @@ func scanRows(it *pebbledb.Iterator, rows []row, needProps bool, now int64) ([]i
 	return nil, it.Error()
 }
 
-// loadRow reads r's stored state from the iterator, positioned at r's key.
-func loadRow(r *row, it *pebbledb.Iterator, needProps bool, now int64) error {
+// loadRowAt reads r's stored state from the iterator, positioned at r's key.
+func loadRowAt(r *row, it *pebbledb.Iterator, needProps bool, now int64) error {
 	v, err := it.ValueAndErr()
-	var enc []byte
-	if err == nil {
-		r.Version, r.storedExpiry, enc, err = parseValue(v)
-	}
 	if err != nil {
+		return err
+	}
+	return loadRow(r, v, needProps, now)
+}
+
+// loadRow reads r's stored state from its stored value v, which it does not keep.
+func loadRow(r *row, v []byte, needProps bool, now int64) error {
+	var enc []byte
+	var err error
+	if r.Version, r.storedExpiry, enc, err = parseValue(v); err != nil {
 		return err
 	}
 	r.stored = true

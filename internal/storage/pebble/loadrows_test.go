@@ -2,12 +2,16 @@ package pebble
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ceruleandb/cerulean/internal/entity"
 	"github.com/ceruleandb/cerulean/internal/storage"
+	pebbledb "github.com/cockroachdb/pebble/v2"
 )
 
 // TestLoadRows checks that loadRows reads the same state of many rows whether its scan
@@ -99,4 +103,84 @@ func TestLoadRows(t *testing.T) {
 	check("crowded", crowded, false) // ~3000 other keys in range: the scan stops early
 	check("crowded with properties", crowded, true)
 	check("few", []string{"k003", "k004", "o0001"}, true) // fewer than scanRowsMin
+}
+
+// TestApplyReadsRowCache checks that an Apply of a row the row cache holds reads the
+// row's state from it (the row is deleted from Pebble behind the cache's back, and an
+// Insert is still refused), and that the state is used in full: a merge extends the
+// cached properties with a later version, and a cached row whose expiry has passed
+// since it was cached counts as absent, as a read of Pebble would have it.
+func TestApplyReadsRowCache(t *testing.T) {
+	ctx := context.Background()
+	var now atomic.Int64
+	now.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := storage.NewClock(func() time.Time { return time.Unix(0, now.Load()) })
+	e := openTest(t, t.TempDir(), Options{Clock: clock})
+	if err := e.CreateTable(ctx, "acct", "T", storage.TableSettings{Elastic: true}); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := e.lookup("acct", "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := appendDataKey(nil, tb.id, "p", "a")
+	prop := func(name string, v int32) []entity.Property {
+		return []entity.Property{{Name: name, Value: entity.Int32Value(v)}}
+	}
+	apply := func(op storage.Op, props []entity.Property, expiry int64) (int64, error) {
+		res, err := e.Apply(ctx, "acct", "T", "p", []storage.Mutation{{Op: op, RowKey: "a", Props: props, Expiry: expiry}})
+		if err != nil {
+			return 0, err
+		}
+		return res.Versions[0], nil
+	}
+	names := func() []string {
+		rec, err := e.Get(ctx, "acct", "T", "p", "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ns []string
+		for _, p := range rec.Entity.Props {
+			ns = append(ns, p.Name)
+		}
+		return ns
+	}
+	v1, err := apply(storage.Insert, prop("X", 1), entity.TimeToTicks(time.Unix(0, now.Load()).Add(10*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names() // fills the cache
+	if _, ok := cachedValue(e.rows, key); !ok {
+		t.Fatal("a point read did not fill the row cache")
+	}
+	if err := e.db.Delete(key, pebbledb.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := apply(storage.Insert, prop("Y", 2), 0); !errors.Is(err, storage.ErrExists) {
+		t.Fatalf("Insert of a cached row: %v, want ErrExists", err)
+	}
+	v2, err := apply(storage.InsertOrMerge, prop("Y", 2), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); v2 <= v1 || len(got) != 2 || got[0] != "X" || got[1] != "Y" {
+		t.Fatalf("merge into the cached row: version %d after %d, properties %v", v2, v1, got)
+	}
+
+	// Cached while live, expired by the time it is written.
+	if _, err := apply(storage.Replace, prop("X", 1), entity.TimeToTicks(time.Unix(0, now.Load()).Add(10*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	names()
+	if _, ok := cachedValue(e.rows, key); !ok {
+		t.Fatal("a point read did not fill the row cache")
+	}
+	now.Add(int64(20 * time.Second))
+	v3, err := apply(storage.Insert, prop("Z", 3), 0)
+	if err != nil {
+		t.Fatalf("Insert over an expired cached row: %v", err)
+	}
+	if got := names(); v3 <= v2 || len(got) != 1 || got[0] != "Z" {
+		t.Fatalf("insert over an expired cached row: version %d after %d, properties %v", v3, v2, got)
+	}
 }

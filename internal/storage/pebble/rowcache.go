@@ -134,6 +134,21 @@ func (c *rowCache) get(key []byte, found func(v []byte)) (bool, fillToken) {
 	return false, t
 }
 
+// peek is get for a reader that holds key's row lock (Apply): no write of key can begin
+// or end meanwhile, so a hit is the row's latest state and a miss needs no token. It
+// counts neither (the hits and misses are point reads'), nor marks the entry read,
+// since the write that follows removes it.
+func (c *rowCache) peek(key []byte, found func(v []byte)) bool {
+	s, h := c.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.entries[h]; e != nil && bytes.Equal(e.buf[:e.klen], key) {
+		found(e.buf[e.klen:])
+		return true
+	}
+	return false
+}
+
 // fill caches key's value v (copied), read from Pebble after get returned t, unless a
 // write in the shard began or ended since.
 func (c *rowCache) fill(t fillToken, key, v []byte) {
