@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ceruleandb/cerulean/internal/storage"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -106,19 +105,18 @@ func (e *Engine) pipeline(ctx context.Context, stmts []stmt, withPosition bool) 
 	}
 	// Encode every argument before anything is sent: a failure then sends nothing.
 	m := conn.TypeMap()
-	eqbs := make([]pgx.ExtendedQueryBuilder, len(sds))
-	for i := range sds {
-		var args []any
+	ps, err := encodeParams(m, sds, func(i int) []any {
 		if i < len(stmts) {
-			args = stmts[i].args
+			return stmts[i].args
 		}
-		if err := eqbs[i].Build(m, sds[i], args); err != nil {
-			return 0, fmt.Errorf("encode arguments: %w", err)
-		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	pipe := conn.PgConn().StartPipeline(ctx)
 	for i := range sds {
-		pipe.SendQueryPrepared(sds[i].Name, eqbs[i].ParamValues, eqbs[i].ParamFormats, eqbs[i].ResultFormats)
+		pipe.SendQueryPrepared(sds[i].Name, ps[i].values, ps[i].formats, ps[i].results)
 		if i == len(stmts)-1 && withPosition {
 			pipe.SendPipelineSync() // the commit
 		}
