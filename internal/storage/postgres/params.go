@@ -197,3 +197,40 @@ func appendArrayHeader(buf []byte, elem uint32, n int, nulls bool) []byte {
 	buf = binary.BigEndian.AppendUint32(buf, uint32(n))
 	return binary.BigEndian.AppendUint32(buf, 1) // lower bound
 }
+
+// scanValue decodes one column value into dst as m.Scan does. The columns every point
+// read and single write answers — BIGINT into *int64 or **int64, BYTEA into *[]byte, in
+// the binary format — are decoded here, without m.Scan's plan lookup and interface
+// calls; anything else (a NULL into *int64, which m.Scan refuses, included) goes to m.
+func scanValue(m valueScanner, oid uint32, format int16, src []byte, dst any) error {
+	if format == pgtype.BinaryFormatCode {
+		switch d := dst.(type) {
+		case *int64:
+			if oid == oidInt8 && len(src) == 8 {
+				*d = int64(binary.BigEndian.Uint64(src))
+				return nil
+			}
+		case **int64:
+			if oid == oidInt8 && src == nil {
+				*d = nil
+				return nil
+			}
+			if oid == oidInt8 && len(src) == 8 {
+				v := int64(binary.BigEndian.Uint64(src))
+				*d = &v
+				return nil
+			}
+		case *[]byte:
+			if oid == oidBytea {
+				if src == nil {
+					*d = nil
+				} else {
+					// A copy: src is the connection's read buffer.
+					*d = append(make([]byte, 0, len(src)), src...)
+				}
+				return nil
+			}
+		}
+	}
+	return m.Scan(oid, format, src, dst)
+}

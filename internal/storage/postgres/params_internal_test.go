@@ -123,3 +123,69 @@ func BenchmarkEncodeParams(b *testing.B) {
 		}
 	})
 }
+
+// TestScanValueAsPgx checks that scanValue decodes as pgtype.Map's Scan does, errors
+// included, for the columns it decodes itself and for others.
+func TestScanValueAsPgx(t *testing.T) {
+	m := pgtype.NewMap()
+	i8 := []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe} // -2
+	cases := []struct {
+		name   string
+		oid    uint32
+		format int16
+		src    []byte
+		dst    func() any
+	}{
+		{"int8", oidInt8, 1, i8, func() any { return new(int64) }},
+		{"int8 null", oidInt8, 1, nil, func() any { return new(int64) }},
+		{"int8 short", oidInt8, 1, []byte{1, 2}, func() any { return new(int64) }},
+		{"nullable int8", oidInt8, 1, i8, func() any { return new(*int64) }},
+		{"nullable int8 null", oidInt8, 1, nil, func() any { v := int64(3); p := &v; return &p }},
+		{"bytea", oidBytea, 1, []byte("props"), func() any { return new([]byte) }},
+		{"bytea empty", oidBytea, 1, []byte{}, func() any { return new([]byte) }},
+		{"bytea null", oidBytea, 1, nil, func() any { b := []byte("x"); return &b }},
+		{"int8 text", oidInt8, 0, []byte("42"), func() any { return new(int64) }},
+		{"int4", pgtype.Int4OID, 1, []byte{0, 0, 0, 9}, func() any { return new(int64) }},
+		{"text", pgtype.TextOID, 1, []byte("s"), func() any { return new(string) }},
+	}
+	for _, c := range cases {
+		got, want := c.dst(), c.dst()
+		gerr := scanValue(m, c.oid, c.format, c.src, got)
+		werr := m.Scan(c.oid, c.format, c.src, want)
+		if (gerr == nil) != (werr == nil) {
+			t.Errorf("%s: error %v, pgx %v", c.name, gerr, werr)
+			continue
+		}
+		if g, w := fmt.Sprintf("%#v", deref(got)), fmt.Sprintf("%#v", deref(want)); g != w {
+			t.Errorf("%s: %s, pgx %s", c.name, g, w)
+		}
+	}
+	// A []byte scanned is a copy, not the connection's buffer.
+	src := []byte("abc")
+	var b []byte
+	if err := scanValue(m, oidBytea, 1, src, &b); err != nil {
+		t.Fatal(err)
+	}
+	src[0] = 'x'
+	if string(b) != "abc" {
+		t.Errorf("scanned bytes share the source: %q", b)
+	}
+}
+
+// deref is what dst points to, and for a **int64 the value it points to (or nil).
+func deref(dst any) any {
+	switch d := dst.(type) {
+	case *int64:
+		return *d
+	case **int64:
+		if *d == nil {
+			return nil
+		}
+		return **d
+	case *[]byte:
+		return *d
+	case *string:
+		return *d
+	}
+	return dst
+}

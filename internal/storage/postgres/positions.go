@@ -229,7 +229,7 @@ func scanColumns(m valueScanner, fds []pgconn.FieldDescription, vals [][]byte, d
 		return fmt.Errorf("statement answered %d columns, want %d", len(fds), len(dest))
 	}
 	for j := range fds {
-		if err := m.Scan(fds[j].DataTypeOID, fds[j].Format, vals[j], dest[j]); err != nil {
+		if err := scanValue(m, fds[j].DataTypeOID, fds[j].Format, vals[j], dest[j]); err != nil {
 			return fmt.Errorf("scan column %s: %w", fds[j].Name, err)
 		}
 	}
