@@ -60,6 +60,41 @@ func (e *Engine) execGroup(ctx context.Context, stmts []stmt, _ bool) (bounds, e
 	return bounds{hi: pos}, err
 }
 
+// execReads is execGroup for statements that write nothing (Engine.gets: point reads
+// and a merge's read). On PostgreSQL their pipeline has one Sync,
+//
+//	Bind/Execute × N, Bind/Execute(position), Sync
+//
+// rather than a commit's Sync before the position query: a transaction that writes
+// nothing has no commit to wait for, and the position is still read after the
+// statements ran, so it is still an upper bound of what each of them saw (the WAL insert
+// position is past every commit a later snapshot sees; it is read live, not from the
+// transaction's snapshot). That spares the database a transaction, a ReadyForQuery and
+// a flush per group, and the front end a wake-up and a read. The other dialects read
+// their position from the clock, which inside the statements' transaction could be
+// the transaction's start: they keep the Sync.
+func (e *Engine) execReads(ctx context.Context, stmts []stmt, _ bool) (bounds, error) {
+	mode := positionAfterCommit
+	if e.dialect == dialectPostgres {
+		mode = positionInReads
+	}
+	pos, err := e.run(ctx, stmts, mode)
+	return bounds{hi: pos}, err
+}
+
+// positionMode says whether and where a pipeline reads the position.
+type positionMode uint8
+
+const (
+	// positionNone reads no position (0: a benchmark's baseline).
+	positionNone positionMode = iota
+	// positionAfterCommit reads it after a Sync that commits the statements.
+	positionAfterCommit
+	// positionInReads reads it after the statements, before the one Sync: only for
+	// statements that write nothing, on PostgreSQL (execReads).
+	positionInReads
+)
+
 // exec runs stmts as one implicit transaction and then reads the commit position, in
 // one round trip. It returns the first statement error (a *pgconn.PgError when the
 // database refused a statement; nothing of the transaction is then committed).
@@ -70,6 +105,15 @@ func (e *Engine) exec(ctx context.Context, stmts []stmt) (storage.Position, erro
 // pipeline is exec, with the position query only if withPosition (without it, the
 // position is 0: a benchmark's baseline).
 func (e *Engine) pipeline(ctx context.Context, stmts []stmt, withPosition bool) (storage.Position, error) {
+	if withPosition {
+		return e.run(ctx, stmts, positionAfterCommit)
+	}
+	return e.run(ctx, stmts, positionNone)
+}
+
+// run is pipeline with the position read as mode says.
+func (e *Engine) run(ctx context.Context, stmts []stmt, mode positionMode) (storage.Position, error) {
+	withPosition := mode != positionNone
 	c, err := e.pool.Acquire(ctx)
 	if err != nil {
 		return 0, err
@@ -117,7 +161,7 @@ func (e *Engine) pipeline(ctx context.Context, stmts []stmt, withPosition bool) 
 	pipe := conn.PgConn().StartPipeline(ctx)
 	for i := range sds {
 		pipe.SendQueryPrepared(sds[i].Name, ps[i].values, ps[i].formats, ps[i].results)
-		if i == len(stmts)-1 && withPosition {
+		if i == len(stmts)-1 && mode == positionAfterCommit {
 			pipe.SendPipelineSync() // the commit
 		}
 	}
@@ -133,11 +177,15 @@ func (e *Engine) pipeline(ctx context.Context, stmts []stmt, withPosition bool) 
 		_ = pipe.Close()
 		return 0, stmtErr
 	}
-	// The first Sync (after an error, the server skipped to it), then the position.
+	// The first Sync (after an error, the server skipped to it), then the position; or,
+	// with positionInReads, the position and then the one Sync (which an error skipped
+	// to, past the position).
 	var pos storage.Position
 	posErr := func() error {
-		if err := nextSync(pipe); err != nil || !withPosition {
-			return err
+		if mode != positionInReads || stmtErr != nil {
+			if err := nextSync(pipe); err != nil || !withPosition || mode == positionInReads {
+				return err
+			}
 		}
 		res, err := pipe.GetResults()
 		if err != nil {
