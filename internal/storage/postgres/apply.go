@@ -428,7 +428,7 @@ func (e *Engine) mergeSingles(group []*single) (stmt, bool) {
 		var id int64
 		var pk, rk []byte
 		for j, d := range []any{&id, &pk, &rk} {
-			if err := m.Scan(fds[j].DataTypeOID, fds[j].Format, vals[j], d); err != nil {
+			if err := scanValue(m, fds[j].DataTypeOID, fds[j].Format, vals[j], d); err != nil {
 				return fmt.Errorf("write group: scan column %s: %w", fds[j].Name, err)
 			}
 		}

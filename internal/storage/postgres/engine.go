@@ -412,7 +412,7 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 	}
 	e.singles = coalescer{e: e, slots: singleSlots(opts.PoolSize)}
 	e.gets = coalescer{e: e, slots: getSlots(opts.PoolSize)}
-	e.singles.exec, e.gets.exec = e.execGroup, e.execGroup
+	e.singles.exec, e.gets.exec = e.execGroup, e.execReads
 	e.singles.merge = e.mergeSingles
 	e.gets.merge = e.mergeGets
 	e.log.Debug("postgres engine open", "dialect", d.String(), "server", version)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ceruleandb/cerulean/internal/storage"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -61,6 +60,41 @@ func (e *Engine) execGroup(ctx context.Context, stmts []stmt, _ bool) (bounds, e
 	return bounds{hi: pos}, err
 }
 
+// execReads is execGroup for statements that write nothing (Engine.gets: point reads
+// and a merge's read). On PostgreSQL their pipeline has one Sync,
+//
+//	Bind/Execute × N, Bind/Execute(position), Sync
+//
+// rather than a commit's Sync before the position query: a transaction that writes
+// nothing has no commit to wait for, and the position is still read after the
+// statements ran, so it is still an upper bound of what each of them saw (the WAL insert
+// position is past every commit a later snapshot sees; it is read live, not from the
+// transaction's snapshot). That spares the database a transaction, a ReadyForQuery and
+// a flush per group, and the front end a wake-up and a read. The other dialects read
+// their position from the clock, which inside the statements' transaction could be
+// the transaction's start: they keep the Sync.
+func (e *Engine) execReads(ctx context.Context, stmts []stmt, _ bool) (bounds, error) {
+	mode := positionAfterCommit
+	if e.dialect == dialectPostgres {
+		mode = positionInReads
+	}
+	pos, err := e.run(ctx, stmts, mode)
+	return bounds{hi: pos}, err
+}
+
+// positionMode says whether and where a pipeline reads the position.
+type positionMode uint8
+
+const (
+	// positionNone reads no position (0: a benchmark's baseline).
+	positionNone positionMode = iota
+	// positionAfterCommit reads it after a Sync that commits the statements.
+	positionAfterCommit
+	// positionInReads reads it after the statements, before the one Sync: only for
+	// statements that write nothing, on PostgreSQL (execReads).
+	positionInReads
+)
+
 // exec runs stmts as one implicit transaction and then reads the commit position, in
 // one round trip. It returns the first statement error (a *pgconn.PgError when the
 // database refused a statement; nothing of the transaction is then committed).
@@ -71,6 +105,15 @@ func (e *Engine) exec(ctx context.Context, stmts []stmt) (storage.Position, erro
 // pipeline is exec, with the position query only if withPosition (without it, the
 // position is 0: a benchmark's baseline).
 func (e *Engine) pipeline(ctx context.Context, stmts []stmt, withPosition bool) (storage.Position, error) {
+	if withPosition {
+		return e.run(ctx, stmts, positionAfterCommit)
+	}
+	return e.run(ctx, stmts, positionNone)
+}
+
+// run is pipeline with the position read as mode says.
+func (e *Engine) run(ctx context.Context, stmts []stmt, mode positionMode) (storage.Position, error) {
+	withPosition := mode != positionNone
 	c, err := e.pool.Acquire(ctx)
 	if err != nil {
 		return 0, err
@@ -106,20 +149,19 @@ func (e *Engine) pipeline(ctx context.Context, stmts []stmt, withPosition bool) 
 	}
 	// Encode every argument before anything is sent: a failure then sends nothing.
 	m := conn.TypeMap()
-	eqbs := make([]pgx.ExtendedQueryBuilder, len(sds))
-	for i := range sds {
-		var args []any
+	ps, err := encodeParams(m, sds, func(i int) []any {
 		if i < len(stmts) {
-			args = stmts[i].args
+			return stmts[i].args
 		}
-		if err := eqbs[i].Build(m, sds[i], args); err != nil {
-			return 0, fmt.Errorf("encode arguments: %w", err)
-		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	pipe := conn.PgConn().StartPipeline(ctx)
 	for i := range sds {
-		pipe.SendQueryPrepared(sds[i].Name, eqbs[i].ParamValues, eqbs[i].ParamFormats, eqbs[i].ResultFormats)
-		if i == len(stmts)-1 && withPosition {
+		pipe.SendQueryPrepared(sds[i].Name, ps[i].values, ps[i].formats, ps[i].results)
+		if i == len(stmts)-1 && mode == positionAfterCommit {
 			pipe.SendPipelineSync() // the commit
 		}
 	}
@@ -135,11 +177,15 @@ func (e *Engine) pipeline(ctx context.Context, stmts []stmt, withPosition bool) 
 		_ = pipe.Close()
 		return 0, stmtErr
 	}
-	// The first Sync (after an error, the server skipped to it), then the position.
+	// The first Sync (after an error, the server skipped to it), then the position; or,
+	// with positionInReads, the position and then the one Sync (which an error skipped
+	// to, past the position).
 	var pos storage.Position
 	posErr := func() error {
-		if err := nextSync(pipe); err != nil || !withPosition {
-			return err
+		if mode != positionInReads || stmtErr != nil {
+			if err := nextSync(pipe); err != nil || !withPosition || mode == positionInReads {
+				return err
+			}
 		}
 		res, err := pipe.GetResults()
 		if err != nil {
@@ -231,7 +277,7 @@ func scanColumns(m valueScanner, fds []pgconn.FieldDescription, vals [][]byte, d
 		return fmt.Errorf("statement answered %d columns, want %d", len(fds), len(dest))
 	}
 	for j := range fds {
-		if err := m.Scan(fds[j].DataTypeOID, fds[j].Format, vals[j], dest[j]); err != nil {
+		if err := scanValue(m, fds[j].DataTypeOID, fds[j].Format, vals[j], dest[j]); err != nil {
 			return fmt.Errorf("scan column %s: %w", fds[j].Name, err)
 		}
 	}

@@ -202,7 +202,7 @@ func (e *Engine) mergeGets(group []*single) (stmt, bool) {
 			return fmt.Errorf("get group: %d columns, want 5", len(fds))
 		}
 		var k int64
-		if err := m.Scan(fds[0].DataTypeOID, fds[0].Format, vals[0], &k); err != nil {
+		if err := scanValue(m, fds[0].DataTypeOID, fds[0].Format, vals[0], &k); err != nil {
 			return fmt.Errorf("get group: scan key index: %w", err)
 		}
 		if k < 0 || k >= int64(n) || group[k].st.rows > 0 {

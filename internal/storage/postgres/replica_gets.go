@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -63,21 +62,19 @@ func (r *replica) readPipeline(ctx context.Context, stmts []stmt) (bounds, error
 	// Statements are prepared once per connection (pgx keeps them by SQL text); every
 	// argument is encoded before anything is sent.
 	m := conn.TypeMap()
-	names := make([]string, len(all))
-	eqbs := make([]pgx.ExtendedQueryBuilder, len(all))
+	sds := make([]*pgconn.StatementDescription, len(all))
 	for i := range all {
-		sd, err := conn.Prepare(ctx, all[i].sql, all[i].sql)
-		if err != nil {
+		if sds[i], err = conn.Prepare(ctx, all[i].sql, all[i].sql); err != nil {
 			return bounds{}, err
 		}
-		names[i] = sd.Name
-		if err := eqbs[i].Build(m, sd, all[i].args); err != nil {
-			return bounds{}, fmt.Errorf("encode arguments: %w", err)
-		}
+	}
+	ps, err := encodeParams(m, sds, func(i int) []any { return all[i].args })
+	if err != nil {
+		return bounds{}, err
 	}
 	pipe := conn.PgConn().StartPipeline(ctx)
 	for i := range all {
-		pipe.SendQueryPrepared(names[i], eqbs[i].ParamValues, eqbs[i].ParamFormats, eqbs[i].ResultFormats)
+		pipe.SendQueryPrepared(sds[i].Name, ps[i].values, ps[i].formats, ps[i].results)
 	}
 	if err := pipe.Sync(); err != nil {
 		_ = pipe.Close()
