@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ceruleandb/cerulean/internal/membudget"
 	"github.com/ceruleandb/cerulean/internal/storage/pebble"
 )
 
@@ -133,8 +134,51 @@ func TestParseServeRowCache(t *testing.T) {
 	if o, err = parseServe(nil); err != nil || o.rowCache != 0 {
 		t.Fatalf("CERULEAN_ROW_CACHE=0: %d, %v", o.rowCache, err)
 	}
-	if o, err = parseServe([]string{"--row-cache", "1GiB"}); err != nil || o.rowCache != 1<<30 {
+	if o, err = parseServe([]string{"--row-cache", "1GiB", "--memory-limit", "2GiB"}); err != nil || o.rowCache != 1<<30 || o.budget.RowCache != 1<<30 {
 		t.Fatalf("--row-cache 1GiB: %d, %v", o.rowCache, err)
+	}
+	// The row cache given must fit in the memory limit.
+	var ue usageError
+	if _, err = parseServe([]string{"--row-cache", "1GiB"}); !errors.As(err, &ue) || !strings.Contains(err.Error(), "--memory-limit") {
+		t.Fatalf("--row-cache 1GiB under the default limit: %v, want a usage error naming --memory-limit", err)
+	}
+}
+
+// TestParseServeMemoryLimit: --memory-limit sets the budgets the finer settings do not
+// (membudget.Derive), by flag or environment, and refuses a limit they do not fit in.
+func TestParseServeMemoryLimit(t *testing.T) {
+	o, err := parseServe(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := membudget.Derive(membudget.DefaultLimit, membudget.Pebble, membudget.Overrides{})
+	if o.budget != want || o.memTable != 32<<20 || o.rowCache != 32<<20 || o.limits.MaxBodyMemory != 64<<20 || o.budget.BlockCache != 32<<20 {
+		t.Fatalf("default: budget %+v, memtables %d, row cache %d, bodies %d", o.budget, o.memTable, o.rowCache, o.limits.MaxBodyMemory)
+	}
+	// 1 GiB: bodies 128 MiB, R = 1024 − 64 − 128 = 832 MiB, a twelfth is 69 MiB.
+	if o, err = parseServe([]string{"--memory-limit", "1GiB"}); err != nil || o.memTable != 69<<20 || o.rowCache != 69<<20 ||
+		o.limits.MaxBodyMemory != 128<<20 || o.budget.BlockCache != 69<<20 || o.diskReserve != pebble.DiskReserveFor(69<<20) {
+		t.Fatalf("--memory-limit 1GiB: budget %+v, memtables %d, row cache %d, bodies %d, reserve %d, %v", o.budget, o.memTable, o.rowCache, o.limits.MaxBodyMemory, o.diskReserve, err)
+	}
+	// A finer setting given keeps its value and takes its place in the limit.
+	if o, err = parseServe([]string{"--memory-limit", "1GiB", "--memtable-size", "16MiB", "--max-body-memory", "64MiB"}); err != nil ||
+		o.memTable != 16<<20 || o.limits.MaxBodyMemory != 64<<20 || o.rowCache != 74<<20 {
+		t.Fatalf("--memtable-size and --max-body-memory given: budget %+v, %v", o.budget, err)
+	}
+	t.Setenv("CERULEAN_MEMORY_LIMIT", "160MiB")
+	if o, err = parseServe(nil); err != nil || o.memTable != 4<<20 || o.limits.MaxBodyMemory != 48<<20 {
+		t.Fatalf("CERULEAN_MEMORY_LIMIT=160MiB: budget %+v, %v", o.budget, err)
+	}
+	// PostgreSQL: no Pebble caches; the Go limit is all but the base.
+	if o, err = parseServe([]string{"--engine", "postgres", "--postgres-url", "postgres://x/y"}); err != nil ||
+		o.budget.BlockCache != 0 || o.budget.GoLimit != 160<<20-membudget.Base {
+		t.Fatalf("--engine postgres: budget %+v, %v", o.budget, err)
+	}
+	var ue usageError
+	for _, args := range [][]string{{"--memory-limit", "100MiB"}, {"--memtable-size", "64MiB"}} {
+		if _, err := parseServe(args); !errors.As(err, &ue) || !strings.Contains(err.Error(), "--memory-limit") {
+			t.Errorf("%q under CERULEAN_MEMORY_LIMIT=160MiB: %v, want a usage error naming --memory-limit", args, err)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -18,6 +19,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +33,7 @@ import (
 	"github.com/ceruleandb/cerulean/internal/faults"
 	"github.com/ceruleandb/cerulean/internal/gcfloor"
 	"github.com/ceruleandb/cerulean/internal/hotpart"
+	"github.com/ceruleandb/cerulean/internal/membudget"
 	"github.com/ceruleandb/cerulean/internal/metrics"
 	"github.com/ceruleandb/cerulean/internal/observe"
 	"github.com/ceruleandb/cerulean/internal/server"
@@ -50,11 +53,19 @@ type serveOptions struct {
 	logLevel string
 	debug    string
 
-	engine           string
-	diskReserve      int64
-	diskReserveSet   bool // --disk-reserve or CERULEAN_DISK_RESERVE given (else it follows memTable)
-	memTable         int64
-	rowCache         int64
+	engine         string
+	diskReserve    int64
+	diskReserveSet bool // --disk-reserve or CERULEAN_DISK_RESERVE given (else it follows memTable)
+	memTable       int64
+	rowCache       int64
+
+	// memoryLimit is --memory-limit, from which budget derives; memTableSet, rowCacheSet
+	// and bodyMemorySet say which finer settings were given (flag or environment) and
+	// override the derived ones.
+	memoryLimit                             int64
+	memTableSet, rowCacheSet, bodyMemorySet bool
+	budget                                  membudget.Budget
+
 	postgresURL      string
 	postgresPool     int
 	postgresStmtTime time.Duration
@@ -167,6 +178,12 @@ func parseServe(args []string) (serveOptions, error) {
 		switch f.Name {
 		case "disk-reserve":
 			o.diskReserveSet = true
+		case "memtable-size":
+			o.memTableSet = true
+		case "row-cache":
+			o.rowCacheSet = true
+		case "max-body-memory":
+			o.bodyMemorySet = true
 		case "postgres-replica-url", "max-staleness", "replica-max-lag", "replica-read-timeout":
 			if !slices.Contains(o.replicaFlags, "--"+f.Name) {
 				o.replicaFlags = append(o.replicaFlags, "--"+f.Name)
@@ -174,6 +191,9 @@ func parseServe(args []string) (serveOptions, error) {
 		}
 	})
 	if err := o.check(); err != nil {
+		return *o, usageError{err}
+	}
+	if err := o.deriveBudget(); err != nil {
 		return *o, usageError{err}
 	}
 	if !o.diskReserveSet {
@@ -308,11 +328,19 @@ func serveFlags() (*flag.FlagSet, *serveOptions, error) {
 	if o.rowCache, err = envSize("CERULEAN_ROW_CACHE", pebble.DefaultRowCacheSize); err != nil {
 		return fs, o, err
 	}
-	fs.Var((*byteSize)(&o.rowCache), "row-cache", "memory for the pebble engine's row cache, e.g. 32MiB: the entities point reads read, so reading one again skips the storage engine's search; always exact (a write invalidates what it writes); 0 turns it off (CERULEAN_ROW_CACHE)")
+	if o.memoryLimit, err = envSize("CERULEAN_MEMORY_LIMIT", membudget.DefaultLimit); err != nil {
+		return fs, o, err
+	}
+	_, o.memTableSet = os.LookupEnv("CERULEAN_MEMTABLE_SIZE")
+	_, o.rowCacheSet = os.LookupEnv("CERULEAN_ROW_CACHE")
+	_, o.bodyMemorySet = os.LookupEnv("CERULEAN_MAX_BODY_MEMORY")
+	fs.Var((*byteSize)(&o.memoryLimit), "memory-limit", "memory the server process may take in all, e.g. 512MiB (at least 160MiB): the pebble engine's block cache, memtables and row cache, the request bodies in flight and the Go runtime's soft limit derive from it so that the resident memory stays under it; "+
+		"--memtable-size, --row-cache and --max-body-memory, if given, take their place in it (a GOMEMLIMIT in the environment replaces the Go runtime's limit) (CERULEAN_MEMORY_LIMIT)")
+	fs.Var((*byteSize)(&o.rowCache), "row-cache", "memory for the pebble engine's row cache, e.g. 32MiB: the entities point reads read, so reading one again skips the storage engine's search; always exact (a write invalidates what it writes); 0 turns it off; default a twelfth of what --memory-limit leaves to the caches, 32MiB at its default (CERULEAN_ROW_CACHE)")
 	fs.Var((*byteSize)(&o.diskReserve), "disk-reserve", "free space kept on the volume of --data for the pebble engine, e.g. 128MiB: writes are refused (503) below it and accepted again once space returns; at least 4MiB; default twice what the memtables hold (CERULEAN_DISK_RESERVE)")
-	fs.Var((*byteSize)(&o.memTable), "memtable-size", "size of each of the pebble engine's two memtables, where writes gather before they are flushed to disk, e.g. 32MiB (1MiB to 1GiB): larger ones flush less often, which sustained writes spread over many partitions need, and take more memory and more free space to restart (CERULEAN_MEMTABLE_SIZE)")
+	fs.Var((*byteSize)(&o.memTable), "memtable-size", "size of each of the pebble engine's two memtables, where writes gather before they are flushed to disk, e.g. 32MiB (1MiB to 1GiB): larger ones flush less often, which sustained writes spread over many partitions need, and take more memory and more free space to restart; default a twelfth of what --memory-limit leaves to the caches, 32MiB at its default (CERULEAN_MEMTABLE_SIZE)")
 	fs.Var((*byteSize)(&o.limits.MaxBodyMemory), "max-body-memory", "most memory request bodies may hold, as received and as decoded, all requests together, e.g. 64MiB; past it requests get 503 ServerBusy with Retry-After, and one client (a remote address) may hold half of it; "+
-		"a bulk request's body may take a quarter (at most 32MiB); at least 48MiB, since a 4 MiB $batch takes up to 12 MiB (CERULEAN_MAX_BODY_MEMORY)")
+		"a bulk request's body may take a quarter (at most 32MiB); at least 48MiB, since a 4 MiB $batch takes up to 12 MiB; default an eighth of --memory-limit, at least 48MiB (CERULEAN_MAX_BODY_MEMORY)")
 	for _, f := range []struct {
 		name, env, usage string
 		p                *time.Duration
@@ -593,7 +621,7 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 		rowCache = -1 // Options: negative turns the cache off
 	}
 	eng, err := pebble.Open(o.data, pebble.Options{Logger: pebbleLogger{plog}, Log: plog, DiskReserve: reserve, ExpiryInterval: o.expiryInterval,
-		RowCacheSize: rowCache, MemTableSize: uint64(o.memTable)})
+		CacheSize: o.budget.BlockCache, RowCacheSize: rowCache, MemTableSize: uint64(o.memTable)})
 	if errors.Is(err, storage.ErrNoSpace) {
 		return nil, "", fmt.Errorf("%w, or lower --disk-reserve (now %s)", err, formatSize(reserve))
 	}
@@ -626,15 +654,61 @@ func raiseProcs(log *slog.Logger) {
 	log.Debug("GOMAXPROCS raised for Pebble's background work", "from", n, "to", n+pebble.BackgroundProcs)
 }
 
-// floorGC keeps gcfloor.DefaultHeadroom of heap growth between garbage collections, so a
-// small live heap does not make the collector run dozens of times a second under load
-// (see internal/gcfloor). A GOGC in the environment is the operator's choice and is kept.
-func floorGC(log *slog.Logger) {
+// floorGC keeps the budget's headroom (gcfloor.DefaultHeadroom at the default
+// --memory-limit) of heap growth between garbage collections, so a small live heap does
+// not make the collector run dozens of times a second under load (see internal/gcfloor),
+// and sets the Go runtime's soft memory limit to the budget's, so that the heap, whatever
+// the floor allows, stays within what --memory-limit leaves it. A GOGC or GOMEMLIMIT in
+// the environment is the operator's choice and is kept.
+func floorGC(log *slog.Logger, b membudget.Budget) {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(b.GoLimit)
+	}
 	if os.Getenv("GOGC") != "" {
 		return
 	}
-	gcfloor.Start(gcfloor.DefaultHeadroom)
-	log.Debug("GC heap floor set", "headroom", formatSize(gcfloor.DefaultHeadroom))
+	gcfloor.Start(uint64(b.GCHeadroom))
+	log.Debug("GC heap floor set", "headroom", formatSize(b.GCHeadroom))
+}
+
+// deriveBudget derives the memory budget from --memory-limit, with the finer settings
+// given in place of the derived ones, and sets those not given from it.
+func (o *serveOptions) deriveBudget() error {
+	e, ov := membudget.Pebble, membudget.Overrides{}
+	if o.engine == "postgres" {
+		e = membudget.External
+	}
+	if o.memTableSet {
+		ov.MemTableSize = o.memTable
+	}
+	if o.rowCacheSet {
+		ov.RowCache = cmp.Or(o.rowCache, membudget.Off)
+	}
+	if o.bodyMemorySet {
+		ov.Bodies = o.limits.MaxBodyMemory
+	}
+	b, err := membudget.Derive(o.memoryLimit, e, ov)
+	if err != nil {
+		return fmt.Errorf("--memory-limit: %w", err)
+	}
+	o.budget = b
+	if e == membudget.Pebble {
+		o.memTable, o.rowCache = b.MemTableSize, b.RowCache
+	}
+	o.limits.MaxBodyMemory = b.Bodies
+	return nil
+}
+
+// logBudget reports the memory budget at start.
+func logBudget(log *slog.Logger, b membudget.Budget) {
+	attrs := make([]any, 0, 16)
+	for _, h := range b.Holders() {
+		attrs = append(attrs, h.Name, formatSize(h.Bytes))
+	}
+	if os.Getenv("GOMEMLIMIT") != "" {
+		attrs = append(attrs, "go_limit_from", "GOMEMLIMIT")
+	}
+	log.Info("memory budget", attrs...)
 }
 
 func runServe(args []string) error {
@@ -647,7 +721,7 @@ func runServe(args []string) error {
 		return fmt.Errorf("log level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	floorGC(log)
+	floorGC(log, o.budget)
 	accounts := []auth.Account{auth.DevAccount()}
 	if o.accounts != "" {
 		if accounts, err = auth.ParseAccounts(o.accounts); err != nil {
@@ -735,6 +809,10 @@ func runServe(args []string) error {
 			eng.Close()
 			return fmt.Errorf("metrics: %w", err)
 		}
+		if err := met.Register(o.budget.Collector()); err != nil {
+			eng.Close()
+			return fmt.Errorf("metrics: %w", err)
+		}
 		observers = append(observers, met)
 	}
 	thr, inj, dels := emulation(o, log)
@@ -763,6 +841,7 @@ func runServe(args []string) error {
 	for _, r := range o.elastic {
 		log.Info("elastic tables", "pattern", r.Pattern, "default_ttl", r.Settings.DefaultTTL, "ttl_property", r.Settings.TTLPropertyName())
 	}
+	logBudget(log, o.budget)
 	// The start-up banner goes to standard output, unless that is the access log: then
 	// standard output stays JSON Lines from its first line, the banner goes to standard
 	// error, and it names no key, since both streams are then collected as logs.

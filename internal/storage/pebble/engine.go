@@ -412,8 +412,9 @@ func Open(dir string, opts Options) (*Engine, error) {
 	// Pebble charges memtables to the block cache, so the cache holds CacheSize for blocks
 	// on top of the most memory the memtables can take. The sum caps resident memory
 	// (with glibc, once fixMalloc has pinned its mmap threshold).
-	fixMalloc()
-	cache := pebbledb.NewCache(opts.CacheSize + int64(opts.MemTableSize)*int64(opts.MemTableStopWritesThreshold))
+	capacity := opts.CacheSize + int64(opts.MemTableSize)*int64(opts.MemTableStopWritesThreshold)
+	fixMalloc(capacity)
+	cache := pebbledb.NewCache(capacity)
 	defer cache.Unref() // the DB holds its own reference
 	po := &pebbledb.Options{
 		Cache:                       cache,
