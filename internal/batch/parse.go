@@ -463,18 +463,21 @@ func trimRightBlanks(s string) string {
 }
 
 // tokenChar reports the bytes allowed in an HTTP token (RFC 7230 tchar).
-var tokenChar = func() (t [256]bool) {
+var tokenChar = alnumAnd("!#$%&'*+-.^_`|~")
+
+// alnumAnd is the set of ASCII letters and digits and the bytes of extra.
+func alnumAnd(extra string) (t [256]bool) {
 	for c := '0'; c <= '9'; c++ {
 		t[c] = true
 	}
 	for c := 'a'; c <= 'z'; c++ {
 		t[c], t[c-'a'+'A'] = true, true
 	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
-		t[c] = true
+	for i := 0; i < len(extra); i++ {
+		t[extra[i]] = true
 	}
 	return t
-}()
+}
 
 // partHeader holds the MIME part headers that matter (aliasing the body); others are
 // ignored.
@@ -857,18 +860,7 @@ func plainHost(h string) bool {
 }
 
 // pathPlain marks the bytes url.URL's default path escaping leaves as they are.
-var pathPlain = func() (t [256]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = true, true
-	}
-	for _, c := range "-_.~$&+,/:;=@" {
-		t[c] = true
-	}
-	return t
-}()
+var pathPlain = alnumAnd("-_.~$&+,/:;=@")
 
 // parseQuery decodes a query as a form, keeping the raw text of a key or value with an
 // invalid escape (url.ParseQuery would drop the pair, and also rejects ';'). The caller
