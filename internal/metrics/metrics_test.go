@@ -170,20 +170,28 @@ func TestPebbleFigures(t *testing.T) {
 	}
 }
 
+// pebbleMetrics opens a Pebble engine with o in a test directory, closed when the test
+// ends, and the metrics of it.
+func pebbleMetrics(t *testing.T, o pebble.Options) (*pebble.Engine, *Metrics) {
+	t.Helper()
+	eng, err := pebble.Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	m, err := New(Options{Engine: eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eng, m
+}
+
 // TestPebbleIndexBuildFigures drives an online build a chunk at a time: while it is not
 // finished the builds gauge counts it, and once it is the gauge is 0 and the rows
 // counter has advanced by the table's rows, each passed once.
 func TestPebbleIndexBuildFigures(t *testing.T) {
 	ctx := context.Background()
-	eng, err := pebble.Open(t.TempDir(), pebble.Options{ExpiryInterval: -1, NoIndexBuilder: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	m, err := New(Options{Engine: eng})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng, m := pebbleMetrics(t, pebble.Options{ExpiryInterval: -1, NoIndexBuilder: true})
 	const builds, rowsTotal = "cerulean_pebble_index_builds{}", "cerulean_pebble_index_build_rows_total{}"
 	if err := eng.CreateTable(ctx, "a", "t", storage.TableSettings{Elastic: true}); err != nil {
 		t.Fatal(err)
@@ -244,15 +252,7 @@ func TestPebbleIndexBuildFigures(t *testing.T) {
 // enough that no compaction has yet moved them out of L0).
 func TestPebbleL0Sublevels(t *testing.T) {
 	ctx := context.Background()
-	eng, err := pebble.Open(t.TempDir(), pebble.Options{MemTableSize: 256 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	m, err := New(Options{Engine: eng})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng, m := pebbleMetrics(t, pebble.Options{MemTableSize: 256 << 10})
 	if got := series(t, m)["cerulean_pebble_l0_sublevels{}"]; got != 0 {
 		t.Errorf("L0 sublevels %v in a new store, want 0", got)
 	}
