@@ -299,6 +299,13 @@ func (b *bench) startFloor() error {
 			return fmt.Errorf("bench: %w", err)
 		}
 	}
+	if b.opts.EngineFloor != "" {
+		if f.engine, err = openEngineLog(b.opts.EngineFloor); err != nil {
+			f.close()
+			return fmt.Errorf("bench: %w", err)
+		}
+		raiseEngineProcs()
+	}
 	b.floor = f
 	return nil
 }

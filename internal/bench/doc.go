@@ -19,7 +19,11 @@
 // and each result carries its ratio to that floor. Options.DurableFloor adds,
 // for the write workloads, the floor made durable: it syncs each write to a log
 // on the server's disk before answering (durable.go), the least any server that
-// acknowledges only synced writes does. Options.Rounds repeats
+// acknowledges only synced writes does. Options.EngineFloor adds the floor
+// storing each write in Cerulean's own embedded engine before answering
+// (enginefloor.go): the engine's whole work without the protocol's, which
+// splits the server's distance from the durable floor into the engine's share
+// and the protocol layer's. Options.Rounds repeats
 // each workload and reports the median; Options.LatencyAt adds as many rounds
 // paced at a fraction of the measured rate, for latency at a given load.
 //

@@ -137,10 +137,20 @@ type floor struct {
 	clientTLS *tls.Config // trusts the floor's certificate; nil over plain HTTP
 	dir       string      // the certificate's directory, removed by close
 	// log, with --durable-floor, is where requests that change data go before they are
-	// answered while durable is set (durable.go).
-	log     *durableLog
-	durable atomic.Bool
+	// answered while mode is floorDurable (durable.go); engine, with --engine-floor, where
+	// they go while it is floorEngine (enginefloor.go).
+	log    *durableLog
+	engine *engineLog
+	mode   atomic.Int32
 }
+
+// The floor's modes (floor.mode): what it does with a request that changes data before
+// it answers.
+const (
+	floorPlain   int32 = iota // nothing
+	floorDurable              // appends it to the durable floor's log and syncs it
+	floorEngine               // writes it into the engine floor's engine, synced
+)
 
 // startFloor starts the floor on a loopback port, over TLS when useTLS, answering under
 // basePath (the measured endpoint's path, e.g. /devstoreaccount1).
@@ -198,13 +208,16 @@ func floorTLS() (server, clientCfg *tls.Config, dir string, err error) {
 }
 
 // ServeHTTP replays the recorded answer to the request's kind. The body is read to the end
-// first, as a server must; while f.durable is set, a request that changes data (any but
-// GET and HEAD) is written to f.log with its body and synced before it is answered.
+// first, as a server must; in the durable and engine modes a request that changes data
+// (any but GET and HEAD) is written with its body to f.log, or into f.engine, and synced
+// before it is answered.
 func (f *floor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if f.durable.Load() && r.Method != http.MethodGet && r.Method != http.MethodHead {
+	if mode := f.mode.Load(); mode != floorPlain && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		body, err := io.ReadAll(r.Body)
-		if err == nil {
+		if err == nil && mode == floorDurable {
 			err = f.log.append([]byte(r.Method+" "+r.URL.RequestURI()+"\n"), body)
+		} else if err == nil {
+			err = f.engine.write(r, body)
 		}
 		if err != nil {
 			http.Error(w, "floor: "+err.Error(), http.StatusInternalServerError)
@@ -230,6 +243,9 @@ func (f *floor) close() {
 	f.srv.Close()
 	if f.log != nil {
 		f.log.close()
+	}
+	if f.engine != nil {
+		f.engine.close()
 	}
 	if f.dir != "" {
 		os.RemoveAll(f.dir)

@@ -181,6 +181,13 @@ type Options struct {
 	// that directory before it answers (durable.go) — and reports its ratio to it. It
 	// implies Floor.
 	DurableFloor string
+	// EngineFloor, if set, is a directory on the disk the measured server writes to:
+	// every write workload then also runs against the engine floor — the floor writing
+	// each request that changes data into Cerulean's own embedded engine (Pebble), opened
+	// there with a server's default options, as one synced Apply of as many entities as
+	// the request carries (enginefloor.go) — and reports its ratio to it. It implies
+	// Floor.
+	EngineFloor string
 	// Rounds runs each workload this many times (default 1) and reports the median round
 	// (by entities/s), with P50 and P99 the medians over rounds; with Floor the floor runs
 	// after each round of the server.
@@ -230,12 +237,15 @@ func (o Options) normalize() (Options, error) {
 	if o.Client == "" {
 		o.Client = ClientSDK
 	}
-	if o.DurableFloor != "" {
-		if fi, err := os.Stat(o.DurableFloor); err != nil || !fi.IsDir() {
-			return Options{}, fmt.Errorf("bench: --durable-floor %s: not a directory", o.DurableFloor)
+	for _, d := range []struct{ flag, dir string }{{"durable-floor", o.DurableFloor}, {"engine-floor", o.EngineFloor}} {
+		if d.dir == "" {
+			continue
 		}
-		if inMemory(o.DurableFloor) {
-			return Options{}, fmt.Errorf("bench: --durable-floor %s: in memory (tmpfs), where a sync writes nothing to disk: give a directory on the disk the server writes to", o.DurableFloor)
+		if fi, err := os.Stat(d.dir); err != nil || !fi.IsDir() {
+			return Options{}, fmt.Errorf("bench: --%s %s: not a directory", d.flag, d.dir)
+		}
+		if inMemory(d.dir) {
+			return Options{}, fmt.Errorf("bench: --%s %s: in memory (tmpfs), where a sync writes nothing to disk: give a directory on the disk the server writes to", d.flag, d.dir)
 		}
 		o.Floor = true
 	}
@@ -357,6 +367,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	fs.StringVar(&o.Client, "client", ClientSDK, "how requests are sent: sdk (the official Go SDK, what applications see) or raw (the bench's light keep-alive HTTP client, SharedKeyLite or SAS signing, so the server's own capacity shows on a shared machine)")
 	fs.BoolVar(&o.Floor, "floor", false, "also run each workload against an in-process server that replays the measured server's answers without doing any work (the machine's HTTP floor) and print the ratio to it")
 	fs.StringVar(&o.DurableFloor, "durable-floor", "", "with a `directory` on the disk the server writes to: also run each write workload against the floor made durable — it writes each request that changes data to a log there and syncs it (group-committed) before answering, the least a durable server does — and print the ratio to it (implies --floor)")
+	fs.StringVar(&o.EngineFloor, "engine-floor", "", "with a `directory` on the disk the server writes to: also run each write workload against the floor that stores each request that changes data in Cerulean's own embedded engine (Pebble, opened there with a server's defaults: existence checks, synced log, memtables, flushes, compactions) before answering, without parsing it — what the storage engine alone leaves of the durable floor — and print the ratio to it (implies --floor)")
 	fs.IntVar(&o.Rounds, "rounds", 1, "run each workload this many times and report the median round")
 	fs.Float64Var(&o.LatencyAt, "latency-at", 0, "after the rounds, run each workload --rounds more times paced at this `fraction` of its measured rate (e.g. 0.5) and report the median latencies")
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON document with the options and all results")

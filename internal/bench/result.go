@@ -55,6 +55,10 @@ type Result struct {
 	// (Options.DurableFloor), and DurableFloorRatio is EntitiesPerSec / DurableFloorPerSec.
 	DurableFloorPerSec float64 `json:"durable_floor_entities_per_sec,omitempty"`
 	DurableFloorRatio  float64 `json:"durable_floor_ratio,omitempty"`
+	// EngineFloorPerSec is the engine floor's (median) entities/s for a write workload
+	// (Options.EngineFloor), and EngineFloorRatio is EntitiesPerSec / EngineFloorPerSec.
+	EngineFloorPerSec float64 `json:"engine_floor_entities_per_sec,omitempty"`
+	EngineFloorRatio  float64 `json:"engine_floor_ratio,omitempty"`
 	// Paced is the rounds paced at Options.LatencyAt of the measured rate.
 	Paced *Paced `json:"paced,omitempty"`
 	// Notes carries workload-specific findings: the update workload's
@@ -182,6 +186,13 @@ func writeResultText(w io.Writer, r Result) {
 		fmt.Fprintf(w, "%sdurable floor %s entities/s: server/durable floor = %.2f", indent, commas(r.DurableFloorPerSec), r.DurableFloorRatio)
 		if r.FloorPerSec > 0 {
 			fmt.Fprintf(w, ", durable floor/floor = %.2f", r.DurableFloorPerSec/r.FloorPerSec)
+		}
+		fmt.Fprintln(w)
+	}
+	if r.EngineFloorPerSec > 0 {
+		fmt.Fprintf(w, "%sengine floor %s entities/s: server/engine floor = %.2f", indent, commas(r.EngineFloorPerSec), r.EngineFloorRatio)
+		if r.DurableFloorPerSec > 0 {
+			fmt.Fprintf(w, ", engine floor/durable floor = %.2f", r.EngineFloorPerSec/r.DurableFloorPerSec)
 		}
 		fmt.Fprintln(w)
 	}

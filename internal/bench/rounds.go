@@ -19,7 +19,7 @@ import (
 // Alternating server and floor rounds lets both see the same drift of a shared machine.
 func (b *bench) runRounds(ctx context.Context, name string) (Result, error) {
 	var runs []Result
-	var floors, durables []float64
+	var floors, durables, engines []float64
 	var errs []error
 	var floorNote string
 	for round := range b.opts.Rounds {
@@ -38,12 +38,21 @@ func (b *bench) runRounds(ctx context.Context, name string) (Result, error) {
 				floorNote = "floor " + f.Notes
 			}
 			if b.floor.log != nil && writes(name) && ctx.Err() == nil {
-				b.floor.durable.Store(true)
+				b.floor.mode.Store(floorDurable)
 				d, _ := b.runOnce(ctx, name, true, 0)
-				b.floor.durable.Store(false)
+				b.floor.mode.Store(floorPlain)
 				durables = append(durables, d.EntitiesPerSec)
 				if d.Errors > 0 && floorNote == "" {
 					floorNote = "durable floor " + d.Notes
+				}
+			}
+			if b.floor.engine != nil && writes(name) && ctx.Err() == nil {
+				b.floor.mode.Store(floorEngine)
+				d, _ := b.runOnce(ctx, name, true, 0)
+				b.floor.mode.Store(floorPlain)
+				engines = append(engines, d.EntitiesPerSec)
+				if d.Errors > 0 && floorNote == "" {
+					floorNote = "engine floor " + d.Notes
 				}
 			}
 		}
@@ -65,13 +74,8 @@ func (b *bench) runRounds(ctx context.Context, name string) (Result, error) {
 			res.Notes = joinNotes(res.Notes, floorNote)
 		}
 	}
-	if len(durables) > 0 {
-		slices.Sort(durables)
-		res.DurableFloorPerSec = durables[len(durables)/2]
-		if res.DurableFloorPerSec > 0 {
-			res.DurableFloorRatio = res.EntitiesPerSec / res.DurableFloorPerSec
-		}
-	}
+	res.DurableFloorPerSec, res.DurableFloorRatio = floorOf(durables, res.EntitiesPerSec)
+	res.EngineFloorPerSec, res.EngineFloorRatio = floorOf(engines, res.EntitiesPerSec)
 	if f := b.opts.LatencyAt; f > 0 && paceable(name) && res.OpsPerSec() > 0 && ctx.Err() == nil {
 		rate := f * res.OpsPerSec()
 		var paced []Result
@@ -120,6 +124,19 @@ func floored(name string) bool {
 		return false
 	}
 	return true
+}
+
+// floorOf returns the median of a floor's rounds (entities/s) and the server's rate's
+// ratio to it; zeros without rounds.
+func floorOf(rounds []float64, server float64) (perSec, ratio float64) {
+	if len(rounds) == 0 {
+		return 0, 0
+	}
+	slices.Sort(rounds)
+	if perSec = rounds[len(rounds)/2]; perSec > 0 {
+		ratio = server / perSec
+	}
+	return perSec, ratio
 }
 
 // writes reports whether a workload changes data, and so has a durable floor.
