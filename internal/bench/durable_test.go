@@ -10,15 +10,16 @@ import (
 	"testing"
 )
 
-// With --durable-floor every write workload also runs against the durable floor (and only
-// the write workloads), each round error-free; the ratios are the rates' quotients, and
-// the log file is gone after the run.
+// With --durable-floor and --engine-floor every write workload also runs against the
+// durable floor and the engine floor (and only the write workloads), each round
+// error-free; the ratios are the rates' quotients, the text report names both floors and
+// compares them, and the log file and the engine's directory are gone after the run.
 func TestDurableFloorAgainstFake(t *testing.T) {
 	forClients(t, func(t *testing.T, client string) {
 		_, cs := newFake(t)
 		dir := diskDir(t)
 		o := quick(cs)
-		o.Client, o.DurableFloor, o.Rounds = client, dir, 2
+		o.Client, o.DurableFloor, o.EngineFloor, o.Rounds = client, dir, dir, 2
 		o.Workloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpsert, WorkloadUpdate}
 		rs, out := runLogged(t, o)
 		for _, r := range rs {
@@ -26,22 +27,30 @@ func TestDurableFloorAgainstFake(t *testing.T) {
 				t.Errorf("%s: %+v", r.Workload, r)
 			}
 			if !writes(r.Workload) {
-				if r.DurableFloorPerSec != 0 {
-					t.Errorf("%s: a durable floor for a read workload: %+v", r.Workload, r)
+				if r.DurableFloorPerSec != 0 || r.EngineFloorPerSec != 0 {
+					t.Errorf("%s: a durable or engine floor for a read workload: %+v", r.Workload, r)
 				}
 				continue
 			}
-			if r.DurableFloorPerSec <= 0 {
-				t.Errorf("%s: no durable floor: %+v", r.Workload, r)
-			} else if d := r.DurableFloorRatio - r.EntitiesPerSec/r.DurableFloorPerSec; d > 1e-9 || d < -1e-9 {
-				t.Errorf("%s: ratio %v, want %v / %v", r.Workload, r.DurableFloorRatio, r.EntitiesPerSec, r.DurableFloorPerSec)
+			for _, f := range []struct {
+				name          string
+				perSec, ratio float64
+			}{{"durable", r.DurableFloorPerSec, r.DurableFloorRatio}, {"engine", r.EngineFloorPerSec, r.EngineFloorRatio}} {
+				if f.perSec <= 0 {
+					t.Errorf("%s: no %s floor: %+v", r.Workload, f.name, r)
+				} else if d := f.ratio - r.EntitiesPerSec/f.perSec; d > 1e-9 || d < -1e-9 {
+					t.Errorf("%s: %s floor ratio %v, want %v / %v", r.Workload, f.name, f.ratio, r.EntitiesPerSec, f.perSec)
+				}
 			}
 		}
-		if n := strings.Count(out.String(), "server/durable floor = "); n != 3 {
-			t.Errorf("text report has %d durable floors, want 3 (insert, upsert, update):\n%s", n, out.String())
+		text := out.String()
+		for _, s := range []string{"server/durable floor = ", "server/engine floor = ", "engine floor/durable floor = "} {
+			if n := strings.Count(text, s); n != 3 {
+				t.Errorf("text report has %q %d times, want 3 (insert, upsert, update):\n%s", s, n, text)
+			}
 		}
 		if left, _ := os.ReadDir(dir); len(left) != 0 {
-			t.Errorf("left in the durable floor's directory: %v", left)
+			t.Errorf("left in the floors' directory: %v", left)
 		}
 	})
 }

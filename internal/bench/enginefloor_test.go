@@ -5,53 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/ceruleandb/cerulean/internal/storage"
 )
-
-// With --engine-floor every write workload also runs against the engine floor (and only
-// the write workloads), each round error-free, beside the durable floor; the ratios are
-// the rates' quotients, the text report names both, and the engine's directory is gone
-// after the run.
-func TestEngineFloorAgainstFake(t *testing.T) {
-	forClients(t, func(t *testing.T, client string) {
-		_, cs := newFake(t)
-		dir := diskDir(t)
-		o := quick(cs)
-		o.Client, o.DurableFloor, o.EngineFloor, o.Rounds = client, dir, dir, 2
-		o.Workloads = []string{WorkloadInsert, WorkloadRead, WorkloadUpsert, WorkloadUpdate}
-		rs, out := runLogged(t, o)
-		for _, r := range rs {
-			if r.FloorPerSec <= 0 || r.Errors != 0 || strings.Contains(r.Notes, "floor") {
-				t.Errorf("%s: %+v", r.Workload, r)
-			}
-			if !writes(r.Workload) {
-				if r.EngineFloorPerSec != 0 {
-					t.Errorf("%s: an engine floor for a read workload: %+v", r.Workload, r)
-				}
-				continue
-			}
-			if r.EngineFloorPerSec <= 0 || r.DurableFloorPerSec <= 0 {
-				t.Errorf("%s: no engine or durable floor: %+v", r.Workload, r)
-			} else if d := r.EngineFloorRatio - r.EntitiesPerSec/r.EngineFloorPerSec; d > 1e-9 || d < -1e-9 {
-				t.Errorf("%s: ratio %v, want %v / %v", r.Workload, r.EngineFloorRatio, r.EntitiesPerSec, r.EngineFloorPerSec)
-			}
-		}
-		text := out.String()
-		if n := strings.Count(text, "server/engine floor = "); n != 3 {
-			t.Errorf("text report has %d engine floors, want 3 (insert, upsert, update):\n%s", n, text)
-		}
-		if n := strings.Count(text, "engine floor/durable floor = "); n != 3 {
-			t.Errorf("text report compares %d engine floors with the durable floor, want 3:\n%s", n, text)
-		}
-		if left, _ := os.ReadDir(dir); len(left) != 0 {
-			t.Errorf("left in the engine floor's directory: %v", left)
-		}
-	})
-}
 
 // The directory must exist and be on a disk, and implies --floor, as --durable-floor's.
 func TestEngineFloorDirectory(t *testing.T) {

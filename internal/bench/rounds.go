@@ -37,22 +37,25 @@ func (b *bench) runRounds(ctx context.Context, name string) (Result, error) {
 			if f.Errors > 0 && floorNote == "" {
 				floorNote = "floor " + f.Notes
 			}
-			if b.floor.log != nil && writes(name) && ctx.Err() == nil {
-				b.floor.mode.Store(floorDurable)
-				d, _ := b.runOnce(ctx, name, true, 0)
-				b.floor.mode.Store(floorPlain)
-				durables = append(durables, d.EntitiesPerSec)
-				if d.Errors > 0 && floorNote == "" {
-					floorNote = "durable floor " + d.Notes
+			// A write workload's rounds against the floor in its durable and engine modes.
+			for _, m := range []struct {
+				on    bool
+				mode  int32
+				rates *[]float64
+				label string
+			}{
+				{b.floor.log != nil, floorDurable, &durables, "durable floor "},
+				{b.floor.engine != nil, floorEngine, &engines, "engine floor "},
+			} {
+				if !m.on || !writes(name) || ctx.Err() != nil {
+					continue
 				}
-			}
-			if b.floor.engine != nil && writes(name) && ctx.Err() == nil {
-				b.floor.mode.Store(floorEngine)
+				b.floor.mode.Store(m.mode)
 				d, _ := b.runOnce(ctx, name, true, 0)
 				b.floor.mode.Store(floorPlain)
-				engines = append(engines, d.EntitiesPerSec)
+				*m.rates = append(*m.rates, d.EntitiesPerSec)
 				if d.Errors > 0 && floorNote == "" {
-					floorNote = "engine floor " + d.Notes
+					floorNote = m.label + d.Notes
 				}
 			}
 		}
