@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -83,6 +84,13 @@ var sigValue = regexp.MustCompile(`sig(=|%3D)([^R&'"\s]|R[^E])[^&'"\s]*`)
 // EntityAlreadyExists (issue 42).
 func TestTransferKillResume(t *testing.T) {
 	const n = 60_000
+	// Under nohup the test process starts with SIGHUP ignored, which its children inherit
+	// and the tools rightly keep (transfer.Interrupts), so every SIGHUP case would see a
+	// run that does not stop. Catching SIGHUP here gives the tools the default disposition
+	// again, as a terminal's shell would (execve resets caught signals, not ignored ones).
+	if signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+	}
 	srv := startOwnServer(t)
 	dir := t.TempDir()
 	file := writeNumbered(t, dir, n, 50)
