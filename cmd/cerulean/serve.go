@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -640,18 +639,13 @@ func openEngine(o serveOptions, log *slog.Logger) (storage.Engine, string, error
 	return eng, o.data, nil
 }
 
-// raiseProcs gives the Go scheduler pebble.BackgroundProcs more Ps than its default
-// (the cores the process may use), so Pebble's flushes and compactions cannot take the
-// Ps requests need (see pebble.BackgroundProcs). A GOMAXPROCS in the environment is the
-// operator's choice and is kept. Setting it stops Go from following a changed CPU limit
-// of the container; a restart picks the new limit up.
+// raiseProcs raises GOMAXPROCS for Pebble's background work (pebble.RaiseProcs), so
+// that flushes and compactions cannot take the Ps requests need (see
+// pebble.BackgroundProcs).
 func raiseProcs(log *slog.Logger) {
-	if os.Getenv("GOMAXPROCS") != "" {
-		return
+	if from, to, ok := pebble.RaiseProcs(); ok {
+		log.Debug("GOMAXPROCS raised for Pebble's background work", "from", from, "to", to)
 	}
-	n := runtime.GOMAXPROCS(0)
-	runtime.GOMAXPROCS(n + pebble.BackgroundProcs)
-	log.Debug("GOMAXPROCS raised for Pebble's background work", "from", n, "to", n+pebble.BackgroundProcs)
 }
 
 // floorGC keeps the budget's headroom (gcfloor.DefaultHeadroom at the default

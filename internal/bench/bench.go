@@ -304,7 +304,6 @@ func (b *bench) startFloor() error {
 			f.close()
 			return fmt.Errorf("bench: %w", err)
 		}
-		raiseEngineProcs()
 	}
 	b.floor = f
 	return nil

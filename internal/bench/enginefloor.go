@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -65,8 +64,10 @@ type engineLog struct {
 }
 
 // openEngineLog opens a fresh engine in a new directory under dir with the server's
-// default options and creates its table.
+// default options and creates its table. Like a server on the embedded engine, the
+// process gets pebble.BackgroundProcs more Ps (pebble.RaiseProcs).
 func openEngineLog(dir string) (*engineLog, error) {
+	pebble.RaiseProcs()
 	d, err := os.MkdirTemp(dir, "cerulean-bench-engine-floor-")
 	if err != nil {
 		return nil, fmt.Errorf("engine floor: %w", err)
@@ -82,14 +83,6 @@ func openEngineLog(dir string) (*engineLog, error) {
 		return nil, fmt.Errorf("engine floor: %w", err)
 	}
 	return &engineLog{eng: eng, dir: d}, nil
-}
-
-// raiseEngineProcs gives the scheduler pebble.BackgroundProcs more Ps than the cores, as
-// cmd/cerulean does for a server on the embedded engine, unless GOMAXPROCS is set.
-func raiseEngineProcs() {
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(runtime.NumCPU() + pebble.BackgroundProcs)
-	}
 }
 
 // write stores what request r with body changes (see the engine floor above) and returns
@@ -145,10 +138,7 @@ func (l *engineLog) mutations(r *http.Request, body []byte) (string, []storage.M
 
 // rowKeyOf is the engine floor's row key number n: zero-padded, so that keys handed out
 // later sort later, as a bench worker's do.
-func rowKeyOf(n uint64) string {
-	s := strconv.FormatUint(n, 10)
-	return strings.Repeat("0", max(0, 12-len(s))) + s
-}
+func rowKeyOf(n uint64) string { return fmt.Sprintf("%012d", n) }
 
 // share is part i of n of body as the one property of a stand-in entity.
 func share(body []byte, i, n int) []entity.Property {

@@ -67,16 +67,10 @@ func (b *bench) runRounds(ctx context.Context, name string) (Result, error) {
 		return Result{Workload: name, PartitionTarget: PartitionTarget, Notes: "not run: " + context.Cause(ctx).Error()}, ctx.Err()
 	}
 	res := median(runs)
-	if len(floors) > 0 {
-		slices.Sort(floors)
-		res.FloorPerSec = floors[len(floors)/2]
-		if res.FloorPerSec > 0 {
-			res.FloorRatio = res.EntitiesPerSec / res.FloorPerSec
-		}
-		if floorNote != "" {
-			res.Notes = joinNotes(res.Notes, floorNote)
-		}
+	if floorNote != "" {
+		res.Notes = joinNotes(res.Notes, floorNote)
 	}
+	res.FloorPerSec, res.FloorRatio = floorOf(floors, res.EntitiesPerSec)
 	res.DurableFloorPerSec, res.DurableFloorRatio = floorOf(durables, res.EntitiesPerSec)
 	res.EngineFloorPerSec, res.EngineFloorRatio = floorOf(engines, res.EntitiesPerSec)
 	if f := b.opts.LatencyAt; f > 0 && paceable(name) && res.OpsPerSec() > 0 && ctx.Err() == nil {

@@ -61,6 +61,7 @@ import (
 	"log"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -137,6 +138,26 @@ const (
 // cores, synced inserts paced at half their maximum rate had p99s of 4.5–6.5 ms in seven
 // runs, against 5.7–29 ms (two runs of five over 10 ms) with the default.
 const BackgroundProcs = 2
+
+var raiseProcsOnce sync.Once
+
+// RaiseProcs gives the Go scheduler BackgroundProcs more Ps than it has (see
+// BackgroundProcs), once per process: later calls change nothing and report raised false,
+// so a process that opens several engines raises it once. A GOMAXPROCS in the environment
+// is the operator's choice and is kept. Setting it stops Go from following a changed CPU
+// limit of the container; a restart picks the new limit up.
+func RaiseProcs() (from, to int, raised bool) {
+	raiseProcsOnce.Do(func() {
+		if os.Getenv("GOMAXPROCS") != "" {
+			return
+		}
+		from = runtime.GOMAXPROCS(0)
+		to = from + BackgroundProcs
+		runtime.GOMAXPROCS(to)
+		raised = true
+	})
+	return from, to, raised
+}
 
 // L0StopWritesThreshold is how many L0 sublevels stop all writes until a compaction drains
 // L0 (Pebble's L0StopWritesThreshold; its default is 12). A point read consults each

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -847,4 +849,24 @@ func TestCompressionChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("compacted")
+}
+
+// RaiseProcs raises GOMAXPROCS by BackgroundProcs once per process, however many engines
+// the process opens, and keeps a GOMAXPROCS from the environment.
+func TestRaiseProcsOnce(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(before)
+	from, to, raised := RaiseProcs()
+	switch {
+	case os.Getenv("GOMAXPROCS") != "":
+		if raised || runtime.GOMAXPROCS(0) != before {
+			t.Errorf("with GOMAXPROCS set: raised %v, GOMAXPROCS %d, want %d kept", raised, runtime.GOMAXPROCS(0), before)
+		}
+	case !raised || from != before || to != before+BackgroundProcs || runtime.GOMAXPROCS(0) != to:
+		t.Errorf("first call: %d → %d (raised %v), GOMAXPROCS %d; want %d → %d", from, to, raised, runtime.GOMAXPROCS(0), before, before+BackgroundProcs)
+	}
+	now := runtime.GOMAXPROCS(0)
+	if _, _, again := RaiseProcs(); again || runtime.GOMAXPROCS(0) != now {
+		t.Errorf("second call raised again: %v, GOMAXPROCS %d, want %d", again, runtime.GOMAXPROCS(0), now)
+	}
 }
