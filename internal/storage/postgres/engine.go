@@ -411,7 +411,7 @@ func Open(ctx context.Context, url string, opts Options) (*Engine, error) {
 		failoverSem: make(chan struct{}, 1),
 	}
 	e.singles = coalescer{e: e, slots: singleSlots(opts.PoolSize)}
-	e.gets = coalescer{e: e, slots: getSlots(opts.PoolSize)}
+	e.gets = coalescer{e: e, slots: getSlots(opts.PoolSize), spill: spillGets}
 	e.singles.exec, e.gets.exec = e.execGroup, e.execReads
 	e.singles.merge = e.mergeSingles
 	e.gets.merge = e.mergeGets

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"database/sql"
 	"encoding/binary"
 	"fmt"
 
@@ -18,10 +19,11 @@ import (
 // copied and cleared several times over, and each array element went through reflection;
 // in profiles of the server under `cerulean bench --client raw`, that was about a third
 // of the CPU the engine spent sending a group of single inserts. encodeParams encodes the
-// argument types the engine's hot statements use — int64, []byte, []int64 and [][]byte
-// for the parameter types BIGINT, BYTEA, BIGINT[] and BYTEA[] — straight into one buffer
-// sized for all of a pipeline's statements, byte for byte as pgx would in the binary
-// format (a nil slice is NULL, a nil element of a [][]byte a NULL element). A statement
+// argument types the engine's hot statements use — int64, []byte (or a *[]byte), []int64
+// and [][]byte for the parameter types BIGINT, BYTEA, BIGINT[] and BYTEA[] — straight
+// into one buffer sized for all of a pipeline's statements, byte for byte as pgx would
+// in the binary format (a nil slice is NULL, a nil element of a [][]byte a NULL
+// element). A statement
 // with any other argument, or a parameter of another type, is encoded by pgx's
 // ExtendedQueryBuilder, as before.
 
@@ -118,6 +120,11 @@ func directSize(sd *pgconn.StatementDescription, args []any) (int, bool) {
 				return 0, false
 			}
 			n += len(v)
+		case *[]byte:
+			if sd.ParamOIDs[i] != oidBytea || v == nil {
+				return 0, false
+			}
+			n += len(*v)
 		case []int64:
 			if sd.ParamOIDs[i] != oidInt8Array {
 				return 0, false
@@ -154,6 +161,11 @@ func appendDirect(buf []byte, a any) ([]byte, []byte) {
 			return buf, nil
 		}
 		buf = append(buf, v...)
+	case *[]byte:
+		if *v == nil {
+			return buf, nil
+		}
+		buf = append(buf, *v...)
 	case []int64:
 		if v == nil {
 			return buf, nil
@@ -199,9 +211,9 @@ func appendArrayHeader(buf []byte, elem uint32, n int, nulls bool) []byte {
 }
 
 // scanValue decodes one column value into dst as m.Scan does. The columns every point
-// read and single write answers — BIGINT into *int64 or **int64, BYTEA into *[]byte, in
-// the binary format — are decoded here, without m.Scan's plan lookup and interface
-// calls; anything else (a NULL into *int64, which m.Scan refuses, included) goes to m.
+// read and single write answers — BIGINT into *int64, **int64 or *sql.NullInt64, BYTEA
+// into *[]byte, in the binary format — are decoded here, without m.Scan's plan lookup
+// and interface calls; anything else (a NULL into *int64, which m.Scan refuses, included) goes to m.
 func scanValue(m valueScanner, oid uint32, format int16, src []byte, dst any) error {
 	if format == pgtype.BinaryFormatCode {
 		switch d := dst.(type) {
@@ -218,6 +230,15 @@ func scanValue(m valueScanner, oid uint32, format int16, src []byte, dst any) er
 			if oid == oidInt8 && len(src) == 8 {
 				v := int64(binary.BigEndian.Uint64(src))
 				*d = &v
+				return nil
+			}
+		case *sql.NullInt64:
+			if oid == oidInt8 && src == nil {
+				*d = sql.NullInt64{}
+				return nil
+			}
+			if oid == oidInt8 && len(src) == 8 {
+				*d = sql.NullInt64{Int64: int64(binary.BigEndian.Uint64(src)), Valid: true}
 				return nil
 			}
 		case *[]byte:

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"bytes"
+	"database/sql"
 	"fmt"
 	"slices"
 	"testing"
@@ -27,6 +28,10 @@ func TestEncodeParamsAsPgx(t *testing.T) {
 		{"arrays", []uint32{oidInt8Array, oidByteaArray, oidByteaArray, oidByteaArray, oidInt8Array, oidInt8Array},
 			[]any{[]int64{0, -1, 1 << 62}, [][]byte{[]byte("a"), {}, []byte("ccc")}, [][]byte{nil, []byte("x")}, [][]byte{}, []int64(nil), []int64{}}},
 		{"null array", []uint32{oidByteaArray}, []any{[][]byte(nil)}},
+		{"pointers", []uint32{oidBytea, oidBytea, oidBytea, oidInt8}, func() []any {
+			a, e, n := []byte("key"), []byte{}, []byte(nil)
+			return []any{&a, &e, &n, int64(2)}
+		}()},
 		{"no parameters", nil, nil},
 		// Left to pgx: a string, an int64 for an INT4 parameter, a []byte for TEXT.
 		{"string", []uint32{pgtype.TextOID, oidBytea}, []any{"text", []byte("b")}},
@@ -141,6 +146,9 @@ func TestScanValueAsPgx(t *testing.T) {
 		{"int8 short", oidInt8, 1, []byte{1, 2}, func() any { return new(int64) }},
 		{"nullable int8", oidInt8, 1, i8, func() any { return new(*int64) }},
 		{"nullable int8 null", oidInt8, 1, nil, func() any { v := int64(3); p := &v; return &p }},
+		{"null int8", oidInt8, 1, i8, func() any { return new(sql.NullInt64) }},
+		{"null int8 null", oidInt8, 1, nil, func() any { return &sql.NullInt64{Int64: 3, Valid: true} }},
+		{"null int8 short", oidInt8, 1, []byte{1}, func() any { return new(sql.NullInt64) }},
 		{"bytea", oidBytea, 1, []byte("props"), func() any { return new([]byte) }},
 		{"bytea empty", oidBytea, 1, []byte{}, func() any { return new([]byte) }},
 		{"bytea null", oidBytea, 1, nil, func() any { b := []byte("x"); return &b }},
