@@ -347,10 +347,10 @@ func getSlots(poolSize int) int {
 // With one group in flight (2 cores), the reads that arrive while it is out wait for
 // it, and so do their HTTP exchanges: the front end's core then sits idle while the
 // database runs the group. Under `cerulean bench --client raw --workers 32 --workloads
-// read` the groups held about 9 reads and the machine had 0.28–0.32 of its 2 cores idle;
-// a second slot always open splits the reads into groups of 5–6, each with its own
-// round trip, Sync and backend wake-up, and cost more CPU per read than it gained. A
-// second group only once 8 wait keeps the groups near that size and the cores busy:
-// three alternating triples of runs (spill off, 6, 10) gave 19,022/19,771/20,764,
-// 17,095/18,886/18,467 and 14,644/17,137/17,972 reads/s, idle 0.18–0.28 cores.
+// read` the groups held 9–11 reads and 0.27–0.30 of the 2 cores were idle (0.17 under
+// the same load on Pebble). A second group once 8 wait makes groups of 6–8 reads, each
+// with its own round trip, Sync and backend wake-up, but keeps the cores busier (0.15–0.18
+// idle): 22,053–22,604 reads/s against 17,624–22,075 in three alternating pairs. Spills of
+// 6 and 10 did alike, both above none, in three alternating triples (none, 6, 10):
+// 19,022/19,771/20,764, 17,095/18,886/18,467 and 14,644/17,137/17,972 reads/s.
 const spillGets = 8
