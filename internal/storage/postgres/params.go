@@ -23,9 +23,8 @@ import (
 // and [][]byte for the parameter types BIGINT, BYTEA, BIGINT[] and BYTEA[] — straight
 // into one buffer sized for all of a pipeline's statements, byte for byte as pgx would
 // in the binary format (a nil slice is NULL, a nil element of a [][]byte a NULL
-// element). A statement
-// with any other argument, or a parameter of another type, is encoded by pgx's
-// ExtendedQueryBuilder, as before.
+// element). A statement with any other argument, or a parameter of another type, is
+// encoded by pgx's ExtendedQueryBuilder, as before.
 
 // Type OIDs of the parameters encodeParams encodes itself.
 const (
@@ -213,7 +212,8 @@ func appendArrayHeader(buf []byte, elem uint32, n int, nulls bool) []byte {
 // scanValue decodes one column value into dst as m.Scan does. The columns every point
 // read and single write answers — BIGINT into *int64, **int64 or *sql.NullInt64, BYTEA
 // into *[]byte, in the binary format — are decoded here, without m.Scan's plan lookup
-// and interface calls; anything else (a NULL into *int64, which m.Scan refuses, included) goes to m.
+// and interface calls; anything else (a NULL into *int64, which m.Scan refuses,
+// included) goes to m.
 func scanValue(m valueScanner, oid uint32, format int16, src []byte, dst any) error {
 	if format == pgtype.BinaryFormatCode {
 		switch d := dst.(type) {

@@ -7,19 +7,14 @@ import (
 	"time"
 )
 
-// fakeGroups is a coalescer's exec that records each group's size and holds it until
-// released.
+// fakeGroups is a coalescer's exec that reports each group's size as it starts and
+// holds it until released.
 type fakeGroups struct {
-	mu      sync.Mutex
-	sizes   []int
 	started chan int      // each group's size, as it starts
 	release chan struct{} // one receive lets one group finish
 }
 
 func (f *fakeGroups) exec(_ context.Context, stmts []stmt, _ bool) (bounds, error) {
-	f.mu.Lock()
-	f.sizes = append(f.sizes, len(stmts))
-	f.mu.Unlock()
 	f.started <- len(stmts)
 	<-f.release
 	for i := range stmts {
