@@ -207,10 +207,10 @@ func readOnlyBytes(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
-// mergeGets makes one getMany statement of a group of Gets (reads.get's statements:
-// arguments account, table key, PartitionKey and RowKey; dest table id, version, props
-// and expiry), which sets each Get's rows and dest as its get statement would have: one row
-// if its table exists, none if not. One statement of many keys costs the database far
+// mergeGets makes one getMany statement of a group of Gets (reads.get's getOne
+// statements: arguments account, table key, PartitionKey and RowKey; dest table id,
+// version, props and expiry), which sets each Get's rows and dest as its get statement
+// would have: one row if its table exists, none if not. One statement of many keys costs the database far
 // less than as many statements: one Bind and Execute, one executor start-up, one
 // snapshot. The keys are then read from one snapshot, taken within the group's round
 // trip, so the position read after the group still bounds what each saw.
@@ -223,14 +223,11 @@ func (e *Engine) mergeGets(group []*single) (stmt, bool) {
 			return stmt{}, false
 		}
 		for j := range cols {
-			switch b := s.st.args[j].(type) {
-			case []byte:
-				cols[j][i] = b
-			case *[]byte:
-				cols[j][i] = *b
-			default:
+			b, ok := s.st.args[j].(*[]byte)
+			if !ok {
 				return stmt{}, false
 			}
+			cols[j][i] = *b
 		}
 		idx[i] = int64(i)
 	}

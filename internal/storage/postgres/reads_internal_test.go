@@ -23,30 +23,23 @@ func TestExecReadsPosition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	get := func() stmt {
-		var tid int64
-		var ver *int64
-		var blob []byte
-		var exp *int64
-		return stmt{sql: e.q.get, args: []any{[]byte(acct), []byte(storage.TableKey("T")), []byte("p"), []byte("r")},
-			dest: []any{&tid, &ver, &blob, &exp}}
-	}
+	get := func() *getOne { return newGetOne(e.q.get, acct, "T", "p", "r") }
 	for i := range 2 * int(e.pool.Config().MaxConns) { // every connection, some twice
-		st := get()
-		stmts := []stmt{st}
+		g := get()
+		stmts := []stmt{g.st}
 		at, err := e.execReads(ctx, stmts, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if stmts[0].rows != 1 || *stmts[0].dest[1].(**int64) == nil || **stmts[0].dest[1].(**int64) != res.Versions[0] {
-			t.Fatalf("read %d: %d rows, version %v, want %d", i, stmts[0].rows, stmts[0].dest[1], res.Versions[0])
+		if stmts[0].rows != 1 || !g.ver.Valid || g.ver.Int64 != res.Versions[0] {
+			t.Fatalf("read %d: %d rows, version %v, want %d", i, stmts[0].rows, g.ver, res.Versions[0])
 		}
 		if at.hi < res.Position || at.hi == 0 {
 			t.Fatalf("read %d: position %v before the write's commit at %v", i, at.hi, res.Position)
 		}
 
 		// A group whose second statement the database refuses (division by zero).
-		st = get()
+		st := get().st
 		bad := []stmt{st, {sql: `SELECT 1 / (SELECT count(*) FROM cerulean_tables WHERE false)`, dest: []any{new(int64)}}, st}
 		_, err = e.execReads(ctx, bad, false)
 		var pe *pgconn.PgError
